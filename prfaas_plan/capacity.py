@@ -1,0 +1,230 @@
+"""Closed-form role throughputs and system throughput of a PrfaaS-PD deployment.
+
+Units: requests/s for throughputs, seconds, bytes, bytes/s, tokens. Equations of the reference
+(prfaas-model.md §4), with p = P(L > t):
+
+    Θ_prfaas = min(N_prfaas / T_prfaas(long), B_out / S_kv(long))        (3)
+    Θ_pd-p   = N_p / T_pd(short)                                          (4)
+    Θ_pd-d   = N_d · BS_max / (T_decode · L_out)                          (5)
+    Λ_max    = min(Θ_prfaas / p, Θ_pd-p / (1 − p), Θ_pd-d)               (6)
+
+`Mode.PAPER` evaluates T and S at the representative lengths l_long = E[L | L > t] and
+l_short = E[L | L <= t], as the paper does; `Mode.EXACT` uses the conditional mean service time
+E[T(L) | L > t] (and E[S_kv(L) | L > t]), which is what a pool of servers actually sustains.
+All functions broadcast over numpy arrays so the optimiser evaluates whole grids at once.
+"""
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import NamedTuple
+
+import numpy as np
+
+from prfaas_plan.profiles import DecodePoint, FittedCurve
+from prfaas_plan.workload import LengthDistribution
+
+
+class Mode(StrEnum):
+    PAPER = "paper"
+    EXACT = "exact"
+
+
+class Bound(StrEnum):
+    """The capacity term that limits Λ_max."""
+
+    PRFAAS_COMPUTE = "prfaas_compute"
+    PRFAAS_LINK = "prfaas_link"
+    PD_PREFILL = "pd_prefill"
+    PD_DECODE = "pd_decode"
+
+
+@dataclass(frozen=True)
+class ServingSystem:
+    """Per-instance performance of the three roles and the inter-cluster link."""
+
+    prfaas_prefill_latency: FittedCurve  # T_prfaas(l), one PrfaaS instance, seconds
+    pd_prefill_latency: FittedCurve  # T_pd(l), one PD instance, seconds
+    kv_cache_size: FittedCurve  # S_kv(l), bytes
+    decode: DecodePoint  # BS_max and T_decode on one PD instance at the SLO
+    output_tokens: float  # L_out, mean output length
+    link_bandwidth_bytes_per_s: float  # B_out
+
+    @property
+    def decode_rps_per_instance(self) -> float:
+        """BS_max / (T_decode · L_out): requests/s one decode instance completes."""
+        return self.decode.batch_size / (self.decode.step_latency_s * self.output_tokens)
+
+
+@dataclass(frozen=True)
+class Configuration:
+    prfaas_instances: int
+    pd_prefill_instances: int
+    pd_decode_instances: int
+    threshold_tokens: float  # requests with L > threshold are prefilled on PrfaaS
+
+    @property
+    def pd_instances(self) -> int:
+        return self.pd_prefill_instances + self.pd_decode_instances
+
+
+class Rates(NamedTuple):
+    """Vectorised capacity terms (arrays broadcast over thresholds and instance counts)."""
+
+    offload_fraction: np.ndarray  # p
+    long_mean_tokens: np.ndarray  # l_long (nan when p = 0)
+    short_mean_tokens: np.ndarray  # l_short (nan when p = 1)
+    prfaas_service_time_s: np.ndarray
+    pd_prefill_service_time_s: np.ndarray
+    long_kv_cache_bytes: np.ndarray  # S_kv used for the link term
+    prfaas_compute_rps: np.ndarray
+    prfaas_link_rps: np.ndarray
+    pd_prefill_rps: np.ndarray
+    pd_decode_rps: np.ndarray
+    # system throughput each term allows once divided by the share of requests it serves
+    limits_rps: np.ndarray  # stacked in Bound order, shape (4, ...)
+
+    @property
+    def prfaas_rps(self):
+        return np.minimum(self.prfaas_compute_rps, self.prfaas_link_rps)
+
+    @property
+    def system_rps(self):
+        return self.limits_rps.min(axis=0)
+
+
+def _per_share(capacity_rps, share):
+    """capacity / share, with capacity / 0 = inf (a role that serves nobody never binds)."""
+    capacity_rps, share = np.broadcast_arrays(np.asarray(capacity_rps, float), share)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(share > 0, capacity_rps / np.where(share > 0, share, 1.0), np.inf)
+
+
+def _service_time(curve: FittedCurve, moments, mode: Mode):
+    """Mean service time of the requests described by `moments` (nan if there are none)."""
+    m0 = moments[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_tokens = moments[1] / m0
+        if mode is Mode.PAPER:
+            value = curve(mean_tokens)
+        else:
+            value = curve.expectation(moments) / m0
+    return np.where(m0 > 0, value, np.nan), np.where(m0 > 0, mean_tokens, np.nan)
+
+
+def rates(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    threshold_tokens,
+    prfaas_instances,
+    pd_prefill_instances,
+    pd_decode_instances,
+    mode: Mode,
+) -> Rates:
+    """All capacity terms of equations (3)-(6), broadcast over the inputs."""
+    short, long = workload.split(threshold_tokens)
+    p = long[0]
+    t_long, l_long = _service_time(system.prfaas_prefill_latency, long, mode)
+    t_short, l_short = _service_time(system.pd_prefill_latency, short, mode)
+    # S_kv is affine, so E[S_kv(L) | L > t] = S_kv(l_long): both modes agree on the link term.
+    s_long, _ = _service_time(system.kv_cache_size, long, mode)
+    # nan where a role serves nobody (p = 0 or p = 1): its capacity is then undefined
+    compute = prfaas_instances / t_long
+    link = system.link_bandwidth_bytes_per_s / s_long
+    pd_prefill = pd_prefill_instances / t_short
+    decode = np.asarray(pd_decode_instances, float) * system.decode_rps_per_instance
+    limits = np.broadcast_arrays(
+        _per_share(compute, p), _per_share(link, p), _per_share(pd_prefill, 1 - p), decode
+    )
+    return Rates(
+        offload_fraction=p,
+        long_mean_tokens=l_long,
+        short_mean_tokens=l_short,
+        prfaas_service_time_s=t_long,
+        pd_prefill_service_time_s=t_short,
+        long_kv_cache_bytes=s_long,
+        prfaas_compute_rps=compute,
+        prfaas_link_rps=link,
+        pd_prefill_rps=pd_prefill,
+        pd_decode_rps=decode,
+        limits_rps=np.stack(limits),
+    )
+
+
+@dataclass(frozen=True)
+class RoleThroughput:
+    """Θ per role in requests/s (what each role can complete, not what it is offered)."""
+
+    prfaas_rps: float  # nan when nothing is offloaded (p = 0)
+    prfaas_compute_rps: float
+    prfaas_link_rps: float
+    pd_prefill_rps: float  # nan when everything is offloaded (p = 1)
+    pd_decode_rps: float
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One configuration evaluated by the closed-form model."""
+
+    configuration: Configuration
+    mode: Mode
+    offload_fraction: float  # p = P(L > t)
+    long_mean_tokens: float  # l_long, nan if nothing is offloaded
+    short_mean_tokens: float  # l_short, nan if everything is offloaded
+    prfaas_service_time_s: float
+    pd_prefill_service_time_s: float
+    throughput: RoleThroughput
+    system_throughput_rps: float  # Λ_max
+    bounds: tuple[Bound, ...]  # every term within 1e-6 of Λ_max, tightest first
+    kv_egress_bytes_per_s: float  # KV crossing the link at Λ_max: Λ · p · E[S_kv | L > t]
+    link_bandwidth_bytes_per_s: float
+
+    @property
+    def link_utilization(self) -> float:
+        return self.kv_egress_bytes_per_s / self.link_bandwidth_bytes_per_s
+
+
+BOUND_ORDER = (Bound.PRFAAS_COMPUTE, Bound.PRFAAS_LINK, Bound.PD_PREFILL, Bound.PD_DECODE)
+BOUND_TOLERANCE = 1e-6
+
+
+def evaluate(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    configuration: Configuration,
+    mode: Mode = Mode.PAPER,
+) -> Evaluation:
+    """Equations (3)-(6) for one configuration."""
+    c = configuration
+    r = rates(
+        system, workload, c.threshold_tokens, c.prfaas_instances,
+        c.pd_prefill_instances, c.pd_decode_instances, mode,
+    )
+    limits = r.limits_rps.astype(float)
+    system_rps = float(limits.min())
+    order = np.argsort(limits, kind="stable")
+    bounds = tuple(
+        BOUND_ORDER[i] for i in order
+        if limits[i] <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
+    )
+    p = float(r.offload_fraction)
+    egress = system_rps * p * float(r.long_kv_cache_bytes) if p > 0 and np.isfinite(system_rps) else 0.0
+    return Evaluation(
+        configuration=c,
+        mode=mode,
+        offload_fraction=p,
+        long_mean_tokens=float(r.long_mean_tokens),
+        short_mean_tokens=float(r.short_mean_tokens),
+        prfaas_service_time_s=float(r.prfaas_service_time_s),
+        pd_prefill_service_time_s=float(r.pd_prefill_service_time_s),
+        throughput=RoleThroughput(
+            prfaas_rps=float(r.prfaas_rps),
+            prfaas_compute_rps=float(r.prfaas_compute_rps),
+            prfaas_link_rps=float(r.prfaas_link_rps),
+            pd_prefill_rps=float(r.pd_prefill_rps),
+            pd_decode_rps=float(r.pd_decode_rps),
+        ),
+        system_throughput_rps=system_rps,
+        bounds=bounds,
+        kv_egress_bytes_per_s=egress,
+        link_bandwidth_bytes_per_s=system.link_bandwidth_bytes_per_s,
+    )

@@ -1,0 +1,158 @@
+"""Profile tables as functions of input length (tokens -> seconds or bytes).
+
+Representation: an ordinary least-squares polynomial in the input length, fixed overhead +
+linear + quadratic attention term for prefill latency (degree 2), fixed state + per-token KV for
+KV size (degree 1). The reference (prfaas-model.md §5) shows why: the quadratic fit through the
+paper's four H200 points reproduces its PrfaaS throughput, piecewise-linear interpolation
+under-estimates mid-range latency by ~4%. A polynomial also makes conditional expectations exact:
+E[T(L) | L in A] = sum_k c_k E[L^k | L in A], see `workload.partial_moments`.
+
+Outside its table's length range a curve is the same fitted polynomial (extrapolation); callers
+decide whether that is allowed (see `RangePolicy`) and report it.
+"""
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from prfaas_plan.errors import InfeasibleError, ProfileError
+
+PREFILL_LATENCY_DEGREE = 2
+KV_CACHE_SIZE_DEGREE = 1
+
+
+class RangePolicy(StrEnum):
+    """What to do with lengths outside a profile table's [min, max] input tokens."""
+
+    EXTRAPOLATE = "extrapolate"  # evaluate the physical fit, report the mass outside
+    ERROR = "error"  # refuse
+
+
+@dataclass(frozen=True)
+class FittedCurve:
+    """y(l) = sum_k coefficients[k] * l**k, fitted to a validated profile table.
+
+    `quantity` names y with its unit (e.g. `prefill_latency_s`, `kv_cache_bytes`); `source`
+    is where the table came from (a file path) and is used in messages.
+    """
+
+    quantity: str
+    coefficients: tuple[float, ...]
+    table_min_tokens: float
+    table_max_tokens: float
+    max_relative_residual: float
+    provenance: str
+    source: str
+
+    def __call__(self, tokens):
+        tokens = np.asarray(tokens, dtype=float)
+        return np.polynomial.polynomial.polyval(tokens, self.coefficients)
+
+    def expectation(self, moments):
+        """E[y(L); A] from partial moments m_k = E[L^k; A] (stacked on the first axis)."""
+        return sum(c * moments[k] for k, c in enumerate(self.coefficients))
+
+    @property
+    def degree(self) -> int:
+        return len(self.coefficients) - 1
+
+
+def validate_table(tokens, values, *, source: str, value_name: str) -> None:
+    """Raise ProfileError unless lengths are strictly increasing and values finite, positive
+    and non-decreasing (a longer prompt never costs less time or memory)."""
+    tokens = np.asarray(tokens, dtype=float)
+    values = np.asarray(values, dtype=float)
+    if tokens.size < 2:
+        raise ProfileError(f"{source}: needs at least 2 rows, found {tokens.size}")
+    for name, column in (("input_tokens", tokens), (value_name, values)):
+        bad = np.flatnonzero(~np.isfinite(column) | (column <= 0))
+        if bad.size:
+            raise ProfileError(
+                f"{source}: {name} must be finite and > 0, found {column[bad[0]]!r} "
+                f"in data row {bad[0] + 1}"
+            )
+    steps = np.diff(tokens)
+    if np.any(steps <= 0):
+        row = int(np.flatnonzero(steps <= 0)[0]) + 2
+        raise ProfileError(
+            f"{source}: input_tokens must be strictly increasing (sorted, no duplicates), "
+            f"found {tokens[row - 1]:g} after {tokens[row - 2]:g} in data row {row}"
+        )
+    drops = np.diff(values)
+    if np.any(drops < 0):
+        row = int(np.flatnonzero(drops < 0)[0]) + 2
+        raise ProfileError(
+            f"{source}: {value_name} must not decrease with input_tokens, found "
+            f"{values[row - 1]:g} at {tokens[row - 1]:g} tokens after {values[row - 2]:g} "
+            f"at {tokens[row - 2]:g} tokens (data row {row})"
+        )
+
+
+def fit_curve(
+    tokens, values, *, degree: int, quantity: str, provenance: str, source: str,
+    check_up_to_tokens: float | None = None,
+) -> FittedCurve:
+    """Least-squares polynomial of `degree` through a validated table.
+
+    The fit must stay positive and non-decreasing from 0 to `check_up_to_tokens` (default: the
+    table's maximum); otherwise the table cannot be represented physically and we refuse.
+    """
+    validate_table(tokens, values, source=source, value_name=quantity)
+    tokens = np.asarray(tokens, dtype=float)
+    values = np.asarray(values, dtype=float)
+    if tokens.size <= degree:
+        raise ProfileError(
+            f"{source}: a degree-{degree} fit needs at least {degree + 1} rows, found {tokens.size}"
+        )
+    coefficients = np.polynomial.polynomial.polyfit(tokens, values, degree)
+    fitted = np.polynomial.polynomial.polyval(tokens, coefficients)
+    relative = np.abs(fitted - values) / values
+    upper = max(check_up_to_tokens or 0.0, tokens[-1])
+    grid = np.linspace(0.0, upper, 512)
+    on_grid = np.polynomial.polynomial.polyval(grid, coefficients)
+    if np.any(on_grid <= 0) or np.any(np.diff(on_grid) < 0):
+        raise ProfileError(
+            f"{source}: the degree-{degree} least-squares fit of {quantity} is not positive and "
+            f"non-decreasing on [0, {upper:g}] tokens (coefficients {coefficients.tolist()}); "
+            "check the table for a wrong row or unit"
+        )
+    return FittedCurve(
+        quantity=quantity,
+        coefficients=tuple(float(c) for c in coefficients),
+        table_min_tokens=float(tokens[0]),
+        table_max_tokens=float(tokens[-1]),
+        max_relative_residual=float(relative.max()),
+        provenance=provenance,
+        source=source,
+    )
+
+
+@dataclass(frozen=True)
+class DecodePoint:
+    """Largest decode batch meeting the SLO and its step time on one instance."""
+
+    batch_size: int
+    step_latency_s: float
+    source: str
+
+
+def decode_point_for_slo(
+    batch_sizes, step_latencies_s, *, slo_tokens_per_s: float, source: str
+) -> DecodePoint:
+    """Largest profiled batch whose step time meets `1 / slo_tokens_per_s` (no extrapolation:
+    a looser SLO cannot unlock batches that were never profiled)."""
+
+    validate_table(batch_sizes, step_latencies_s, source=source, value_name="decode_step_latency_s")
+    batch_sizes = np.asarray(batch_sizes)
+    step_latencies_s = np.asarray(step_latencies_s, dtype=float)
+    max_step_s = 1.0 / slo_tokens_per_s
+    ok = np.flatnonzero(step_latencies_s <= max_step_s * (1 + 1e-12))
+    if ok.size == 0:
+        raise InfeasibleError(
+            f"{source}: a decode SLO of {slo_tokens_per_s:g} tokens/s needs a step of at most "
+            f"{max_step_s:g} s, but the fastest profiled step is {step_latencies_s[0]:g} s at batch "
+            f"{batch_sizes[0]:g}; relax slo.decode_tokens_per_s or profile smaller batches"
+        )
+    best = ok[-1]
+    return DecodePoint(int(batch_sizes[best]), float(step_latencies_s[best]), source)
