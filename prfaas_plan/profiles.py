@@ -58,14 +58,16 @@ class FittedCurve:
         return len(self.coefficients) - 1
 
 
-def validate_table(tokens, values, *, source: str, value_name: str) -> None:
-    """Raise ProfileError unless lengths are strictly increasing and values finite, positive
-    and non-decreasing (a longer prompt never costs less time or memory)."""
+def validate_table(
+    tokens, values, *, source: str, value_name: str, key_name: str = "input_tokens", min_rows: int = 2
+) -> None:
+    """Raise ProfileError unless keys (lengths, batch sizes) are strictly increasing and values
+    finite, positive and non-decreasing (a longer prompt never costs less time or memory)."""
     tokens = np.asarray(tokens, dtype=float)
     values = np.asarray(values, dtype=float)
-    if tokens.size < 2:
-        raise ProfileError(f"{source}: needs at least 2 rows, found {tokens.size}")
-    for name, column in (("input_tokens", tokens), (value_name, values)):
+    if tokens.size < min_rows:
+        raise ProfileError(f"{source}: needs at least {min_rows} data rows, found {tokens.size}")
+    for name, column in ((key_name, tokens), (value_name, values)):
         bad = np.flatnonzero(~np.isfinite(column) | (column <= 0))
         if bad.size:
             raise ProfileError(
@@ -76,16 +78,16 @@ def validate_table(tokens, values, *, source: str, value_name: str) -> None:
     if np.any(steps <= 0):
         row = int(np.flatnonzero(steps <= 0)[0]) + 2
         raise ProfileError(
-            f"{source}: input_tokens must be strictly increasing (sorted, no duplicates), "
+            f"{source}: {key_name} must be strictly increasing (sorted, no duplicates), "
             f"found {tokens[row - 1]:g} after {tokens[row - 2]:g} in data row {row}"
         )
     drops = np.diff(values)
     if np.any(drops < 0):
         row = int(np.flatnonzero(drops < 0)[0]) + 2
         raise ProfileError(
-            f"{source}: {value_name} must not decrease with input_tokens, found "
-            f"{values[row - 1]:g} at {tokens[row - 1]:g} tokens after {values[row - 2]:g} "
-            f"at {tokens[row - 2]:g} tokens (data row {row})"
+            f"{source}: {value_name} must not decrease with {key_name}, found "
+            f"{values[row - 1]:g} at {key_name} {tokens[row - 1]:g} after {values[row - 2]:g} "
+            f"at {tokens[row - 2]:g} (data row {row})"
         )
 
 
@@ -143,7 +145,10 @@ def decode_point_for_slo(
     """Largest profiled batch whose step time meets `1 / slo_tokens_per_s` (no extrapolation:
     a looser SLO cannot unlock batches that were never profiled)."""
 
-    validate_table(batch_sizes, step_latencies_s, source=source, value_name="decode_step_latency_s")
+    validate_table(
+        batch_sizes, step_latencies_s, source=source, value_name="decode_step_latency_s",
+        key_name="batch_size", min_rows=1,
+    )
     batch_sizes = np.asarray(batch_sizes)
     step_latencies_s = np.asarray(step_latencies_s, dtype=float)
     max_step_s = 1.0 / slo_tokens_per_s

@@ -1,0 +1,244 @@
+"""Load and validate the shipped (or user-supplied) data directory: GPU facts, model
+catalog and profile tables. File I/O lives here; the tables become `profiles.FittedCurve`s.
+
+Layout (keyed by exactly what each table depends on):
+    data/gpus/<gpu>.yaml
+    data/profiles/<model>/prefill/<gpu>-x<gpus_per_instance>/{meta.yaml,prefill_latency.csv}
+    data/profiles/<model>/decode/<gpu>-x<gpus_per_instance>/{meta.yaml,decode_step.csv}
+    data/profiles/<model>/kv/<kv_dtype>/{meta.yaml,kv_cache_size.csv}
+    models.yaml
+CSV headers carry units; the KV table is in MiB (the paper's unit) and converted here.
+"""
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from prfaas_plan import units
+from prfaas_plan.errors import ConfigError, ProfileError
+from prfaas_plan.profiles import (
+    KV_CACHE_SIZE_DEGREE,
+    PREFILL_LATENCY_DEGREE,
+    FittedCurve,
+    fit_curve,
+)
+from prfaas_plan.resources import default_data_dir, default_models_file
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuSpec(_Strict):
+    name: str
+    vendor: str
+    dense_bf16_tflops: float = Field(gt=0)
+    dense_fp8_tflops: float = Field(gt=0)
+    hbm_capacity_gb: float = Field(gt=0)
+    hbm_bandwidth_tbytes_per_s: float = Field(gt=0)
+    source: str = Field(min_length=1)
+
+
+class ModelSpec(_Strict):
+    display_name: str
+    attention: str
+    total_params: float = Field(gt=0)
+    total_params_source: str = Field(min_length=1)
+    architecture_source: str = Field(min_length=1)
+    inferred: bool
+
+
+class ModelCatalogFile(_Strict):
+    models: dict[str, ModelSpec]
+
+
+class ProfileMeta(_Strict):
+    quantity: Literal["prefill_latency", "decode_step", "kv_cache_size"]
+    model: str
+    gpu: str | None = None
+    gpus_per_instance: int | None = Field(default=None, gt=0)
+    kv_dtype: str | None = None
+    recurrent_state_dtype: str | None = None
+    parallelism: str | None = None
+    engine: str
+    engine_version: str
+    provenance: Literal["measured", "recovered", "derived"]
+    method: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+
+
+def format_validation_error(where: str, error: ValidationError) -> str:
+    """One line: `file: field.path: what was expected, got <value>` (+ how many more)."""
+    errors = error.errors()
+    first = errors[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    got = first.get("input")
+    message = first["msg"][0].lower() + first["msg"][1:]
+    text = f"{where}: {field}: {message}"
+    if first["type"] != "missing" and not isinstance(got, dict):
+        text += f", got {got!r}"
+    if len(errors) > 1:
+        text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return text
+
+
+def read_yaml(path: Path, what: str):
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{path}:{line}: malformed YAML: {problem}") from None
+
+
+def parse(schema, data, where: str, error=ConfigError):
+    if not isinstance(data, dict):
+        raise error(f"{where}: expected a mapping of fields, found {type(data).__name__}")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise error(format_validation_error(where, exc)) from None
+
+
+def read_csv_columns(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, ...]:
+    """Numeric columns of a CSV whose header must be exactly `columns` (units in the names)."""
+    try:
+        with path.open(newline="") as handle:
+            rows = [row for row in csv.reader(handle) if row and any(cell.strip() for cell in row)]
+    except FileNotFoundError:
+        raise ProfileError(f"{path}: profile table not found") from None
+    if not rows:
+        raise ProfileError(f"{path}: empty file, expected header {','.join(columns)}")
+    header = tuple(cell.strip() for cell in rows[0])
+    if header != columns:
+        raise ProfileError(
+            f"{path}: header must be {','.join(columns)} (units in the column names), "
+            f"found {','.join(header)}"
+        )
+    values = np.empty((len(rows) - 1, len(columns)))
+    for r, row in enumerate(rows[1:], start=1):
+        if len(row) != len(columns):
+            raise ProfileError(f"{path}: data row {r} has {len(row)} cells, expected {len(columns)}")
+        for c, cell in enumerate(row):
+            try:
+                values[r - 1, c] = float(cell)
+            except ValueError:
+                raise ProfileError(
+                    f"{path}: data row {r}, column {columns[c]}: expected a number, found {cell.strip()!r}"
+                ) from None
+    return tuple(values[:, c] for c in range(len(columns)))
+
+
+@dataclass(frozen=True)
+class DecodeTable:
+    batch_sizes: np.ndarray
+    step_latencies_s: np.ndarray
+    meta: ProfileMeta
+    source: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A data directory and a models file, read on demand."""
+
+    data_dir: Path
+    models_file: Path
+
+    @classmethod
+    def open(cls, data_dir: Path | None = None, models_file: Path | None = None) -> "Catalog":
+        data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        if not data_dir.is_dir():
+            raise ConfigError(f"--data-dir: {data_dir} is not a directory")
+        if models_file is None:
+            beside = data_dir.parent / "models.yaml"
+            models_file = beside if beside.is_file() else default_models_file()
+        return cls(data_dir, Path(models_file))
+
+    def _known(self, folder: Path) -> str:
+        names = sorted(p.stem for p in folder.iterdir()) if folder.is_dir() else []
+        return ", ".join(names) or "none"
+
+    def gpu(self, name: str) -> GpuSpec:
+        folder = self.data_dir / "gpus"
+        path = folder / f"{name}.yaml"
+        if not path.is_file():
+            raise ConfigError(f"unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)")
+        spec = parse(GpuSpec, read_yaml(path, "GPU"), str(path))
+        if spec.name != name:
+            raise ConfigError(f"{path}: name must match the file name {name!r}, found {spec.name!r}")
+        return spec
+
+    def models(self) -> dict[str, ModelSpec]:
+        data = read_yaml(self.models_file, "model catalog")
+        return parse(ModelCatalogFile, data, str(self.models_file)).models
+
+    def model(self, name: str) -> ModelSpec:
+        models = self.models()
+        if name not in models:
+            raise ConfigError(
+                f"unknown model {name!r}; known: {', '.join(sorted(models))} ({self.models_file})"
+            )
+        return models[name]
+
+    def _table_dir(self, model: str, kind: str, key: str, what: str) -> Path:
+        folder = self.data_dir / "profiles" / model / kind
+        path = folder / key
+        if not path.is_dir():
+            raise ConfigError(
+                f"no {what} profile for model {model!r} at {key!r} (expected {path}/); "
+                f"available: {self._known(folder)}"
+            )
+        return path
+
+    def _meta(self, folder: Path, **expected) -> ProfileMeta:
+        path = folder / "meta.yaml"
+        meta = parse(ProfileMeta, read_yaml(path, "profile metadata"), str(path), ProfileError)
+        for key, value in expected.items():
+            if getattr(meta, key) != value:
+                raise ProfileError(
+                    f"{path}: {key} must be {value!r} to match its directory, found {getattr(meta, key)!r}"
+                )
+        return meta
+
+    def prefill_latency(
+        self, model: str, gpu: str, gpus_per_instance: int, check_up_to_tokens: float | None = None
+    ) -> FittedCurve:
+        folder = self._table_dir(model, "prefill", f"{gpu}-x{gpus_per_instance}", "prefill")
+        meta = self._meta(folder, quantity="prefill_latency", model=model, gpu=gpu,
+                          gpus_per_instance=gpus_per_instance)
+        path = folder / "prefill_latency.csv"
+        tokens, latency_s = read_csv_columns(path, ("input_tokens", "prefill_latency_s"))
+        return fit_curve(tokens, latency_s, degree=PREFILL_LATENCY_DEGREE, quantity="prefill_latency_s",
+                         provenance=meta.provenance, source=str(path),
+                         check_up_to_tokens=check_up_to_tokens)
+
+    def kv_cache_size(self, model: str, kv_dtype: str, check_up_to_tokens: float | None = None) -> FittedCurve:
+        folder = self._table_dir(model, "kv", kv_dtype, "KV-size")
+        meta = self._meta(folder, quantity="kv_cache_size", model=model, kv_dtype=kv_dtype)
+        path = folder / "kv_cache_size.csv"
+        tokens, size_mib = read_csv_columns(path, ("input_tokens", "kv_cache_mib"))
+        return fit_curve(tokens, units.mib_to_bytes(size_mib), degree=KV_CACHE_SIZE_DEGREE,
+                         quantity="kv_cache_bytes", provenance=meta.provenance, source=str(path),
+                         check_up_to_tokens=check_up_to_tokens)
+
+    def decode_table(self, model: str, gpu: str, gpus_per_instance: int) -> DecodeTable:
+        folder = self._table_dir(model, "decode", f"{gpu}-x{gpus_per_instance}", "decode")
+        meta = self._meta(folder, quantity="decode_step", model=model, gpu=gpu,
+                          gpus_per_instance=gpus_per_instance)
+        path = folder / "decode_step.csv"
+        batch, step_s = read_csv_columns(path, ("batch_size", "decode_step_latency_s"))
+        if np.any(batch != np.round(batch)):
+            raise ProfileError(f"{path}: batch_size must be whole numbers, found {batch.tolist()}")
+        return DecodeTable(batch, step_s, meta, str(path))

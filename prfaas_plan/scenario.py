@@ -1,0 +1,199 @@
+"""Scenario files (YAML): what is deployed, over which link, for which workload and SLO.
+
+Units are in every key: `bandwidth_gbps` is 10^9 bit/s (the paper's unit), lengths in tokens.
+`build_problem` turns a validated scenario plus the catalog into the model's inputs
+(SI units inside).
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from prfaas_plan import units
+from prfaas_plan.capacity import ServingSystem
+from prfaas_plan.catalog import Catalog, _Strict, parse, read_yaml
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.profiles import decode_point_for_slo
+from prfaas_plan.workload import Histogram, LengthDistribution, ObservedLengths, TruncatedLogNormal
+
+
+class ClusterSpec(_Strict):
+    gpu: str
+    gpus_per_instance: int = Field(gt=0)
+    instances: int = Field(ge=0)
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_instance * self.instances
+
+
+class LinkSpec(_Strict):
+    bandwidth_gbps: float = Field(gt=0)
+
+
+class LogNormalLengths(_Strict):
+    distribution: Literal["truncated_lognormal"]
+    mu_log: float  # mean of ln(tokens)
+    sigma_log: float = Field(gt=0)
+    min_tokens: float = Field(gt=0)
+    max_tokens: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.max_tokens <= self.min_tokens:
+            raise ValueError(f"max_tokens must exceed min_tokens, got {self.max_tokens:g} <= {self.min_tokens:g}")
+        return self
+
+
+class HistogramLengths(_Strict):
+    distribution: Literal["histogram"]
+    bin_edges_tokens: list[Annotated[float, Field(gt=0)]] = Field(min_length=2)
+    weights: list[Annotated[float, Field(ge=0)]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if len(self.weights) != len(self.bin_edges_tokens) - 1:
+            raise ValueError(
+                f"needs one weight per bin ({len(self.bin_edges_tokens) - 1}), got {len(self.weights)}"
+            )
+        if any(b <= a for a, b in zip(self.bin_edges_tokens, self.bin_edges_tokens[1:], strict=False)):
+            raise ValueError(f"bin_edges_tokens must be strictly increasing, got {self.bin_edges_tokens}")
+        if sum(self.weights) <= 0:
+            raise ValueError("weights must not all be zero")
+        return self
+
+
+class ObservedLengthsFile(_Strict):
+    distribution: Literal["observed"]
+    file: str  # relative to the scenario file; CSV with input_tokens column, or Mooncake JSONL
+
+
+InputLengths = Annotated[
+    LogNormalLengths | HistogramLengths | ObservedLengthsFile, Field(discriminator="distribution")
+]
+
+
+class WorkloadSpec(_Strict):
+    input_tokens: InputLengths
+    output_tokens: float = Field(gt=0)  # mean output length
+
+
+class SloSpec(_Strict):
+    decode_tokens_per_s: float = Field(gt=0)
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    model: str
+    kv_dtype: str = "bf16"
+    prfaas_cluster: ClusterSpec
+    pd_cluster: ClusterSpec
+    link: LinkSpec
+    workload: WorkloadSpec
+    slo: SloSpec
+
+
+def load_scenario(path: Path) -> Scenario:
+    scenario = parse(Scenario, read_yaml(path, "scenario"), str(path))
+    if scenario.pd_cluster.instances < 1:
+        raise ConfigError(
+            f"{path}: pd_cluster.instances must be >= 1 (every request is decoded in the PD cluster), "
+            f"got {scenario.pd_cluster.instances}"
+        )
+    return scenario
+
+
+def _read_observed_lengths(path: Path) -> np.ndarray:
+    """A CSV with an `input_tokens` column, or Mooncake-style JSONL with `input_length`."""
+    where = str(path)
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: observed-lengths file not found") from None
+    values = []
+    if path.suffix == ".jsonl":
+        for n, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                values.append(float(json.loads(line)["input_length"]))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                raise ConfigError(
+                    f"{where}:{n}: expected a JSON object with a numeric input_length, found {line[:60]!r}"
+                ) from None
+    else:
+        rows = [line.strip() for line in lines if line.strip()]
+        if not rows or rows[0].split(",")[0].strip() != "input_tokens":
+            raise ConfigError(f"{where}: first line must be the header input_tokens")
+        for n, row in enumerate(rows[1:], start=2):
+            try:
+                values.append(float(row.split(",")[0]))
+            except ValueError:
+                raise ConfigError(f"{where}:{n}: input_tokens must be a number, found {row!r}") from None
+    lengths = np.asarray(values)
+    if lengths.size == 0:
+        raise ConfigError(f"{where}: no lengths found")
+    if np.any(~np.isfinite(lengths) | (lengths <= 0)):
+        bad = lengths[~np.isfinite(lengths) | (lengths <= 0)][0]
+        raise ConfigError(f"{where}: input lengths must be finite and > 0 tokens, found {bad:g}")
+    return lengths
+
+
+def build_workload(spec: InputLengths, base_dir: Path) -> LengthDistribution:
+    if isinstance(spec, LogNormalLengths):
+        return TruncatedLogNormal(spec.mu_log, spec.sigma_log, spec.min_tokens, spec.max_tokens)
+    if isinstance(spec, HistogramLengths):
+        return Histogram(tuple(spec.bin_edges_tokens), tuple(spec.weights))
+    path = (base_dir / spec.file).resolve()
+    return ObservedLengths(_read_observed_lengths(path), source=str(path))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Everything the planner needs, in SI units."""
+
+    scenario: Scenario
+    source: str
+    system: ServingSystem
+    workload: LengthDistribution
+    prfaas_instances: int
+    pd_instances: int
+
+
+def build_problem(
+    scenario: Scenario,
+    source: Path,
+    catalog: Catalog,
+    bandwidth_gbps: float | None = None,
+) -> Problem:
+    """Scenario + catalog -> model inputs. `bandwidth_gbps` overrides link.bandwidth_gbps."""
+    catalog.model(scenario.model)
+    for cluster in ("prfaas_cluster", "pd_cluster"):
+        catalog.gpu(getattr(scenario, cluster).gpu)
+    if bandwidth_gbps is not None and not bandwidth_gbps > 0:
+        raise ConfigError(f"--bandwidth-gbps must be > 0, got {bandwidth_gbps:g}")
+    workload = build_workload(scenario.workload.input_tokens, source.parent)
+    reach = workload.max_tokens
+    prfaas, pd = scenario.prfaas_cluster, scenario.pd_cluster
+    decode = catalog.decode_table(scenario.model, pd.gpu, pd.gpus_per_instance)
+    system = ServingSystem(
+        prfaas_prefill_latency=catalog.prefill_latency(
+            scenario.model, prfaas.gpu, prfaas.gpus_per_instance, reach
+        ),
+        pd_prefill_latency=catalog.prefill_latency(scenario.model, pd.gpu, pd.gpus_per_instance, reach),
+        kv_cache_size=catalog.kv_cache_size(scenario.model, scenario.kv_dtype, reach),
+        decode=decode_point_for_slo(
+            decode.batch_sizes, decode.step_latencies_s,
+            slo_tokens_per_s=scenario.slo.decode_tokens_per_s, source=decode.source,
+        ),
+        output_tokens=scenario.workload.output_tokens,
+        link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(
+            scenario.link.bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps
+        ),
+    )
+    return Problem(scenario, str(source), system, workload, prfaas.instances, pd.instances)
