@@ -155,16 +155,22 @@ class Catalog:
 
     data_dir: Path
     models_file: Path
+    shipped: bool = False  # the package's own data: shown as data/... in messages
 
     @classmethod
     def open(cls, data_dir: Path | None = None, models_file: Path | None = None) -> "Catalog":
+        shipped = data_dir is None
         data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         if not data_dir.is_dir():
             raise ConfigError(f"--data-dir: {data_dir} is not a directory")
         if models_file is None:
             beside = data_dir.parent / "models.yaml"
             models_file = beside if beside.is_file() else default_models_file()
-        return cls(data_dir, Path(models_file))
+        return cls(data_dir, Path(models_file), shipped)
+
+    def shown(self, path: Path) -> str:
+        """How a data file is named in results and messages."""
+        return str(path.relative_to(self.data_dir.parent)) if self.shipped else str(path)
 
     def _known(self, folder: Path) -> str:
         names = sorted(p.stem for p in folder.iterdir()) if folder.is_dir() else []
@@ -221,7 +227,7 @@ class Catalog:
         path = folder / "prefill_latency.csv"
         tokens, latency_s = read_csv_columns(path, ("input_tokens", "prefill_latency_s"))
         return fit_curve(tokens, latency_s, degree=PREFILL_LATENCY_DEGREE, quantity="prefill_latency_s",
-                         provenance=meta.provenance, source=str(path),
+                         provenance=meta.provenance, source=self.shown(path),
                          check_up_to_tokens=check_up_to_tokens)
 
     def kv_cache_size(self, model: str, kv_dtype: str, check_up_to_tokens: float | None = None) -> FittedCurve:
@@ -230,7 +236,7 @@ class Catalog:
         path = folder / "kv_cache_size.csv"
         tokens, size_mib = read_csv_columns(path, ("input_tokens", "kv_cache_mib"))
         return fit_curve(tokens, units.mib_to_bytes(size_mib), degree=KV_CACHE_SIZE_DEGREE,
-                         quantity="kv_cache_bytes", provenance=meta.provenance, source=str(path),
+                         quantity="kv_cache_bytes", provenance=meta.provenance, source=self.shown(path),
                          check_up_to_tokens=check_up_to_tokens)
 
     def decode_table(self, model: str, gpu: str, gpus_per_instance: int) -> DecodeTable:
@@ -241,4 +247,4 @@ class Catalog:
         batch, step_s = read_csv_columns(path, ("batch_size", "decode_step_latency_s"))
         if np.any(batch != np.round(batch)):
             raise ProfileError(f"{path}: batch_size must be whole numbers, found {batch.tolist()}")
-        return DecodeTable(batch, step_s, meta, str(path))
+        return DecodeTable(batch, step_s, meta, self.shown(path))

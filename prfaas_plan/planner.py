@@ -32,9 +32,12 @@ class Deployment:
 
 @dataclass(frozen=True)
 class RangeNote:
-    """Share of requests whose length lies outside a profile table (the fit is extrapolated)."""
+    """Share of requests whose length lies outside the profiled range of some tables (their
+    fits are extrapolated there)."""
 
-    curve: FittedCurve
+    curves: tuple[FittedCurve, ...]
+    table_min_tokens: float
+    table_max_tokens: float
     fraction_below: float
     fraction_above: float
 
@@ -83,17 +86,21 @@ class EvaluationReport:
 def range_notes(problem: Problem, policy: RangePolicy) -> tuple[RangeNote, ...]:
     """Where the workload reaches beyond the profiled lengths; raises under RangePolicy.ERROR."""
     s = problem.system
-    notes = []
+    by_range: dict[tuple[float, float], list[FittedCurve]] = {}
     for curve in (s.prfaas_prefill_latency, s.pd_prefill_latency, s.kv_cache_size):
-        below = float(problem.workload.partial_moments(-np.inf, np.nextafter(curve.table_min_tokens, 0))[0])
-        above = float(problem.workload.partial_moments(curve.table_max_tokens, np.inf)[0])
+        by_range.setdefault((curve.table_min_tokens, curve.table_max_tokens), []).append(curve)
+    notes = []
+    for (lo, hi), curves in by_range.items():
+        below = float(problem.workload.partial_moments(-np.inf, np.nextafter(lo, 0))[0])
+        above = float(problem.workload.partial_moments(hi, np.inf)[0])
         if below > 0 or above > 0:
-            notes.append(RangeNote(curve, below, above))
+            notes.append(RangeNote(tuple(curves), lo, hi, below, above))
     if policy is RangePolicy.ERROR and notes:
         n = notes[0]
         raise RangeError(
-            f"{n.curve.source}: {n.fraction_below:.3%} of input lengths lie below {n.curve.table_min_tokens:g} "
-            f"and {n.fraction_above:.3%} above {n.curve.table_max_tokens:g} tokens, the profiled range; "
+            f"{n.curves[0].source}: {n.fraction_below:.3%} of input lengths lie below "
+            f"{n.table_min_tokens:g} and {n.fraction_above:.3%} above {n.table_max_tokens:g} tokens, "
+            "the profiled range; "
             "--out-of-range error forbids extrapolating the fit (use --out-of-range extrapolate, "
             "narrow workload.input_tokens, or profile more lengths)"
         )

@@ -12,6 +12,7 @@ equally likely).
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -86,23 +87,30 @@ class TruncatedLogNormal(LengthDistribution):
             log_tokens = np.log(np.asarray(tokens, float))
         return (log_tokens - self.mu_log - k * self.sigma_log**2) / self.sigma_log
 
+    @cached_property
+    def _normaliser(self) -> float:
+        return float(_normal_mass(self._z(self.min_tokens, 0), self._z(self.max_tokens, 0)))
+
     def partial_moments(self, a, b):
         a = np.clip(np.asarray(a, float), self.min_tokens, self.max_tokens)
         b = np.clip(np.asarray(b, float), self.min_tokens, self.max_tokens)
         a, b = np.broadcast_arrays(a, b)
         b = np.maximum(a, b)
-        norm = _normal_mass(self._z(self.min_tokens, 0), self._z(self.max_tokens, 0))
         out = np.empty((MOMENT_ORDERS, *a.shape))
         for k in range(MOMENT_ORDERS):
             scale = math.exp(k * self.mu_log + 0.5 * k**2 * self.sigma_log**2)
-            out[k] = scale * _normal_mass(self._z(a, k), self._z(b, k)) / norm
+            out[k] = scale * _normal_mass(self._z(a, k), self._z(b, k)) / self._normaliser
         return out
 
-    def mesh(self):
+    @cached_property
+    def _mesh(self):
         edges = np.geomspace(self.min_tokens, self.max_tokens, self.mesh_cells + 1)
-        m = self.partial_moments(edges[:-1], edges[1:])
+        m = np.diff(self.partial_moments(self.min_tokens, edges), axis=1)
         keep = m[0] > 0
         return m[1][keep] / m[0][keep], m[0][keep]
+
+    def mesh(self):
+        return self._mesh
 
     def describe(self):
         return (

@@ -1,0 +1,205 @@
+"""Command-line interface: parse, call one library function, hand the result to a formatter.
+
+Data goes to stdout (or --output, written atomically), messages to stderr. Expected failures
+print one line `error: ...` and exit with the code of their class (see errors.py); heavy
+modules are imported inside the commands so `--help` stays fast.
+"""
+
+import os
+import sys
+import tempfile
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from prfaas_plan.errors import ConfigError, PlanError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Capacity planner for Prefill-as-a-Service (PrfaaS) + PD-disaggregated LLM serving.",
+)
+
+
+class OutputFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+class ModeOption(StrEnum):
+    PAPER = "paper"
+    EXACT = "exact"
+
+
+class RangeOption(StrEnum):
+    EXTRAPOLATE = "extrapolate"
+    ERROR = "error"
+
+
+class SolverOption(StrEnum):
+    HIGHS = "highs"
+    CBC = "cbc"
+
+
+ScenarioArg = Annotated[
+    Path | None,
+    typer.Argument(help="Scenario YAML; default: the paper's case study (examples/case_study.yaml)."),
+]
+ModeOpt = Annotated[
+    ModeOption,
+    typer.Option("--mode", help="paper: service time at the representative length (as the paper); "
+                 "exact: conditional mean service time."),
+]
+FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
+OutputOpt = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write the result to this file (atomically).")
+]
+DataDirOpt = Annotated[
+    Path | None, typer.Option("--data-dir", help="Profile/GPU data directory (default: the shipped data/).")
+]
+BandwidthOpt = Annotated[
+    float | None, typer.Option("--bandwidth-gbps", help="Override link.bandwidth_gbps (10^9 bit/s).")
+]
+RangeOpt = Annotated[
+    RangeOption,
+    typer.Option("--out-of-range", help="Lengths outside a profile table: extrapolate the fit "
+                 "(reported) or refuse."),
+]
+
+
+def _load(scenario: Path | None, data_dir: Path | None, bandwidth_gbps: float | None):
+    from prfaas_plan.catalog import Catalog
+    from prfaas_plan.resources import default_scenario_file
+    from prfaas_plan.scenario import build_problem, load_scenario
+
+    path = scenario if scenario is not None else default_scenario_file()
+    return build_problem(load_scenario(path), path, Catalog.open(data_dir), bandwidth_gbps)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise ConfigError(f"--output: directory {directory} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _emit(report, fmt: OutputFormat, output: Path | None) -> None:
+    from prfaas_plan import report as render
+
+    if fmt is OutputFormat.TABLE:
+        from rich.console import Console
+
+        if output is None:
+            render.render_table(report, Console(width=max(110, Console().width)))
+            return
+        import io
+
+        buffer = io.StringIO()
+        render.render_table(report, Console(file=buffer, width=130, color_system=None))
+        text = buffer.getvalue()
+    elif fmt is OutputFormat.JSON:
+        text = render.dumps(render.to_json(report))
+    else:
+        text = render.render_markdown(report)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        _write_atomically(output, text)
+
+
+@app.command()
+def optimize(
+    scenario: ScenarioArg = None,
+    mode: ModeOpt = ModeOption.PAPER,
+    threshold_tokens: Annotated[
+        float | None, typer.Option("--threshold-tokens", help="Fix the routing threshold t (tokens); "
+                                   "only the PD split is optimised.")
+    ] = None,
+    bandwidth_gbps: BandwidthOpt = None,
+    target_rps: Annotated[
+        float | None, typer.Option("--target-rps", help="Size the PrfaaS cluster: fewest instances "
+                                   "reaching this Λ_max (req/s).")
+    ] = None,
+    max_prfaas_gpus: Annotated[
+        int | None, typer.Option("--max-prfaas-gpus", help="Size the PrfaaS cluster: at most this many "
+                                 "GPUs (best Λ_max under the cap, or the cap on a --target-rps search).")
+    ] = None,
+    solver: Annotated[SolverOption, typer.Option("--solver", help="MILP solver for sizing.")] = SolverOption.HIGHS,
+    out_of_range: RangeOpt = RangeOption.EXTRAPOLATE,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Choose the threshold t and the PD prefill/decode split (or size the PrfaaS cluster) and
+    compare with the homogeneous PD and naive heterogeneous baselines."""
+    from prfaas_plan.capacity import Mode
+    from prfaas_plan.planner import plan
+    from prfaas_plan.profiles import RangePolicy
+    from prfaas_plan.sizing import Solver
+
+    problem = _load(scenario, data_dir, bandwidth_gbps)
+    sizing = target_rps is not None or max_prfaas_gpus is not None
+    if sizing and fmt is OutputFormat.TABLE and output is None:
+        from rich.console import Console
+
+        with Console(stderr=True).status("solving the sizing MILP…"):
+            report = plan(problem, mode=Mode(mode), threshold_tokens=threshold_tokens,
+                          target_rps=target_rps, max_prfaas_gpus=max_prfaas_gpus,
+                          solver=Solver(solver), range_policy=RangePolicy(out_of_range))
+    else:
+        report = plan(problem, mode=Mode(mode), threshold_tokens=threshold_tokens,
+                      target_rps=target_rps, max_prfaas_gpus=max_prfaas_gpus,
+                      solver=Solver(solver), range_policy=RangePolicy(out_of_range))
+    _emit(report, fmt, output)
+
+
+@app.command()
+def evaluate(
+    threshold_tokens: Annotated[float, typer.Option("--threshold-tokens", help="Routing threshold t (tokens).")],
+    pd_prefill_instances: Annotated[
+        int, typer.Option("--pd-prefill-instances", help="N_p; the other PD instances decode.")
+    ],
+    scenario: ScenarioArg = None,
+    prfaas_instances: Annotated[
+        int | None, typer.Option("--prfaas-instances", help="Override prfaas_cluster.instances.")
+    ] = None,
+    mode: ModeOpt = ModeOption.PAPER,
+    bandwidth_gbps: BandwidthOpt = None,
+    out_of_range: RangeOpt = RangeOption.EXTRAPOLATE,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Evaluate one given configuration (t, N_p, N_d = rest of the PD cluster) without optimising."""
+    from prfaas_plan.capacity import Mode
+    from prfaas_plan.planner import evaluate_configuration
+    from prfaas_plan.profiles import RangePolicy
+
+    problem = _load(scenario, data_dir, bandwidth_gbps)
+    report = evaluate_configuration(
+        problem, threshold_tokens=threshold_tokens, pd_prefill_instances=pd_prefill_instances,
+        prfaas_instances=prfaas_instances, mode=Mode(mode), range_policy=RangePolicy(out_of_range),
+    )
+    _emit(report, fmt, output)
+
+
+def main() -> None:
+    try:
+        app()
+    except PlanError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)

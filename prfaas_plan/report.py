@@ -1,0 +1,347 @@
+"""Render planner results: rich table (terminal), Markdown, and JSON (the machine contract).
+
+JSON is SI throughout with the unit in every key (`_s`, `_bytes`, `_bytes_per_s`, `_rps`,
+`_tokens`); values that do not exist (e.g. l_long when nothing is offloaded) are null.
+The table and Markdown views convert at this edge only: K tokens, Gbps, MiB.
+"""
+
+import json
+import math
+from dataclasses import dataclass
+
+from prfaas_plan import __version__, units
+from prfaas_plan.capacity import Evaluation
+from prfaas_plan.planner import Deployment, EvaluationReport, PlanReport, RangeNote
+from prfaas_plan.ttft import TtftSummary
+
+TTFT_NOTE = "TTFT is unloaded: own prefill (+ KV transfer if offloaded), no queueing, no decode step."
+DEPLOYMENT_TITLES = {
+    "prfaas_pd": "PrfaaS-PD (plan)",
+    "homogeneous_pd": "Homogeneous PD",
+    "naive_heterogeneous": "Naive heterogeneous",
+    "evaluated": "Configuration",
+}
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def _number(x):
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _ttft_json(t: TtftSummary) -> dict:
+    return {
+        "mean_s": _number(t.mean_s),
+        "p50_s": _number(t.p50_s),
+        "p90_s": _number(t.p90_s),
+        "p99_s": _number(t.p99_s),
+        "local_mean_s": _number(t.local_mean_s),
+        "offloaded_mean_s": _number(t.offloaded_mean_s),
+        "queueing_included": False,
+    }
+
+
+def _evaluation_json(e: Evaluation) -> dict:
+    c, th = e.configuration, e.throughput
+    return {
+        "mode": str(e.mode),
+        "prfaas_instances": c.prfaas_instances,
+        "pd_prefill_instances": c.pd_prefill_instances,
+        "pd_decode_instances": c.pd_decode_instances,
+        "threshold_tokens": _number(c.threshold_tokens),
+        "offload_fraction": e.offload_fraction,
+        "long_mean_tokens": _number(e.long_mean_tokens),
+        "short_mean_tokens": _number(e.short_mean_tokens),
+        "prfaas_service_time_s": _number(e.prfaas_service_time_s),
+        "pd_prefill_service_time_s": _number(e.pd_prefill_service_time_s),
+        "throughput_rps": {
+            "prfaas": _number(th.prfaas_rps),
+            "prfaas_compute": _number(th.prfaas_compute_rps),
+            "prfaas_link": _number(th.prfaas_link_rps),
+            "pd_prefill": _number(th.pd_prefill_rps),
+            "pd_decode": _number(th.pd_decode_rps),
+            "system": _number(e.system_throughput_rps),
+        },
+        "bounds": [str(b) for b in e.bounds],
+        "kv_egress_bytes_per_s": e.kv_egress_bytes_per_s,
+        "link_bandwidth_bytes_per_s": e.link_bandwidth_bytes_per_s,
+        "link_utilization": e.link_utilization,
+    }
+
+
+def _deployment_json(d: Deployment) -> dict:
+    return {
+        "prfaas_gpus": d.prfaas_gpus,
+        "pd_gpus": d.pd_gpus,
+        **_evaluation_json(d.evaluation),
+        "ttft": _ttft_json(d.ttft),
+    }
+
+
+def _range_json(notes: tuple[RangeNote, ...]) -> list[dict]:
+    return [
+        {
+            "tables": [c.source for c in n.curves],
+            "table_min_tokens": n.table_min_tokens,
+            "table_max_tokens": n.table_max_tokens,
+            "fraction_below": n.fraction_below,
+            "fraction_above": n.fraction_above,
+            "policy": "extrapolate",
+        }
+        for n in notes
+    ]
+
+
+def _inputs_json(report) -> dict:
+    p = report.problem
+    s = p.system
+    curves = {
+        "prfaas_prefill_latency": s.prfaas_prefill_latency,
+        "pd_prefill_latency": s.pd_prefill_latency,
+        "kv_cache_size": s.kv_cache_size,
+    }
+    return {
+        "scenario": p.scenario.name,
+        "scenario_file": p.source,
+        "model": p.scenario.model,
+        "workload": p.workload.describe(),
+        "mean_input_tokens": p.workload.mean_tokens,
+        "output_tokens": s.output_tokens,
+        "link_bandwidth_bytes_per_s": s.link_bandwidth_bytes_per_s,
+        "decode": {
+            "slo_tokens_per_s": p.scenario.slo.decode_tokens_per_s,
+            "batch_size": s.decode.batch_size,
+            "step_latency_s": s.decode.step_latency_s,
+            "throughput_rps_per_instance": s.decode_rps_per_instance,
+            "table": s.decode.source,
+        },
+        "profiles": {
+            name: {
+                "table": c.source,
+                "provenance": c.provenance,
+                "representation": f"least-squares polynomial, degree {c.degree}",
+                "coefficients_ascending": list(c.coefficients),
+                "max_relative_residual": c.max_relative_residual,
+                "table_min_tokens": c.table_min_tokens,
+                "table_max_tokens": c.table_max_tokens,
+            }
+            for name, c in curves.items()
+        },
+        "out_of_range": _range_json(report.range_notes),
+    }
+
+
+def plan_to_json(report: PlanReport) -> dict:
+    m = report.modes
+    out = {
+        "prfaas_plan_version": __version__,
+        "mode": str(report.mode),
+        "inputs": _inputs_json(report),
+        "plan": _deployment_json(report.plan),
+        "baselines": {
+            "homogeneous_pd": _deployment_json(report.homogeneous),
+            "naive_heterogeneous": _deployment_json(report.naive),
+        },
+        "speedup_vs_homogeneous": report.speedup_vs_homogeneous,
+        "speedup_vs_naive_heterogeneous": report.speedup_vs_naive,
+        "mode_comparison": {
+            "paper_optimum": _evaluation_json(m.paper),
+            "exact_optimum": _evaluation_json(m.exact),
+            "paper_plan_exact_system_rps": m.paper_plan_exact_rps,
+            "paper_overstatement": m.paper_overstatement,
+        },
+        "sizing": None,
+        "notes": [TTFT_NOTE],
+    }
+    if report.sizing is not None:
+        z = report.sizing
+        out["sizing"] = {
+            "target_rps": z.target_rps,
+            "max_prfaas_instances": z.max_prfaas_instances,
+            "solver": str(z.solver),
+            "milp_thresholds": z.milp_thresholds,
+            "milp_prfaas_instances": z.milp_prfaas_instances,
+            "prfaas_instances": z.evaluation.configuration.prfaas_instances,
+            "bounds": [str(b) for b in z.evaluation.bounds],
+        }
+    return out
+
+
+def evaluation_to_json(report: EvaluationReport) -> dict:
+    return {
+        "prfaas_plan_version": __version__,
+        "inputs": _inputs_json(report),
+        "configuration": _deployment_json(report.deployment),
+        "notes": [TTFT_NOTE],
+    }
+
+
+def dumps(document: dict) -> str:
+    return json.dumps(document, indent=2, allow_nan=False) + "\n"
+
+
+# ---------------------------------------------------------------- human views
+
+
+def _fmt(x, spec: str, scale=None, none: str = "—") -> str:
+    if x is None or not math.isfinite(x):
+        return none
+    return format(scale(x) if scale else x, spec)
+
+
+def _rows(deployments: list[Deployment], show_gpus: bool = True) -> list[tuple[str, list[str]]]:
+    """(label with unit, one cell per deployment): shared by the terminal and Markdown views."""
+
+    def row(label, get):
+        return (label, [get(d) for d in deployments])
+
+    def ev(d):
+        return d.evaluation
+
+    rows = []
+    if show_gpus:
+        rows.append(row("GPUs (PrfaaS + PD)", lambda d: f"{d.prfaas_gpus} + {d.pd_gpus}"))
+    rows += [
+        row("instances PrfaaS / PD-P / PD-D", lambda d: "{} / {} / {}".format(
+            ev(d).configuration.prfaas_instances, ev(d).configuration.pd_prefill_instances,
+            ev(d).configuration.pd_decode_instances)),
+        row("threshold t (K tokens)", lambda d: _threshold_text(ev(d))),
+        row("offloaded share p", lambda d: _fmt(ev(d).offload_fraction, ".1%")),
+        row("l_long / l_short (K tokens)", lambda d: "{} / {}".format(
+            _fmt(ev(d).long_mean_tokens, ".1f", units.tokens_to_ktokens),
+            _fmt(ev(d).short_mean_tokens, ".1f", units.tokens_to_ktokens))),
+        row("Θ PrfaaS (req/s)", lambda d: _fmt(ev(d).throughput.prfaas_rps, ".2f")),
+        row("Θ PD-P (req/s)", lambda d: _fmt(ev(d).throughput.pd_prefill_rps, ".2f")),
+        row("Θ PD-D (req/s)", lambda d: _fmt(ev(d).throughput.pd_decode_rps, ".2f")),
+        row("Λ_max (req/s)", lambda d: _fmt(ev(d).system_throughput_rps, ".3f")),
+        row("bound by", lambda d: " = ".join(ev(d).bounds)),
+        row("KV egress (Gbps)", lambda d: _fmt(ev(d).kv_egress_bytes_per_s, ".2f", units.bytes_per_s_to_gbps)),
+        row("link utilisation", lambda d: _fmt(ev(d).link_utilization, ".1%")),
+        row("TTFT mean (s)", lambda d: _fmt(d.ttft.mean_s, ".2f")),
+        row("TTFT P50 / P90 / P99 (s)", lambda d: "{} / {} / {}".format(
+            _fmt(d.ttft.p50_s, ".2f"), _fmt(d.ttft.p90_s, ".2f"), _fmt(d.ttft.p99_s, ".2f"))),
+    ]
+    return rows
+
+
+def _threshold_text(e: Evaluation) -> str:
+    t = e.configuration.threshold_tokens
+    if e.offload_fraction == 0:
+        return "— (none offloaded)"
+    if e.offload_fraction == 1:
+        return "— (all offloaded)"
+    return _fmt(t, ".2f", units.tokens_to_ktokens)
+
+
+@dataclass(frozen=True)
+class _View:
+    title: str
+    columns: list[str]
+    rows: list[tuple[str, list[str]]]
+    notes: list[str]
+
+
+def _range_lines(notes: tuple[RangeNote, ...]) -> list[str]:
+    return [
+        f"{n.fraction_below:.2%} of requests are shorter than {n.table_min_tokens:g} and "
+        f"{n.fraction_above:.2%} longer than {n.table_max_tokens:g} tokens, the profiled range of "
+        f"{len(n.curves)} table(s): their fits are extrapolated there (--out-of-range error refuses)."
+        for n in notes
+    ]
+
+
+def _common_notes(report) -> list[str]:
+    p = report.problem
+    s = p.system
+    lines = [
+        f"Workload: {p.workload.describe()}, mean {units.tokens_to_ktokens(p.workload.mean_tokens):.2f}K "
+        f"input tokens, {s.output_tokens:g} output tokens; link "
+        f"{units.bytes_per_s_to_gbps(s.link_bandwidth_bytes_per_s):g} Gbps.",
+        f"Decode: batch {s.decode.batch_size} at {units.s_to_ms(s.decode.step_latency_s):g} ms/step "
+        f"meets {p.scenario.slo.decode_tokens_per_s:g} tokens/s → "
+        f"{s.decode_rps_per_instance:.4f} req/s per instance.",
+    ]
+    for name, c in (("PrfaaS prefill", s.prfaas_prefill_latency), ("PD prefill", s.pd_prefill_latency),
+                    ("KV size", s.kv_cache_size)):
+        lines.append(
+            f"{name}: degree-{c.degree} least-squares fit of a {c.provenance} table, max residual "
+            f"{c.max_relative_residual:.2%} ({c.source})."
+        )
+    return lines + _range_lines(report.range_notes) + [TTFT_NOTE]
+
+
+def _plan_view(report: PlanReport) -> _View:
+    deployments = [report.plan, report.homogeneous, report.naive]
+    rows = _rows(deployments)
+    rows.append(("throughput vs this plan", [
+        "1.00×",
+        f"{1 / report.speedup_vs_homogeneous:.2f}×",
+        f"{1 / report.speedup_vs_naive:.2f}×",
+    ]))
+    m = report.modes
+    notes = [
+        f"Plan: {report.speedup_vs_homogeneous:.2f}× the homogeneous PD baseline, "
+        f"{report.speedup_vs_naive:.2f}× the naive heterogeneous one (mode: {report.mode}).",
+        f"Mode check: paper mode Λ_max {m.paper.system_throughput_rps:.3f} req/s at t = "
+        f"{units.tokens_to_ktokens(m.paper.configuration.threshold_tokens):.2f}K; exact mode "
+        f"{m.exact.system_throughput_rps:.3f} req/s at t = "
+        f"{units.tokens_to_ktokens(m.exact.configuration.threshold_tokens):.2f}K. The paper plan "
+        f"sustains {m.paper_plan_exact_rps:.3f} req/s with exact mean service times: representative "
+        f"lengths overstate it by {m.paper_overstatement:.1%}.",
+    ]
+    if report.sizing is not None:
+        z = report.sizing
+        goal = (f"reach {z.target_rps:g} req/s" if z.target_rps is not None
+                else f"maximise Λ_max under {z.max_prfaas_instances} PrfaaS instances")
+        if z.target_rps is not None and z.max_prfaas_instances is not None:
+            goal += f" with at most {z.max_prfaas_instances} PrfaaS instances"
+        notes.insert(0, (
+            f"Sizing ({goal}): {z.evaluation.configuration.prfaas_instances} PrfaaS instances; "
+            f"MILP ({z.solver}, {z.milp_thresholds} candidate thresholds) chose "
+            f"{z.milp_prfaas_instances}, exact threshold refinement confirmed "
+            f"{z.evaluation.configuration.prfaas_instances}; binding: {' = '.join(z.evaluation.bounds)}."
+        ))
+    title = f"prfaas-plan · {report.problem.scenario.name} · mode {report.mode}"
+    columns = [DEPLOYMENT_TITLES[d.name] for d in deployments]
+    return _View(title, columns, rows, notes + _common_notes(report))
+
+
+def _evaluation_view(report: EvaluationReport) -> _View:
+    title = f"prfaas-plan evaluate · {report.problem.scenario.name} · mode {report.deployment.evaluation.mode}"
+    return _View(title, [DEPLOYMENT_TITLES["evaluated"]], _rows([report.deployment]), _common_notes(report))
+
+
+def _view(report) -> _View:
+    return _plan_view(report) if isinstance(report, PlanReport) else _evaluation_view(report)
+
+
+def render_markdown(report) -> str:
+    v = _view(report)
+    lines = [f"## {v.title}", "", "| | " + " | ".join(v.columns) + " |",
+             "|---|" + "---|" * len(v.columns)]
+    lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in v.rows]
+    lines += [""] + [f"- {n}" for n in v.notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_table(report, console) -> None:
+    from rich.table import Table
+
+    v = _view(report)
+    table = Table(title=v.title, title_justify="left")
+    table.add_column("", style="bold")
+    for column in v.columns:
+        table.add_column(column, justify="right")
+    for label, cells in v.rows:
+        table.add_row(label, *cells)
+    console.print(table)
+    for n in v.notes:
+        console.print(f"• {n}", highlight=False, soft_wrap=False)
+
+
+def to_json(report) -> dict:
+    return plan_to_json(report) if isinstance(report, PlanReport) else evaluation_to_json(report)
