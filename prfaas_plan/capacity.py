@@ -133,7 +133,7 @@ def rates(
     pd_prefill = pd_prefill_instances / t_short
     decode = np.asarray(pd_decode_instances, float) * system.decode_rps_per_instance
     limits = np.broadcast_arrays(
-        _per_share(compute, p), _per_share(link, p), _per_share(pd_prefill, 1 - p), decode
+        _per_share(compute, p), _per_share(link, p), _per_share(pd_prefill, short[0]), decode
     )
     return Rates(
         offload_fraction=p,

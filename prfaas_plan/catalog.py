@@ -176,11 +176,11 @@ class Catalog:
         names = sorted(p.stem for p in folder.iterdir()) if folder.is_dir() else []
         return ", ".join(names) or "none"
 
-    def gpu(self, name: str) -> GpuSpec:
+    def gpu(self, name: str, where: str = "") -> GpuSpec:
         folder = self.data_dir / "gpus"
         path = folder / f"{name}.yaml"
         if not path.is_file():
-            raise ConfigError(f"unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)")
+            raise ConfigError(f"{where}unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)")
         spec = parse(GpuSpec, read_yaml(path, "GPU"), str(path))
         if spec.name != name:
             raise ConfigError(f"{path}: name must match the file name {name!r}, found {spec.name!r}")
@@ -190,20 +190,20 @@ class Catalog:
         data = read_yaml(self.models_file, "model catalog")
         return parse(ModelCatalogFile, data, str(self.models_file)).models
 
-    def model(self, name: str) -> ModelSpec:
+    def model(self, name: str, where: str = "") -> ModelSpec:
         models = self.models()
         if name not in models:
             raise ConfigError(
-                f"unknown model {name!r}; known: {', '.join(sorted(models))} ({self.models_file})"
+                f"{where}unknown model {name!r}; known: {', '.join(sorted(models))} ({self.models_file})"
             )
         return models[name]
 
-    def _table_dir(self, model: str, kind: str, key: str, what: str) -> Path:
+    def _table_dir(self, model: str, kind: str, key: str, what: str, where: str = "") -> Path:
         folder = self.data_dir / "profiles" / model / kind
         path = folder / key
         if not path.is_dir():
             raise ConfigError(
-                f"no {what} profile for model {model!r} at {key!r} (expected {path}/); "
+                f"{where}no {what} profile for model {model!r} at {key!r} (expected {path}/); "
                 f"available: {self._known(folder)}"
             )
         return path
@@ -219,9 +219,10 @@ class Catalog:
         return meta
 
     def prefill_latency(
-        self, model: str, gpu: str, gpus_per_instance: int, check_up_to_tokens: float | None = None
+        self, model: str, gpu: str, gpus_per_instance: int, check_up_to_tokens: float | None = None,
+        where: str = "",
     ) -> FittedCurve:
-        folder = self._table_dir(model, "prefill", f"{gpu}-x{gpus_per_instance}", "prefill")
+        folder = self._table_dir(model, "prefill", f"{gpu}-x{gpus_per_instance}", "prefill", where)
         meta = self._meta(folder, quantity="prefill_latency", model=model, gpu=gpu,
                           gpus_per_instance=gpus_per_instance)
         path = folder / "prefill_latency.csv"
@@ -230,8 +231,10 @@ class Catalog:
                          provenance=meta.provenance, source=self.shown(path),
                          check_up_to_tokens=check_up_to_tokens)
 
-    def kv_cache_size(self, model: str, kv_dtype: str, check_up_to_tokens: float | None = None) -> FittedCurve:
-        folder = self._table_dir(model, "kv", kv_dtype, "KV-size")
+    def kv_cache_size(
+        self, model: str, kv_dtype: str, check_up_to_tokens: float | None = None, where: str = ""
+    ) -> FittedCurve:
+        folder = self._table_dir(model, "kv", kv_dtype, "KV-size", where)
         meta = self._meta(folder, quantity="kv_cache_size", model=model, kv_dtype=kv_dtype)
         path = folder / "kv_cache_size.csv"
         tokens, size_mib = read_csv_columns(path, ("input_tokens", "kv_cache_mib"))
@@ -239,8 +242,8 @@ class Catalog:
                          quantity="kv_cache_bytes", provenance=meta.provenance, source=self.shown(path),
                          check_up_to_tokens=check_up_to_tokens)
 
-    def decode_table(self, model: str, gpu: str, gpus_per_instance: int) -> DecodeTable:
-        folder = self._table_dir(model, "decode", f"{gpu}-x{gpus_per_instance}", "decode")
+    def decode_table(self, model: str, gpu: str, gpus_per_instance: int, where: str = "") -> DecodeTable:
+        folder = self._table_dir(model, "decode", f"{gpu}-x{gpus_per_instance}", "decode", where)
         meta = self._meta(folder, quantity="decode_step", model=model, gpu=gpu,
                           gpus_per_instance=gpus_per_instance)
         path = folder / "decode_step.csv"

@@ -172,21 +172,23 @@ def build_problem(
     bandwidth_gbps: float | None = None,
 ) -> Problem:
     """Scenario + catalog -> model inputs. `bandwidth_gbps` overrides link.bandwidth_gbps."""
-    catalog.model(scenario.model)
+    catalog.model(scenario.model, where=f"{source}: model: ")
     for cluster in ("prfaas_cluster", "pd_cluster"):
-        catalog.gpu(getattr(scenario, cluster).gpu)
+        catalog.gpu(getattr(scenario, cluster).gpu, where=f"{source}: {cluster}.gpu: ")
     if bandwidth_gbps is not None and not bandwidth_gbps > 0:
         raise ConfigError(f"--bandwidth-gbps must be > 0, got {bandwidth_gbps:g}")
     workload = build_workload(scenario.workload.input_tokens, source.parent)
     reach = workload.max_tokens
-    prfaas, pd = scenario.prfaas_cluster, scenario.pd_cluster
-    decode = catalog.decode_table(scenario.model, pd.gpu, pd.gpus_per_instance)
+    model, prfaas, pd = scenario.model, scenario.prfaas_cluster, scenario.pd_cluster
+    decode = catalog.decode_table(model, pd.gpu, pd.gpus_per_instance, where=f"{source}: pd_cluster: ")
     system = ServingSystem(
         prfaas_prefill_latency=catalog.prefill_latency(
-            scenario.model, prfaas.gpu, prfaas.gpus_per_instance, reach
+            model, prfaas.gpu, prfaas.gpus_per_instance, reach, where=f"{source}: prfaas_cluster: "
         ),
-        pd_prefill_latency=catalog.prefill_latency(scenario.model, pd.gpu, pd.gpus_per_instance, reach),
-        kv_cache_size=catalog.kv_cache_size(scenario.model, scenario.kv_dtype, reach),
+        pd_prefill_latency=catalog.prefill_latency(
+            model, pd.gpu, pd.gpus_per_instance, reach, where=f"{source}: pd_cluster: "
+        ),
+        kv_cache_size=catalog.kv_cache_size(model, scenario.kv_dtype, reach, where=f"{source}: kv_dtype: "),
         decode=decode_point_for_slo(
             decode.batch_sizes, decode.step_latencies_s,
             slo_tokens_per_s=scenario.slo.decode_tokens_per_s, source=decode.source,

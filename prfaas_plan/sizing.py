@@ -154,11 +154,13 @@ def _solve_highs(m: _Milp) -> np.ndarray | None:
 
 
 def _solve_cbc(m: _Milp) -> np.ndarray | None:
+    import warnings
+
     import pulp
 
     problem = pulp.LpProblem("prfaas_sizing", pulp.LpMinimize)
     x = [
-        pulp.LpVariable(
+        problem.add_variable(
             f"x{i}",
             lowBound=None if math.isinf(lo) else lo,
             upBound=None if math.isinf(hi) else hi,
@@ -177,9 +179,12 @@ def _solve_cbc(m: _Milp) -> np.ndarray | None:
                 problem += expr <= float(m.row_upper[r])
             if np.isfinite(m.row_lower[r]):
                 problem += expr >= float(m.row_lower[r])
-    status = problem.solve(
-        pulp.PULP_CBC_CMD(msg=False, timeLimit=MILP_TIME_LIMIT_S, gapRel=MILP_REL_GAP)
-    )
+    with warnings.catch_warnings():
+        # pulp 3.3 deprecates its bundled CBC for 4.0; it is still the one CBC that needs no
+        # extra install, and it is only our cross-check back-end
+        warnings.simplefilter("ignore", DeprecationWarning)
+        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=MILP_TIME_LIMIT_S, gapRel=MILP_REL_GAP)
+    status = problem.solve(solver)
     if pulp.LpStatus[status] == "Infeasible":
         return None
     if pulp.LpStatus[status] != "Optimal":

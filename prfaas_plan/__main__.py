@@ -1,0 +1,3 @@
+from prfaas_plan.cli import main
+
+main()

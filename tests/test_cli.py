@@ -1,0 +1,189 @@
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from prfaas_plan.resources import default_data_dir, default_scenario_file
+
+CASE = default_scenario_file()
+
+
+def run(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "prfaas_plan", *map(str, args)],
+        capture_output=True, text=True, cwd=cwd, timeout=120,
+    )
+
+
+def scenario_with(tmp_path, **changes) -> Path:
+    data = yaml.safe_load(CASE.read_text())
+    for dotted, value in changes.items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def data_copy(tmp_path) -> Path:
+    root = tmp_path / "catalog"
+    shutil.copytree(default_data_dir(), root / "data")
+    shutil.copy(default_data_dir().parent / "models.yaml", root / "models.yaml")
+    return root / "data"
+
+
+def assert_clean_error(result, code, *fragments):
+    assert result.returncode == code, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert result.stdout == ""
+
+
+def test_json_is_the_machine_contract():
+    result = run("optimize", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    plan = doc["plan"]
+    assert plan["prfaas_instances"] == 4 and plan["pd_prefill_instances"] == 3
+    assert 19100 <= plan["threshold_tokens"] <= 19700
+    assert plan["throughput_rps"]["system"] == pytest.approx(3.24, rel=0.01)
+    assert plan["ttft"]["queueing_included"] is False
+    assert doc["baselines"]["homogeneous_pd"]["threshold_tokens"] is None  # inf is not JSON
+    assert doc["inputs"]["link_bandwidth_bytes_per_s"] == 12.5e9
+    assert doc["mode_comparison"]["paper_overstatement"] > 0
+
+    def keys(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield k
+                yield from keys(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from keys(v)
+
+    for key in keys(doc):
+        assert not key.endswith(("_ms", "_gbps", "_mib", "_ktokens")), f"non-SI key {key}"
+
+
+def test_table_and_markdown_views():
+    table = run("optimize")
+    assert table.returncode == 0
+    assert "PrfaaS-PD (plan)" in table.stdout and "Homogeneous PD" in table.stdout
+    assert "no queueing" in table.stdout
+    markdown = run("optimize", "--format", "markdown")
+    assert markdown.stdout.startswith("## prfaas-plan")
+    assert "| Λ_max (req/s) | 3.249 | 2.110 | 2.469 |" in markdown.stdout
+
+
+def test_exact_mode_and_fixed_threshold():
+    doc = json.loads(run("optimize", "--mode", "exact", "-f", "json").stdout)
+    assert doc["mode"] == "exact" and doc["plan"]["mode"] == "exact"
+    assert doc["plan"]["throughput_rps"]["system"] < 3.24
+    fixed = json.loads(run("optimize", "--threshold-tokens", "30000", "-f", "json").stdout)
+    assert fixed["plan"]["threshold_tokens"] == 30000
+
+
+def test_bandwidth_override_can_make_the_link_bind():
+    doc = json.loads(run("optimize", "--bandwidth-gbps", "5", "-f", "json").stdout)
+    assert "prfaas_link" in doc["plan"]["bounds"]
+    assert doc["plan"]["link_utilization"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_sizing_from_the_cli():
+    doc = json.loads(run("optimize", "--target-rps", "4", "-f", "json").stdout)
+    assert doc["sizing"]["prfaas_instances"] == doc["plan"]["prfaas_instances"] == 6
+    assert doc["plan"]["throughput_rps"]["system"] >= 4
+    capped = json.loads(run("optimize", "--max-prfaas-gpus", "16", "-f", "json").stdout)
+    assert capped["plan"]["prfaas_gpus"] <= 16
+
+
+def test_evaluate_one_configuration():
+    doc = json.loads(run("evaluate", "--threshold-tokens", "19400", "--pd-prefill-instances", "3",
+                         "-f", "json").stdout)
+    c = doc["configuration"]
+    assert (c["prfaas_instances"], c["pd_prefill_instances"], c["pd_decode_instances"]) == (4, 3, 5)
+    assert c["throughput_rps"]["system"] == pytest.approx(3.247, rel=1e-3)
+
+
+def test_output_file_is_written(tmp_path):
+    out = tmp_path / "plan.json"
+    assert run("optimize", "-f", "json", "-o", out).returncode == 0
+    assert json.loads(out.read_text())["plan"]["prfaas_instances"] == 4
+    assert list(tmp_path.iterdir()) == [out]  # no temporary files left
+
+
+def test_failure_leaves_existing_output_untouched(tmp_path):
+    out = tmp_path / "plan.json"
+    out.write_text("previous result")
+    result = run("optimize", "--target-rps", "100", "-f", "json", "-o", out)
+    assert_clean_error(result, 6, "no plan reaches 100 req/s", "bound by pd_decode")
+    assert out.read_text() == "previous result"
+    assert list(tmp_path.iterdir()) == [out]
+
+
+@pytest.mark.parametrize(
+    "changes, code, fragments",
+    [
+        ({"link.bandwidth_gbps": -100}, 3, ["link.bandwidth_gbps", "greater than 0", "-100"]),
+        ({"link.bandwidth_gbps": "fast"}, 3, ["link.bandwidth_gbps", "'fast'"]),
+        ({"prfaas_cluster.gpu": "h100"}, 3, ["unknown GPU 'h100'", "known: h20, h200"]),
+        ({"model": "gpt-9"}, 3, ["unknown model 'gpt-9'", "internal-1t-hybrid"]),
+        ({"pd_cluster.instances": 0}, 3, ["pd_cluster.instances must be >= 1"]),
+        ({"workload.input_tokens.max_tokens": 100}, 3, ["max_tokens must exceed min_tokens"]),
+        ({"slo.decode_tokens_per_s": 100}, 6, ["decode SLO of 100 tokens/s", "decode_step.csv"]),
+        ({"link.bandwidth": 100}, 3, ["link.bandwidth"]),
+        ({"prfaas_cluster.gpus_per_instance": 4}, 3, ["no prefill profile", "h200-x4", "h200-x8"]),
+    ],
+)
+def test_bad_scenarios_fail_cleanly(tmp_path, changes, code, fragments):
+    path = scenario_with(tmp_path, **changes)
+    if code == 3:  # scenario mistakes name the scenario file
+        fragments = [str(path), *fragments]
+    assert_clean_error(run("optimize", path), code, *fragments)
+
+
+def test_malformed_yaml_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nlink: [unclosed\n")
+    assert_clean_error(run("optimize", bad), 3, str(bad), "malformed YAML")
+    assert_clean_error(run("optimize", tmp_path / "nope.yaml"), 3, "nope.yaml", "not found")
+
+
+@pytest.mark.parametrize(
+    "rewrite, fragments",
+    [
+        (lambda rows: [rows[0], rows[2], rows[1], *rows[3:]], ["input_tokens must be strictly increasing"]),
+        (lambda rows: [*rows[:3], "32000,0.5", *rows[4:]], ["prefill_latency_s must not decrease"]),
+        (lambda rows: [rows[0], *rows[1:3], "32000,abc", *rows[4:]], ["expected a number", "'abc'"]),
+        (lambda rows: ["tokens,latency_ms", *rows[1:]], ["header must be input_tokens,prefill_latency_s"]),
+    ],
+)
+def test_broken_profile_tables_fail_cleanly(tmp_path, rewrite, fragments):
+    data = data_copy(tmp_path)
+    table = data / "profiles/internal-1t-hybrid/prefill/h200-x8/prefill_latency.csv"
+    table.write_text("\n".join(rewrite(table.read_text().splitlines())) + "\n")
+    assert_clean_error(run("optimize", "--data-dir", data), 4, str(table), *fragments)
+
+
+def test_range_policy_error_refuses_extrapolation():
+    assert_clean_error(run("optimize", "--out-of-range", "error"), 5, "profiled range", "extrapolate")
+
+
+def test_usage_errors_use_exit_code_2():
+    result = run("optimize", "--mode", "fastest")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_runs_from_another_directory(tmp_path):
+    result = run("optimize", "-f", "json", cwd=tmp_path)
+    assert result.returncode == 0

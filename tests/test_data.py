@@ -1,0 +1,66 @@
+"""Data contract: every shipped file passes its schema and bounds, and says where it came from."""
+
+import pytest
+import yaml
+
+from prfaas_plan import units
+from prfaas_plan.catalog import Catalog, ProfileMeta
+from prfaas_plan.resources import default_data_dir
+
+DATA = default_data_dir()
+CATALOG = Catalog.open()
+
+
+def test_every_gpu_file_loads_with_a_source():
+    names = [p.stem for p in (DATA / "gpus").glob("*.yaml")]
+    assert {"h200", "h20"} <= set(names)
+    for name in names:
+        gpu = CATALOG.gpu(name)
+        assert gpu.source
+        assert gpu.dense_fp8_tflops > gpu.dense_bf16_tflops
+
+
+def test_every_profile_has_provenance_and_loads():
+    metas = sorted(DATA.glob("profiles/*/*/*/meta.yaml"))
+    assert len(metas) >= 4
+    for path in metas:
+        meta = ProfileMeta.model_validate(yaml.safe_load(path.read_text()))
+        model, kind, key = path.parent.relative_to(DATA / "profiles").parts
+        assert meta.model == model
+        if meta.provenance == "recovered":
+            assert "RECOVERED, NOT MEASURED" in meta.method
+        if kind == "prefill":
+            gpu, gpus = key.rsplit("-x", 1)
+            curve = CATALOG.prefill_latency(model, gpu, int(gpus))
+            assert curve.max_relative_residual < 0.05
+        elif kind == "kv":
+            CATALOG.kv_cache_size(model, key)
+        else:
+            gpu, gpus = key.rsplit("-x", 1)
+            CATALOG.decode_table(model, gpu, int(gpus))
+
+
+def test_every_profiled_model_is_in_the_catalog():
+    models = CATALOG.models()
+    for folder in (DATA / "profiles").iterdir():
+        assert folder.name in models
+
+
+def test_prefill_never_beats_the_gpus_peak_flops():
+    """Speed-of-light bound with a deliberately weak FLOP count (2 FLOP per active parameter
+    per token, active params >= 1/100 of the 1T total): real prefill must be slower."""
+    model = CATALOG.model("internal-1t-hybrid")
+    for gpu, gpus in (("h200", 8), ("h20", 8)):
+        peak_flops = units.tflops_to_flops(CATALOG.gpu(gpu).dense_fp8_tflops) * gpus
+        curve = CATALOG.prefill_latency("internal-1t-hybrid", gpu, gpus)
+        for tokens in (1000, 8000, 32000, 128000):
+            floor_s = 2 * (model.total_params / 100) * tokens / peak_flops
+            assert curve(tokens) > floor_s
+
+
+def test_kv_fit_recovers_the_architecture_reading():
+    """The reference reads Table 5 as ~172 MiB fixed state + ~17.5 KB/token (model-configs.md)."""
+    kv = CATALOG.kv_cache_size("internal-1t-hybrid", "bf16")
+    fixed_bytes, per_token_bytes = kv.coefficients
+    assert units.bytes_to_mib(fixed_bytes) == pytest.approx(172, rel=0.01)
+    assert per_token_bytes == pytest.approx(17_500, rel=0.01)

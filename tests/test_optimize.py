@@ -1,0 +1,117 @@
+import numpy as np
+import pytest
+import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.capacity import Bound, Configuration, Mode, evaluate
+from prfaas_plan.optimize import (
+    SearchSpace,
+    exhaustive_grid_search,
+    homogeneous_baseline,
+    optimize_fixed_hardware,
+)
+from prfaas_plan.workload import Histogram, ObservedLengths
+
+from .conftest import toy_system
+
+
+def test_threshold_balance_matches_symbolic_solution():
+    """Uniform lengths on [L, H] and affine latencies: the balance condition
+    N_pf / (T_pf(l_long) p) = N_p / (T_pd(l_short) (1 - p)) is a polynomial equation in t, solved
+    exactly by sympy as the oracle."""
+    lo, hi = 1000, 100000
+    a_pf, b_pf, a_pd, b_pd = 0.4, 2e-5, 0.5, 6e-5
+    n_pf, n_p = 3, 4
+    workload = Histogram((float(lo), float(hi)), (1.0,))
+    t = sympy.Symbol("t", positive=True)
+    p = (hi - t) / (hi - lo)
+    lhs = n_pf / ((a_pf + b_pf * (t + hi) / 2) * p)
+    rhs = n_p / ((a_pd + b_pd * (lo + t) / 2) * (1 - p))
+    roots = [float(r) for r in sympy.solve(sympy.together(lhs - rhs).as_numer_denom()[0], t)
+             if r.is_real and lo < float(r) < hi]
+    assert len(roots) == 1
+    # N_pd = n_p + 1 with a huge decode batch: decode never binds, so the best split puts n_p
+    # instances on prefill and the best threshold is the balance root
+    pinned = toy_system(prfaas=(a_pf, b_pf), pd=(a_pd, b_pd), kv=(1.0, 1.0), bandwidth_gbps=1e6,
+                        batch=10_000)
+    best = optimize_fixed_hardware(pinned, workload, SearchSpace(n_pf, n_p + 1), Mode.PAPER)
+    assert best.configuration.pd_prefill_instances == n_p
+    assert best.configuration.threshold_tokens == pytest.approx(roots[0], rel=1e-9)
+    assert set(best.bounds) == {Bound.PRFAAS_COMPUTE, Bound.PD_PREFILL}
+
+
+@pytest.mark.parametrize(
+    "mode, n_pf, n_pd",
+    [(Mode.PAPER, 1, 2), (Mode.PAPER, 4, 8), (Mode.EXACT, 2, 4), (Mode.EXACT, 4, 8)],
+)
+def test_optimizer_beats_or_matches_paper_grid(case_problem, mode, n_pf, n_pd):
+    """Brute force: every split x thresholds every 100 tokens. The optimiser solves the balance
+    exactly, so it is never worse and at most a grid step's worth better."""
+    s, w = case_problem.system, case_problem.workload
+    space = SearchSpace(n_pf, n_pd)
+    best = optimize_fixed_hardware(s, w, space, mode)
+    grid = exhaustive_grid_search(s, w, space, mode, step_tokens=100.0)
+    assert best.system_throughput_rps >= grid.system_throughput_rps * (1 - 1e-12)
+    assert best.system_throughput_rps == pytest.approx(grid.system_throughput_rps, rel=2e-3)
+    assert best.configuration.pd_prefill_instances == grid.configuration.pd_prefill_instances or (
+        best.system_throughput_rps == pytest.approx(grid.system_throughput_rps, rel=1e-9)
+    )
+
+
+def test_observed_lengths_optimum_is_exact(rng):
+    """With a discrete distribution Λ is piecewise constant: brute force over every observed
+    length (and 'offload all') must find exactly the optimiser's value."""
+    lengths = np.exp(rng.normal(9.5, 1.0, size=300)).round()
+    workload = ObservedLengths(lengths)
+    system = toy_system()
+    space = SearchSpace(2, 6)
+    best = optimize_fixed_hardware(system, workload, space, Mode.EXACT)
+    brute = max(
+        evaluate(system, workload, Configuration(2, n_p, 6 - n_p, t), Mode.EXACT).system_throughput_rps
+        for n_p in range(6)
+        for t in np.concatenate([[0.0], np.unique(lengths)])
+    )
+    assert best.system_throughput_rps == pytest.approx(brute, rel=1e-12)
+
+
+def test_fixed_threshold_only_optimises_split(case_problem):
+    s, w = case_problem.system, case_problem.workload
+    e = optimize_fixed_hardware(s, w, SearchSpace(4, 8, threshold_tokens=30000.0))
+    assert e.configuration.threshold_tokens == 30000.0
+    brute = max(
+        evaluate(s, w, Configuration(4, n_p, 8 - n_p, 30000.0)).system_throughput_rps for n_p in range(8)
+    )
+    assert e.system_throughput_rps == pytest.approx(brute)
+
+
+def test_no_prfaas_means_nothing_offloaded(case_problem):
+    e = optimize_fixed_hardware(case_problem.system, case_problem.workload, SearchSpace(0, 8))
+    assert e.offload_fraction == 0
+    h = homogeneous_baseline(case_problem.system, case_problem.workload, 8)
+    assert e.system_throughput_rps == pytest.approx(h.system_throughput_rps)
+
+
+def test_decode_bound_plateau_picks_the_balance_point(case_problem):
+    """With 7 of 8 PD instances needed for decode to keep up, decode binds; the plan still
+    reports Λ = Θ_pd-d and says so."""
+    s, w = case_problem.system, case_problem.workload
+    e = optimize_fixed_hardware(s, w, SearchSpace(40, 3))
+    assert e.bounds[0] is Bound.PD_DECODE
+    assert e.system_throughput_rps == pytest.approx(e.throughput.pd_decode_rps)
+
+
+@given(st.integers(0, 6), st.integers(1, 8), st.floats(5, 400), st.sampled_from(["prfaas", "pd"]))
+@settings(max_examples=40, deadline=None)
+def test_more_hardware_or_bandwidth_never_lowers_optimum(case_problem, n_pf, n_pd, gbps, what):
+    from dataclasses import replace
+
+    from prfaas_plan import units
+
+    s = replace(case_problem.system, link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(gbps))
+    w = case_problem.workload
+    base = optimize_fixed_hardware(s, w, SearchSpace(n_pf, n_pd)).system_throughput_rps
+    grown = SearchSpace(n_pf + (what == "prfaas"), n_pd + (what == "pd"))
+    assert optimize_fixed_hardware(s, w, grown).system_throughput_rps >= base * (1 - 1e-9)
+    wider = replace(s, link_bandwidth_bytes_per_s=s.link_bandwidth_bytes_per_s * 2)
+    assert optimize_fixed_hardware(wider, w, SearchSpace(n_pf, n_pd)).system_throughput_rps >= base * (1 - 1e-9)

@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import integrate, stats
+
+from prfaas_plan.workload import Histogram, ObservedLengths, TruncatedLogNormal
+
+LOGNORMAL = TruncatedLogNormal(9.9, 1.0, 128, 131072)
+
+
+@pytest.mark.parametrize("a, b", [(128, 131072), (128, 19400), (19400, 131072), (1000, 2000), (60000, 1e9)])
+def test_lognormal_partial_moments_match_numerical_integration(a, b):
+    """Oracle: the truncated density integrated numerically (scipy.integrate.quad)."""
+    d = stats.lognorm(s=1.0, scale=np.exp(9.9))
+    z = d.cdf(131072) - d.cdf(128)
+    hi = min(b, 131072)
+    got = LOGNORMAL.partial_moments(a, b)
+    for k in range(3):
+        want, _ = integrate.quad(lambda x, k=k: x**k * d.pdf(x) / z, a, hi, limit=200, epsabs=0)
+        assert got[k] == pytest.approx(want, rel=1e-7)
+
+
+def test_lognormal_is_conditioned_not_clipped():
+    total = LOGNORMAL.partial_moments(-np.inf, np.inf)
+    assert total[0] == pytest.approx(1.0, abs=1e-12)
+    assert LOGNORMAL.partial_moments(-np.inf, 128)[0] == 0.0  # no atom at the truncation point
+
+
+def test_mesh_reproduces_moments():
+    lengths, probs = LOGNORMAL.mesh()
+    assert probs.sum() == pytest.approx(1.0, abs=1e-12)
+    assert (lengths * probs).sum() == pytest.approx(LOGNORMAL.mean_tokens, rel=1e-12)
+
+
+def test_histogram_closed_form():
+    # uniform on [0, 10) with weight 1 and [10, 20) with weight 3 -> E[L] = 0.25*5 + 0.75*15
+    h = Histogram((0.0, 10.0, 20.0), (1.0, 3.0))
+    assert h.mean_tokens == pytest.approx(12.5)
+    m = h.partial_moments(5.0, 15.0)
+    assert m[0] == pytest.approx(0.25 * 0.5 + 0.75 * 0.5)
+    assert m[1] == pytest.approx(0.025 * (10**2 - 5**2) / 2 + 0.075 * (15**2 - 10**2) / 2)
+
+
+def test_observed_lengths_match_numpy(rng):
+    x = rng.integers(100, 50_000, size=1000).astype(float)
+    o = ObservedLengths(x)
+    for t in (99.0, 5000.0, 20_000.5, 50_000.0):
+        long = x[x > t]
+        m = o.partial_moments(t, np.inf)
+        assert m[0] == pytest.approx(long.size / x.size)
+        assert m[1] == pytest.approx(long.sum() / x.size)
+        assert m[2] == pytest.approx((long**2).sum() / x.size)
+
+
+distributions = st.sampled_from(
+    [LOGNORMAL, Histogram((100.0, 1000.0, 8000.0, 64000.0), (1.0, 5.0, 2.0)),
+     ObservedLengths(np.array([200.0, 800.0, 800.0, 5000.0, 40000.0]))]
+)
+
+
+@given(distributions, st.floats(0, 2e5), st.floats(0, 2e5))
+@settings(max_examples=200, deadline=None)
+def test_higher_threshold_never_raises_offloaded_share(d, t1, t2):
+    lo, hi = sorted((t1, t2))
+    assert d.probability_above(hi) <= d.probability_above(lo) + 1e-12
+
+
+@given(distributions, st.floats(0, 2e5))
+@settings(max_examples=200, deadline=None)
+def test_split_conserves_requests_and_tokens(d, t):
+    short, long = d.split(t)
+    total = d.partial_moments(-np.inf, np.inf)
+    assert short + long == pytest.approx(total, rel=1e-9)
