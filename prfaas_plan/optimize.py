@@ -4,8 +4,8 @@ two baselines (homogeneous PD, naive heterogeneous) computed by the same model.
 For a fixed split, the PrfaaS term Θ_prfaas/p rises with t and the PD-P term Θ_pd-p/(1 − p)
 falls, so Λ_max peaks where they cross (threshold balance, reference eq. 7). We evaluate a
 coarse geometric grid of thresholds for every split at once, then solve the balance condition
-by bisection inside the bracket around the best grid point: the result is the exact crossing
-(to ~1e-6 tokens), not a grid point. Discrete length distributions (observed lengths) have
+by regula falsi (Illinois) inside the bracket around the best grid point: the result is the
+exact crossing (relative 1e-12), not a grid point. Discrete length distributions (observed lengths) have
 piecewise-constant Λ, so there every distinct length is evaluated exactly instead.
 
 `exhaustive_grid_search` is the paper's method (fixed step × every split), kept as the
@@ -28,7 +28,8 @@ from prfaas_plan.errors import ConfigError
 from prfaas_plan.workload import LengthDistribution
 
 COARSE_GRID_POINTS = 65
-BISECTION_STEPS = 48
+ROOT_MAX_STEPS = 60
+ROOT_RTOL = 1e-12
 TIE_RTOL = 1e-9
 
 
@@ -71,25 +72,40 @@ def _threshold_grid(workload: LengthDistribution) -> np.ndarray:
 
 
 def _refine(system, workload, space, n_p, n_d, mode, grid, best_index):
-    """Bisection on Θ_prfaas/p − Θ_pd-p/(1−p) inside the bracket around each split's best
-    grid point; returns the refined thresholds and their Λ (vectorised over splits)."""
+    """Solve Θ_prfaas/p = Θ_pd-p/(1−p) inside the bracket around each split's best grid point
+    (Illinois regula falsi, vectorised over splits); returns thresholds and their Λ, or
+    (nan, -inf) for splits whose bracket holds no crossing."""
     last = grid.size - 1
-    lo = grid[np.clip(best_index - 1, 0, last)]
-    hi = grid[np.clip(best_index + 1, 0, last)]
-    _, f_lo, g_lo = _limits(system, workload, lo, space, n_p, n_d, mode)
-    _, f_hi, g_hi = _limits(system, workload, hi, space, n_p, n_d, mode)
-    crosses = (f_lo - g_lo < 0) & (f_hi - g_hi > 0)
-    for _ in range(BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        _, f_mid, g_mid = _limits(system, workload, mid, space, n_p, n_d, mode)
-        below = f_mid - g_mid < 0
-        lo = np.where(crosses & below, mid, lo)
-        hi = np.where(crosses & ~below, mid, hi)
-    # the crossing lies in [lo, hi], now ~1e-10 wide; keep the better end
-    lam_lo, _, _ = _limits(system, workload, lo, space, n_p, n_d, mode)
-    lam_hi, _, _ = _limits(system, workload, hi, space, n_p, n_d, mode)
-    t = np.where(lam_hi >= lam_lo, hi, lo)
-    return np.where(crosses, t, np.nan), np.where(crosses, np.maximum(lam_lo, lam_hi), -np.inf)
+    a = grid[np.clip(best_index - 1, 0, last)]
+    b = grid[np.clip(best_index + 1, 0, last)]
+    _, f, g = _limits(system, workload, a, space, n_p, n_d, mode)
+    ga = f - g
+    _, f, g = _limits(system, workload, b, space, n_p, n_d, mode)
+    gb = f - g
+    crosses = (ga < 0) & (gb > 0) & np.isfinite(ga) & np.isfinite(gb)
+    if not crosses.any():
+        return np.full(a.shape, np.nan), np.full(a.shape, -np.inf)
+    # splits without a crossing get a dummy, already-converged bracket
+    a, b = np.where(crosses, a, 1.0), np.where(crosses, b, 1.0)
+    ga, gb = np.where(crosses, ga, -1.0), np.where(crosses, gb, 1.0)
+    last_side = np.zeros(a.shape)
+    for _ in range(ROOT_MAX_STEPS):
+        c = (a * gb - b * ga) / (gb - ga)  # gb > 0 > ga keeps this finite and inside [a, b]
+        _, f, g = _limits(system, workload, c, space, n_p, n_d, mode)
+        gc = f - g
+        move_a = crosses & (gc < 0)  # the crossing is right of c
+        move_b = crosses & ~(gc < 0)
+        # Illinois: when the same end moves twice, halve the stale end's value
+        gb = np.where(move_a & (last_side == -1), gb / 2, gb)
+        ga = np.where(move_b & (last_side == 1), ga / 2, ga)
+        a, ga = np.where(move_a, c, a), np.where(move_a, gc, ga)
+        b, gb = np.where(move_b, c, b), np.where(move_b, gc, gb)
+        last_side = np.where(move_a, -1, np.where(move_b, 1, 0))
+        if np.all((b - a <= ROOT_RTOL * b) | (gc == 0) | ~crosses):
+            break
+    t = np.where(np.abs(ga) < np.abs(gb), a, b)
+    lam, _, _ = _limits(system, workload, t, space, n_p, n_d, mode)
+    return np.where(crosses, t, np.nan), np.where(crosses, lam, -np.inf)
 
 
 def _pick(n_p, thresholds, lam, headroom):

@@ -30,6 +30,13 @@ def _normal_mass(z_lo, z_hi):
     return np.asarray(0.5 * (_erfc(a / _SQRT2) - _erfc(b / _SQRT2)), dtype=float)
 
 
+def _cdf_and_sf(z):
+    """(Phi(z), 1 - Phi(z)) from one erfc per element; the small one of the two is exact."""
+    z = np.asarray(z, float)
+    small = 0.5 * np.asarray(_erfc(np.abs(z) / _SQRT2), dtype=float)
+    return np.where(z < 0, small, 1.0 - small), np.where(z < 0, 1.0 - small, small)
+
+
 class LengthDistribution:
     """Common interface; subclasses implement `partial_moments`, `mesh` and `describe`."""
 
@@ -91,6 +98,30 @@ class TruncatedLogNormal(LengthDistribution):
     def _normaliser(self) -> float:
         return float(_normal_mass(self._z(self.min_tokens, 0), self._z(self.max_tokens, 0)))
 
+    def _scale(self, k: int) -> float:
+        return math.exp(k * self.mu_log + 0.5 * k**2 * self.sigma_log**2) / self._normaliser
+
+    def split(self, threshold_tokens):
+        """As the base class, with one erfc per element and order for each side (the optimiser
+        calls this in its inner loop): below = (min, t], above = (t, max]."""
+        t = np.clip(np.asarray(threshold_tokens, float), self.min_tokens, self.max_tokens)
+        short = np.empty((MOMENT_ORDERS, *t.shape))
+        long = np.empty((MOMENT_ORDERS, *t.shape))
+        for k, (scale, cdf_min, sf_max) in enumerate(self._split_constants):
+            cdf, sf = _cdf_and_sf(self._z(t, k))
+            short[k] = scale * np.maximum(cdf - cdf_min, 0.0)
+            long[k] = scale * np.maximum(sf - sf_max, 0.0)
+        return short, long
+
+    @cached_property
+    def _split_constants(self):
+        """Per order k: (scale, Phi at min, 1 - Phi at max)."""
+        return [
+            (self._scale(k), float(_cdf_and_sf(self._z(self.min_tokens, k))[0]),
+             float(_cdf_and_sf(self._z(self.max_tokens, k))[1]))
+            for k in range(MOMENT_ORDERS)
+        ]
+
     def partial_moments(self, a, b):
         a = np.clip(np.asarray(a, float), self.min_tokens, self.max_tokens)
         b = np.clip(np.asarray(b, float), self.min_tokens, self.max_tokens)
@@ -98,8 +129,7 @@ class TruncatedLogNormal(LengthDistribution):
         b = np.maximum(a, b)
         out = np.empty((MOMENT_ORDERS, *a.shape))
         for k in range(MOMENT_ORDERS):
-            scale = math.exp(k * self.mu_log + 0.5 * k**2 * self.sigma_log**2)
-            out[k] = scale * _normal_mass(self._z(a, k), self._z(b, k)) / self._normaliser
+            out[k] = self._scale(k) * _normal_mass(self._z(a, k), self._z(b, k))
         return out
 
     @cached_property

@@ -72,3 +72,12 @@ def test_split_conserves_requests_and_tokens(d, t):
     short, long = d.split(t)
     total = d.partial_moments(-np.inf, np.inf)
     assert short + long == pytest.approx(total, rel=1e-9)
+
+
+@pytest.mark.parametrize("t", [0.0, 128.0, 500.0, 19400.0, 120000.0, 131000.0, 131072.0, 1e9])
+def test_fast_split_agrees_with_partial_moments_in_both_tails(t):
+    short, long = LOGNORMAL.split(t)
+    want_short = LOGNORMAL.partial_moments(-np.inf, t)
+    want_long = LOGNORMAL.partial_moments(t, np.inf)
+    assert short == pytest.approx(want_short, rel=1e-9, abs=1e-300)
+    assert long == pytest.approx(want_long, rel=1e-9, abs=1e-300)
