@@ -199,7 +199,7 @@ class ObservedLengths(LengthDistribution):
     def __post_init__(self):
         x = np.sort(np.asarray(self.lengths_tokens, float))
         object.__setattr__(self, "lengths_tokens", x)
-        powers = np.stack([x**k for k in range(MOMENT_ORDERS)]) / x.size
+        powers = np.stack([x**k for k in range(MOMENT_ORDERS)])  # k = 0 counts exactly
         cumulative = np.concatenate([np.zeros((MOMENT_ORDERS, 1)), np.cumsum(powers, axis=1)], axis=1)
         object.__setattr__(self, "_cumulative", cumulative)
 
@@ -215,7 +215,7 @@ class ObservedLengths(LengthDistribution):
         a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
         i = np.searchsorted(self.lengths_tokens, a, side="right")
         j = np.searchsorted(self.lengths_tokens, np.maximum(a, b), side="right")
-        return self._cumulative[:, j] - self._cumulative[:, i]
+        return (self._cumulative[:, j] - self._cumulative[:, i]) / self.lengths_tokens.size
 
     def mesh(self):
         values, counts = np.unique(self.lengths_tokens, return_counts=True)
