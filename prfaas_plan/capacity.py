@@ -104,10 +104,7 @@ def _service_time(curve: FittedCurve, moments, mode: Mode):
     m0 = moments[0]
     with np.errstate(divide="ignore", invalid="ignore"):
         mean_tokens = moments[1] / m0
-        if mode is Mode.PAPER:
-            value = curve(mean_tokens)
-        else:
-            value = curve.expectation(moments) / m0
+        value = curve(mean_tokens) if mode is Mode.PAPER else curve.expectation(moments) / m0
     return np.where(m0 > 0, value, np.nan), np.where(m0 > 0, mean_tokens, np.nan)
 
 
@@ -196,18 +193,24 @@ def evaluate(
     """Equations (3)-(6) for one configuration."""
     c = configuration
     r = rates(
-        system, workload, c.threshold_tokens, c.prfaas_instances,
-        c.pd_prefill_instances, c.pd_decode_instances, mode,
+        system,
+        workload,
+        c.threshold_tokens,
+        c.prfaas_instances,
+        c.pd_prefill_instances,
+        c.pd_decode_instances,
+        mode,
     )
     limits = r.limits_rps.astype(float)
     system_rps = float(limits.min())
     order = np.argsort(limits, kind="stable")
     bounds = tuple(
-        BOUND_ORDER[i] for i in order
-        if limits[i] <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
+        BOUND_ORDER[i] for i in order if limits[i] <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
     )
     p = float(r.offload_fraction)
-    egress = system_rps * p * float(r.long_kv_cache_bytes) if p > 0 and np.isfinite(system_rps) else 0.0
+    egress = (
+        system_rps * p * float(r.long_kv_cache_bytes) if p > 0 and np.isfinite(system_rps) else 0.0
+    )
     return Evaluation(
         configuration=c,
         mode=mode,

@@ -130,7 +130,9 @@ def read_csv_columns(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, 
     values = np.empty((len(rows) - 1, len(columns)))
     for r, row in enumerate(rows[1:], start=1):
         if len(row) != len(columns):
-            raise ProfileError(f"{path}: data row {r} has {len(row)} cells, expected {len(columns)}")
+            raise ProfileError(
+                f"{path}: data row {r} has {len(row)} cells, expected {len(columns)}"
+            )
         for c, cell in enumerate(row):
             try:
                 values[r - 1, c] = float(cell)
@@ -180,10 +182,14 @@ class Catalog:
         folder = self.data_dir / "gpus"
         path = folder / f"{name}.yaml"
         if not path.is_file():
-            raise ConfigError(f"{where}unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)")
+            raise ConfigError(
+                f"{where}unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)"
+            )
         spec = parse(GpuSpec, read_yaml(path, "GPU"), str(path))
         if spec.name != name:
-            raise ConfigError(f"{path}: name must match the file name {name!r}, found {spec.name!r}")
+            raise ConfigError(
+                f"{path}: name must match the file name {name!r}, found {spec.name!r}"
+            )
         return spec
 
     def models(self) -> dict[str, ModelSpec]:
@@ -219,17 +225,32 @@ class Catalog:
         return meta
 
     def prefill_latency(
-        self, model: str, gpu: str, gpus_per_instance: int, check_up_to_tokens: float | None = None,
+        self,
+        model: str,
+        gpu: str,
+        gpus_per_instance: int,
+        check_up_to_tokens: float | None = None,
         where: str = "",
     ) -> FittedCurve:
         folder = self._table_dir(model, "prefill", f"{gpu}-x{gpus_per_instance}", "prefill", where)
-        meta = self._meta(folder, quantity="prefill_latency", model=model, gpu=gpu,
-                          gpus_per_instance=gpus_per_instance)
+        meta = self._meta(
+            folder,
+            quantity="prefill_latency",
+            model=model,
+            gpu=gpu,
+            gpus_per_instance=gpus_per_instance,
+        )
         path = folder / "prefill_latency.csv"
         tokens, latency_s = read_csv_columns(path, ("input_tokens", "prefill_latency_s"))
-        return fit_curve(tokens, latency_s, degree=PREFILL_LATENCY_DEGREE, quantity="prefill_latency_s",
-                         provenance=meta.provenance, source=self.shown(path),
-                         check_up_to_tokens=check_up_to_tokens)
+        return fit_curve(
+            tokens,
+            latency_s,
+            degree=PREFILL_LATENCY_DEGREE,
+            quantity="prefill_latency_s",
+            provenance=meta.provenance,
+            source=self.shown(path),
+            check_up_to_tokens=check_up_to_tokens,
+        )
 
     def kv_cache_size(
         self, model: str, kv_dtype: str, check_up_to_tokens: float | None = None, where: str = ""
@@ -238,14 +259,27 @@ class Catalog:
         meta = self._meta(folder, quantity="kv_cache_size", model=model, kv_dtype=kv_dtype)
         path = folder / "kv_cache_size.csv"
         tokens, size_mib = read_csv_columns(path, ("input_tokens", "kv_cache_mib"))
-        return fit_curve(tokens, units.mib_to_bytes(size_mib), degree=KV_CACHE_SIZE_DEGREE,
-                         quantity="kv_cache_bytes", provenance=meta.provenance, source=self.shown(path),
-                         check_up_to_tokens=check_up_to_tokens)
+        return fit_curve(
+            tokens,
+            units.mib_to_bytes(size_mib),
+            degree=KV_CACHE_SIZE_DEGREE,
+            quantity="kv_cache_bytes",
+            provenance=meta.provenance,
+            source=self.shown(path),
+            check_up_to_tokens=check_up_to_tokens,
+        )
 
-    def decode_table(self, model: str, gpu: str, gpus_per_instance: int, where: str = "") -> DecodeTable:
+    def decode_table(
+        self, model: str, gpu: str, gpus_per_instance: int, where: str = ""
+    ) -> DecodeTable:
         folder = self._table_dir(model, "decode", f"{gpu}-x{gpus_per_instance}", "decode", where)
-        meta = self._meta(folder, quantity="decode_step", model=model, gpu=gpu,
-                          gpus_per_instance=gpus_per_instance)
+        meta = self._meta(
+            folder,
+            quantity="decode_step",
+            model=model,
+            gpu=gpu,
+            gpus_per_instance=gpus_per_instance,
+        )
         path = folder / "decode_step.csv"
         batch, step_s = read_csv_columns(path, ("batch_size", "decode_step_latency_s"))
         if np.any(batch != np.round(batch)):

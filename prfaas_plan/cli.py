@@ -47,27 +47,36 @@ class SolverOption(StrEnum):
 
 ScenarioArg = Annotated[
     Path | None,
-    typer.Argument(help="Scenario YAML; default: the paper's case study (examples/case_study.yaml)."),
+    typer.Argument(
+        help="Scenario YAML; default: the paper's case study (examples/case_study.yaml)."
+    ),
 ]
 ModeOpt = Annotated[
     ModeOption,
-    typer.Option("--mode", help="paper: service time at the representative length (as the paper); "
-                 "exact: conditional mean service time."),
+    typer.Option(
+        "--mode",
+        help="paper: service time at the representative length (as the paper); "
+        "exact: conditional mean service time.",
+    ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
 OutputOpt = Annotated[
     Path | None, typer.Option("--output", "-o", help="Write the result to this file (atomically).")
 ]
 DataDirOpt = Annotated[
-    Path | None, typer.Option("--data-dir", help="Profile/GPU data directory (default: the shipped data/).")
+    Path | None,
+    typer.Option("--data-dir", help="Profile/GPU data directory (default: the shipped data/)."),
 ]
 BandwidthOpt = Annotated[
-    float | None, typer.Option("--bandwidth-gbps", help="Override link.bandwidth_gbps (10^9 bit/s).")
+    float | None,
+    typer.Option("--bandwidth-gbps", help="Override link.bandwidth_gbps (10^9 bit/s)."),
 ]
 RangeOpt = Annotated[
     RangeOption,
-    typer.Option("--out-of-range", help="Lengths outside a profile table: extrapolate the fit "
-                 "(reported) or refuse."),
+    typer.Option(
+        "--out-of-range",
+        help="Lengths outside a profile table: extrapolate the fit (reported) or refuse.",
+    ),
 ]
 
 
@@ -123,19 +132,31 @@ def optimize(
     scenario: ScenarioArg = None,
     mode: ModeOpt = ModeOption.PAPER,
     threshold_tokens: Annotated[
-        float | None, typer.Option("--threshold-tokens", help="Fix the routing threshold t (tokens); "
-                                   "only the PD split is optimised.")
+        float | None,
+        typer.Option(
+            "--threshold-tokens",
+            help="Fix the routing threshold t (tokens); only the PD split is optimised.",
+        ),
     ] = None,
     bandwidth_gbps: BandwidthOpt = None,
     target_rps: Annotated[
-        float | None, typer.Option("--target-rps", help="Size the PrfaaS cluster: fewest instances "
-                                   "reaching this Λ_max (req/s).")
+        float | None,
+        typer.Option(
+            "--target-rps",
+            help="Size the PrfaaS cluster: fewest instances reaching this Λ_max (req/s).",
+        ),
     ] = None,
     max_prfaas_gpus: Annotated[
-        int | None, typer.Option("--max-prfaas-gpus", help="Size the PrfaaS cluster: at most this many "
-                                 "GPUs (best Λ_max under the cap, or the cap on a --target-rps search).")
+        int | None,
+        typer.Option(
+            "--max-prfaas-gpus",
+            help="Size the PrfaaS cluster: at most this many "
+            "GPUs (best Λ_max under the cap, or the cap on a --target-rps search).",
+        ),
     ] = None,
-    solver: Annotated[SolverOption, typer.Option("--solver", help="MILP solver for sizing.")] = SolverOption.HIGHS,
+    solver: Annotated[
+        SolverOption, typer.Option("--solver", help="MILP solver for sizing.")
+    ] = SolverOption.HIGHS,
     out_of_range: RangeOpt = RangeOption.EXTRAPOLATE,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
@@ -154,19 +175,33 @@ def optimize(
         from rich.console import Console
 
         with Console(stderr=True).status("solving the sizing MILP…"):
-            report = plan(problem, mode=Mode(mode), threshold_tokens=threshold_tokens,
-                          target_rps=target_rps, max_prfaas_gpus=max_prfaas_gpus,
-                          solver=Solver(solver), range_policy=RangePolicy(out_of_range))
+            report = plan(
+                problem,
+                mode=Mode(mode),
+                threshold_tokens=threshold_tokens,
+                target_rps=target_rps,
+                max_prfaas_gpus=max_prfaas_gpus,
+                solver=Solver(solver),
+                range_policy=RangePolicy(out_of_range),
+            )
     else:
-        report = plan(problem, mode=Mode(mode), threshold_tokens=threshold_tokens,
-                      target_rps=target_rps, max_prfaas_gpus=max_prfaas_gpus,
-                      solver=Solver(solver), range_policy=RangePolicy(out_of_range))
+        report = plan(
+            problem,
+            mode=Mode(mode),
+            threshold_tokens=threshold_tokens,
+            target_rps=target_rps,
+            max_prfaas_gpus=max_prfaas_gpus,
+            solver=Solver(solver),
+            range_policy=RangePolicy(out_of_range),
+        )
     _emit(report, fmt, output)
 
 
 @app.command()
 def evaluate(
-    threshold_tokens: Annotated[float, typer.Option("--threshold-tokens", help="Routing threshold t (tokens).")],
+    threshold_tokens: Annotated[
+        float, typer.Option("--threshold-tokens", help="Routing threshold t (tokens).")
+    ],
     pd_prefill_instances: Annotated[
         int, typer.Option("--pd-prefill-instances", help="N_p; the other PD instances decode.")
     ],
@@ -188,8 +223,12 @@ def evaluate(
 
     problem = _load(scenario, data_dir, bandwidth_gbps)
     report = evaluate_configuration(
-        problem, threshold_tokens=threshold_tokens, pd_prefill_instances=pd_prefill_instances,
-        prfaas_instances=prfaas_instances, mode=Mode(mode), range_policy=RangePolicy(out_of_range),
+        problem,
+        threshold_tokens=threshold_tokens,
+        pd_prefill_instances=pd_prefill_instances,
+        prfaas_instances=prfaas_instances,
+        mode=Mode(mode),
+        range_policy=RangePolicy(out_of_range),
     )
     _emit(report, fmt, output)
 

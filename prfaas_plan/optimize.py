@@ -165,7 +165,8 @@ def exhaustive_grid_search(
     for n_p in range(space.pd_instances):
         for t in thresholds:
             candidate = evaluate(
-                system, workload,
+                system,
+                workload,
                 Configuration(space.prfaas_instances, n_p, space.pd_instances - n_p, float(t)),
                 mode,
             )

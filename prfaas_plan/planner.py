@@ -69,11 +69,16 @@ class PlanReport:
 
     @property
     def speedup_vs_homogeneous(self) -> float:
-        return self.plan.evaluation.system_throughput_rps / self.homogeneous.evaluation.system_throughput_rps
+        return (
+            self.plan.evaluation.system_throughput_rps
+            / self.homogeneous.evaluation.system_throughput_rps
+        )
 
     @property
     def speedup_vs_naive(self) -> float:
-        return self.plan.evaluation.system_throughput_rps / self.naive.evaluation.system_throughput_rps
+        return (
+            self.plan.evaluation.system_throughput_rps / self.naive.evaluation.system_throughput_rps
+        )
 
 
 @dataclass(frozen=True)
@@ -138,12 +143,19 @@ def plan(
     prfaas_instances = problem.prfaas_instances
     if target_rps is not None or max_prfaas_gpus is not None:
         if threshold_tokens is not None:
-            raise ConfigError("--threshold-tokens cannot be combined with sizing (--target-rps/--max-prfaas-gpus)")
+            raise ConfigError(
+                "--threshold-tokens cannot be combined with sizing (--target-rps/--max-prfaas-gpus)"
+            )
         per_instance = problem.scenario.prfaas_cluster.gpus_per_instance
         cap = None if max_prfaas_gpus is None else max_prfaas_gpus // per_instance
         sizing = size_prfaas_cluster(
-            system, workload, problem.pd_instances,
-            target_rps=target_rps, max_prfaas_instances=cap, mode=mode, solver=solver,
+            system,
+            workload,
+            problem.pd_instances,
+            target_rps=target_rps,
+            max_prfaas_instances=cap,
+            mode=mode,
+            solver=solver,
         )
         prfaas_instances = sizing.evaluation.configuration.prfaas_instances
 
@@ -157,7 +169,9 @@ def plan(
     modes = ModeComparison(
         paper=optimum[Mode.PAPER],
         exact=optimum[Mode.EXACT],
-        paper_plan_exact_rps=evaluate(system, workload, paper_config, Mode.EXACT).system_throughput_rps,
+        paper_plan_exact_rps=evaluate(
+            system, workload, paper_config, Mode.EXACT
+        ).system_throughput_rps,
     )
     s = problem.scenario
     total_gpus = prfaas_instances * s.prfaas_cluster.gpus_per_instance + s.pd_cluster.gpus
@@ -199,7 +213,10 @@ def evaluate_configuration(
     if not threshold_tokens >= 0:
         raise ConfigError(f"--threshold-tokens must be >= 0, got {threshold_tokens:g}")
     configuration = Configuration(
-        n_prfaas, pd_prefill_instances, problem.pd_instances - pd_prefill_instances, threshold_tokens
+        n_prfaas,
+        pd_prefill_instances,
+        problem.pd_instances - pd_prefill_instances,
+        threshold_tokens,
     )
     evaluation = evaluate(problem.system, problem.workload, configuration, mode)
     return EvaluationReport(problem, _deployment(problem, "evaluated", evaluation), notes)

@@ -59,7 +59,13 @@ class FittedCurve:
 
 
 def validate_table(
-    tokens, values, *, source: str, value_name: str, key_name: str = "input_tokens", min_rows: int = 2
+    tokens,
+    values,
+    *,
+    source: str,
+    value_name: str,
+    key_name: str = "input_tokens",
+    min_rows: int = 2,
 ) -> None:
     """Raise ProfileError unless keys (lengths, batch sizes) are strictly increasing and values
     finite, positive and non-decreasing (a longer prompt never costs less time or memory)."""
@@ -92,7 +98,13 @@ def validate_table(
 
 
 def fit_curve(
-    tokens, values, *, degree: int, quantity: str, provenance: str, source: str,
+    tokens,
+    values,
+    *,
+    degree: int,
+    quantity: str,
+    provenance: str,
+    source: str,
     check_up_to_tokens: float | None = None,
 ) -> FittedCurve:
     """Least-squares polynomial of `degree` through a validated table.
@@ -146,8 +158,12 @@ def decode_point_for_slo(
     a looser SLO cannot unlock batches that were never profiled)."""
 
     validate_table(
-        batch_sizes, step_latencies_s, source=source, value_name="decode_step_latency_s",
-        key_name="batch_size", min_rows=1,
+        batch_sizes,
+        step_latencies_s,
+        source=source,
+        value_name="decode_step_latency_s",
+        key_name="batch_size",
+        min_rows=1,
     )
     batch_sizes = np.asarray(batch_sizes)
     step_latencies_s = np.asarray(step_latencies_s, dtype=float)

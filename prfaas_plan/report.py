@@ -14,7 +14,9 @@ from prfaas_plan.capacity import Evaluation
 from prfaas_plan.planner import Deployment, EvaluationReport, PlanReport, RangeNote
 from prfaas_plan.ttft import TtftSummary
 
-TTFT_NOTE = "TTFT is unloaded: own prefill (+ KV transfer if offloaded), no queueing, no decode step."
+TTFT_NOTE = (
+    "TTFT is unloaded: own prefill (+ KV transfer if offloaded), no queueing, no decode step."
+)
 DEPLOYMENT_TITLES = {
     "prfaas_pd": "PrfaaS-PD (plan)",
     "homogeneous_pd": "Homogeneous PD",
@@ -206,24 +208,38 @@ def _rows(deployments: list[Deployment], show_gpus: bool = True) -> list[tuple[s
     if show_gpus:
         rows.append(row("GPUs (PrfaaS + PD)", lambda d: f"{d.prfaas_gpus} + {d.pd_gpus}"))
     rows += [
-        row("instances PrfaaS / PD-P / PD-D", lambda d: "{} / {} / {}".format(
-            ev(d).configuration.prfaas_instances, ev(d).configuration.pd_prefill_instances,
-            ev(d).configuration.pd_decode_instances)),
+        row(
+            "instances PrfaaS / PD-P / PD-D",
+            lambda d: (
+                f"{ev(d).configuration.prfaas_instances} / {ev(d).configuration.pd_prefill_instances} / {ev(d).configuration.pd_decode_instances}"
+            ),
+        ),
         row("threshold t (K tokens)", lambda d: _threshold_text(ev(d))),
         row("offloaded share p", lambda d: _fmt(ev(d).offload_fraction, ".1%")),
-        row("l_long / l_short (K tokens)", lambda d: "{} / {}".format(
-            _fmt(ev(d).long_mean_tokens, ".1f", units.tokens_to_ktokens),
-            _fmt(ev(d).short_mean_tokens, ".1f", units.tokens_to_ktokens))),
+        row(
+            "l_long / l_short (K tokens)",
+            lambda d: "{} / {}".format(
+                _fmt(ev(d).long_mean_tokens, ".1f", units.tokens_to_ktokens),
+                _fmt(ev(d).short_mean_tokens, ".1f", units.tokens_to_ktokens),
+            ),
+        ),
         row("Θ PrfaaS (req/s)", lambda d: _fmt(ev(d).throughput.prfaas_rps, ".2f")),
         row("Θ PD-P (req/s)", lambda d: _fmt(ev(d).throughput.pd_prefill_rps, ".2f")),
         row("Θ PD-D (req/s)", lambda d: _fmt(ev(d).throughput.pd_decode_rps, ".2f")),
         row("Λ_max (req/s)", lambda d: _fmt(ev(d).system_throughput_rps, ".3f")),
         row("bound by", lambda d: " = ".join(ev(d).bounds)),
-        row("KV egress (Gbps)", lambda d: _fmt(ev(d).kv_egress_bytes_per_s, ".2f", units.bytes_per_s_to_gbps)),
+        row(
+            "KV egress (Gbps)",
+            lambda d: _fmt(ev(d).kv_egress_bytes_per_s, ".2f", units.bytes_per_s_to_gbps),
+        ),
         row("link utilisation", lambda d: _fmt(ev(d).link_utilization, ".1%")),
         row("TTFT mean (s)", lambda d: _fmt(d.ttft.mean_s, ".2f")),
-        row("TTFT P50 / P90 / P99 (s)", lambda d: "{} / {} / {}".format(
-            _fmt(d.ttft.p50_s, ".2f"), _fmt(d.ttft.p90_s, ".2f"), _fmt(d.ttft.p99_s, ".2f"))),
+        row(
+            "TTFT P50 / P90 / P99 (s)",
+            lambda d: "{} / {} / {}".format(
+                _fmt(d.ttft.p50_s, ".2f"), _fmt(d.ttft.p90_s, ".2f"), _fmt(d.ttft.p99_s, ".2f")
+            ),
+        ),
     ]
     return rows
 
@@ -265,8 +281,11 @@ def _common_notes(report) -> list[str]:
         f"meets {p.scenario.slo.decode_tokens_per_s:g} tokens/s → "
         f"{s.decode_rps_per_instance:.4f} req/s per instance.",
     ]
-    for name, c in (("PrfaaS prefill", s.prfaas_prefill_latency), ("PD prefill", s.pd_prefill_latency),
-                    ("KV size", s.kv_cache_size)):
+    for name, c in (
+        ("PrfaaS prefill", s.prfaas_prefill_latency),
+        ("PD prefill", s.pd_prefill_latency),
+        ("KV size", s.kv_cache_size),
+    ):
         lines.append(
             f"{name}: degree-{c.degree} least-squares fit of a {c.provenance} table, max residual "
             f"{c.max_relative_residual:.2%} ({c.source})."
@@ -277,11 +296,16 @@ def _common_notes(report) -> list[str]:
 def _plan_view(report: PlanReport) -> _View:
     deployments = [report.plan, report.homogeneous, report.naive]
     rows = _rows(deployments)
-    rows.append(("throughput vs this plan", [
-        "1.00×",
-        f"{1 / report.speedup_vs_homogeneous:.2f}×",
-        f"{1 / report.speedup_vs_naive:.2f}×",
-    ]))
+    rows.append(
+        (
+            "throughput vs this plan",
+            [
+                "1.00×",
+                f"{1 / report.speedup_vs_homogeneous:.2f}×",
+                f"{1 / report.speedup_vs_naive:.2f}×",
+            ],
+        )
+    )
     m = report.modes
     notes = [
         f"Plan: {report.speedup_vs_homogeneous:.2f}× the homogeneous PD baseline, "
@@ -295,16 +319,22 @@ def _plan_view(report: PlanReport) -> _View:
     ]
     if report.sizing is not None:
         z = report.sizing
-        goal = (f"reach {z.target_rps:g} req/s" if z.target_rps is not None
-                else f"maximise Λ_max under {z.max_prfaas_instances} PrfaaS instances")
+        goal = (
+            f"reach {z.target_rps:g} req/s"
+            if z.target_rps is not None
+            else f"maximise Λ_max under {z.max_prfaas_instances} PrfaaS instances"
+        )
         if z.target_rps is not None and z.max_prfaas_instances is not None:
             goal += f" with at most {z.max_prfaas_instances} PrfaaS instances"
-        notes.insert(0, (
-            f"Sizing ({goal}): {z.evaluation.configuration.prfaas_instances} PrfaaS instances; "
-            f"MILP ({z.solver}, {z.milp_thresholds} candidate thresholds) chose "
-            f"{z.milp_prfaas_instances}, exact threshold refinement confirmed "
-            f"{z.evaluation.configuration.prfaas_instances}; binding: {' = '.join(z.evaluation.bounds)}."
-        ))
+        notes.insert(
+            0,
+            (
+                f"Sizing ({goal}): {z.evaluation.configuration.prfaas_instances} PrfaaS instances; "
+                f"MILP ({z.solver}, {z.milp_thresholds} candidate thresholds) chose "
+                f"{z.milp_prfaas_instances}, exact threshold refinement confirmed "
+                f"{z.evaluation.configuration.prfaas_instances}; binding: {' = '.join(z.evaluation.bounds)}."
+            ),
+        )
     title = f"prfaas-plan · {report.problem.scenario.name} · mode {report.mode}"
     columns = [DEPLOYMENT_TITLES[d.name] for d in deployments]
     return _View(title, columns, rows, notes + _common_notes(report))
@@ -312,7 +342,9 @@ def _plan_view(report: PlanReport) -> _View:
 
 def _evaluation_view(report: EvaluationReport) -> _View:
     title = f"prfaas-plan evaluate · {report.problem.scenario.name} · mode {report.deployment.evaluation.mode}"
-    return _View(title, [DEPLOYMENT_TITLES["evaluated"]], _rows([report.deployment]), _common_notes(report))
+    return _View(
+        title, [DEPLOYMENT_TITLES["evaluated"]], _rows([report.deployment]), _common_notes(report)
+    )
 
 
 def _view(report) -> _View:
@@ -321,8 +353,12 @@ def _view(report) -> _View:
 
 def render_markdown(report) -> str:
     v = _view(report)
-    lines = [f"## {v.title}", "", "| | " + " | ".join(v.columns) + " |",
-             "|---|" + "---|" * len(v.columns)]
+    lines = [
+        f"## {v.title}",
+        "",
+        "| | " + " | ".join(v.columns) + " |",
+        "|---|" + "---|" * len(v.columns),
+    ]
     lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in v.rows]
     lines += [""] + [f"- {n}" for n in v.notes]
     return "\n".join(lines) + "\n"

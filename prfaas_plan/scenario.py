@@ -45,7 +45,9 @@ class LogNormalLengths(_Strict):
     @model_validator(mode="after")
     def _ordered(self):
         if self.max_tokens <= self.min_tokens:
-            raise ValueError(f"max_tokens must exceed min_tokens, got {self.max_tokens:g} <= {self.min_tokens:g}")
+            raise ValueError(
+                f"max_tokens must exceed min_tokens, got {self.max_tokens:g} <= {self.min_tokens:g}"
+            )
         return self
 
 
@@ -60,8 +62,12 @@ class HistogramLengths(_Strict):
             raise ValueError(
                 f"needs one weight per bin ({len(self.bin_edges_tokens) - 1}), got {len(self.weights)}"
             )
-        if any(b <= a for a, b in zip(self.bin_edges_tokens, self.bin_edges_tokens[1:], strict=False)):
-            raise ValueError(f"bin_edges_tokens must be strictly increasing, got {self.bin_edges_tokens}")
+        if any(
+            b <= a for a, b in zip(self.bin_edges_tokens, self.bin_edges_tokens[1:], strict=False)
+        ):
+            raise ValueError(
+                f"bin_edges_tokens must be strictly increasing, got {self.bin_edges_tokens}"
+            )
         if sum(self.weights) <= 0:
             raise ValueError("weights must not all be zero")
         return self
@@ -134,7 +140,9 @@ def _read_observed_lengths(path: Path) -> np.ndarray:
             try:
                 values.append(float(row.split(",")[0]))
             except ValueError:
-                raise ConfigError(f"{where}:{n}: input_tokens must be a number, found {row!r}") from None
+                raise ConfigError(
+                    f"{where}:{n}: input_tokens must be a number, found {row!r}"
+                ) from None
     lengths = np.asarray(values)
     if lengths.size == 0:
         raise ConfigError(f"{where}: no lengths found")
@@ -180,7 +188,9 @@ def build_problem(
     workload = build_workload(scenario.workload.input_tokens, source.parent)
     reach = workload.max_tokens
     model, prfaas, pd = scenario.model, scenario.prfaas_cluster, scenario.pd_cluster
-    decode = catalog.decode_table(model, pd.gpu, pd.gpus_per_instance, where=f"{source}: pd_cluster: ")
+    decode = catalog.decode_table(
+        model, pd.gpu, pd.gpus_per_instance, where=f"{source}: pd_cluster: "
+    )
     system = ServingSystem(
         prfaas_prefill_latency=catalog.prefill_latency(
             model, prfaas.gpu, prfaas.gpus_per_instance, reach, where=f"{source}: prfaas_cluster: "
@@ -188,10 +198,14 @@ def build_problem(
         pd_prefill_latency=catalog.prefill_latency(
             model, pd.gpu, pd.gpus_per_instance, reach, where=f"{source}: pd_cluster: "
         ),
-        kv_cache_size=catalog.kv_cache_size(model, scenario.kv_dtype, reach, where=f"{source}: kv_dtype: "),
+        kv_cache_size=catalog.kv_cache_size(
+            model, scenario.kv_dtype, reach, where=f"{source}: kv_dtype: "
+        ),
         decode=decode_point_for_slo(
-            decode.batch_sizes, decode.step_latencies_s,
-            slo_tokens_per_s=scenario.slo.decode_tokens_per_s, source=decode.source,
+            decode.batch_sizes,
+            decode.step_latencies_s,
+            slo_tokens_per_s=scenario.slo.decode_tokens_per_s,
+            source=decode.source,
         ),
         output_tokens=scenario.workload.output_tokens,
         link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(

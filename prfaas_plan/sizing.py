@@ -149,7 +149,9 @@ def _solve_highs(m: _Milp) -> np.ndarray | None:
     if result.status == 2:  # infeasible
         return None
     if result.status != 0 or result.x is None:
-        raise SolverError(f"HiGHS (scipy.optimize.milp) did not solve the sizing MILP: {result.message}")
+        raise SolverError(
+            f"HiGHS (scipy.optimize.milp) did not solve the sizing MILP: {result.message}"
+        )
     return result.x
 
 
@@ -166,7 +168,9 @@ def _solve_cbc(m: _Milp) -> np.ndarray | None:
             upBound=None if math.isinf(hi) else hi,
             cat=pulp.LpInteger if integer else pulp.LpContinuous,
         )
-        for i, (lo, hi, integer) in enumerate(zip(m.var_lower, m.var_upper, m.integrality, strict=True))
+        for i, (lo, hi, integer) in enumerate(
+            zip(m.var_lower, m.var_upper, m.integrality, strict=True)
+        )
     ]
     problem += pulp.lpSum(float(ci) * x[i] for i, ci in enumerate(m.c) if ci != 0)
     for r in range(m.a.shape[0]):
@@ -188,7 +192,9 @@ def _solve_cbc(m: _Milp) -> np.ndarray | None:
     if pulp.LpStatus[status] == "Infeasible":
         return None
     if pulp.LpStatus[status] != "Optimal":
-        raise SolverError(f"CBC (pulp) did not solve the sizing MILP: status {pulp.LpStatus[status]}")
+        raise SolverError(
+            f"CBC (pulp) did not solve the sizing MILP: status {pulp.LpStatus[status]}"
+        )
     return np.array([v.value() or 0.0 for v in x])
 
 
@@ -196,7 +202,9 @@ def _best_with(system, workload, n_prfaas, pd_instances, mode) -> Evaluation:
     return optimize_fixed_hardware(system, workload, SearchSpace(n_prfaas, pd_instances), mode)
 
 
-def _infeasible(system, workload, pd_instances, mode, target_rps, prfaas_upper, cap) -> InfeasibleError:
+def _infeasible(
+    system, workload, pd_instances, mode, target_rps, prfaas_upper, cap
+) -> InfeasibleError:
     limit = prfaas_upper if cap is None else cap
     best = _best_with(system, workload, limit, pd_instances, mode)
     bound = " + ".join(best.bounds)
@@ -206,7 +214,11 @@ def _infeasible(system, workload, pd_instances, mode, target_rps, prfaas_upper, 
         "pd_prefill": "add PD instances",
         "prfaas_compute": "allow more PrfaaS instances (--max-prfaas-gpus)",
     }[best.bounds[0]]
-    within = f"with at most {limit} PrfaaS instances" if cap is not None else "with any PrfaaS cluster size"
+    within = (
+        f"with at most {limit} PrfaaS instances"
+        if cap is not None
+        else "with any PrfaaS cluster size"
+    )
     return InfeasibleError(
         f"no plan reaches {target_rps:.4g} req/s {within}: best is "
         f"{best.system_throughput_rps:.4g} req/s, bound by {bound}; {advice} or relax --target-rps"
@@ -230,7 +242,9 @@ def size_prfaas_cluster(
     if target_rps is not None and not target_rps > 0:
         raise ConfigError(f"--target-rps must be > 0, got {target_rps}")
     if max_prfaas_instances is not None and max_prfaas_instances < 0:
-        raise ConfigError(f"--max-prfaas-gpus must allow >= 0 instances, got {max_prfaas_instances}")
+        raise ConfigError(
+            f"--max-prfaas-gpus must allow >= 0 instances, got {max_prfaas_instances}"
+        )
     SearchSpace(0, pd_instances)  # validates pd_instances
     # p_k · T_prfaas,k <= T_prfaas(max length), so this many instances always cover the target
     worst_service_s = float(system.prfaas_prefill_latency(workload.max_tokens))
@@ -246,8 +260,10 @@ def size_prfaas_cluster(
     )
     x = (_solve_highs if solver is Solver.HIGHS else _solve_cbc)(model)
     if x is None:
-        raise _infeasible(system, workload, pd_instances, mode, target_rps, prfaas_upper, max_prfaas_instances)
-    n_milp = int(round(x[0]))
+        raise _infeasible(
+            system, workload, pd_instances, mode, target_rps, prfaas_upper, max_prfaas_instances
+        )
+    n_milp = int(np.rint(x[0]))
     n = n_milp
     best = _best_with(system, workload, n, pd_instances, mode)
     if target_rps is not None:

@@ -56,7 +56,8 @@ def unloaded_ttft(
     offloaded = lengths > threshold_tokens
     ttft = np.where(
         offloaded,
-        system.prfaas_prefill_latency(lengths) + system.kv_cache_size(lengths) * transfer_s_per_byte,
+        system.prfaas_prefill_latency(lengths)
+        + system.kv_cache_size(lengths) * transfer_s_per_byte,
         system.pd_prefill_latency(lengths),
     )
     p50, p90, p99 = _weighted_percentiles(ttft, weights, PERCENTILES)

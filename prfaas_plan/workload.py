@@ -117,8 +117,11 @@ class TruncatedLogNormal(LengthDistribution):
     def _split_constants(self):
         """Per order k: (scale, Phi at min, 1 - Phi at max)."""
         return [
-            (self._scale(k), float(_cdf_and_sf(self._z(self.min_tokens, k))[0]),
-             float(_cdf_and_sf(self._z(self.max_tokens, k))[1]))
+            (
+                self._scale(k),
+                float(_cdf_and_sf(self._z(self.min_tokens, k))[0]),
+                float(_cdf_and_sf(self._z(self.max_tokens, k))[1]),
+            )
             for k in range(MOMENT_ORDERS)
         ]
 
@@ -177,15 +180,13 @@ class Histogram(LengthDistribution):
 
     def mesh(self):
         edges = np.asarray(self.bin_edges_tokens, float)
-        fine = np.unique(np.concatenate([np.linspace(e0, e1, 65) for e0, e1 in zip(edges[:-1], edges[1:], strict=True)]))
+        fine = np.unique(np.linspace(edges[:-1], edges[1:], 65).ravel())  # 64 cells per bin
         m = self.partial_moments(fine[:-1], fine[1:])
         keep = m[0] > 0
         return m[1][keep] / m[0][keep], m[0][keep]
 
     def describe(self):
-        return (
-            f"histogram of {len(self.weights)} bins on [{self.min_tokens:g}, {self.max_tokens:g}] tokens"
-        )
+        return f"histogram of {len(self.weights)} bins on [{self.min_tokens:g}, {self.max_tokens:g}] tokens"
 
 
 @dataclass(frozen=True, eq=False)
@@ -200,7 +201,9 @@ class ObservedLengths(LengthDistribution):
         x = np.sort(np.asarray(self.lengths_tokens, float))
         object.__setattr__(self, "lengths_tokens", x)
         powers = np.stack([x**k for k in range(MOMENT_ORDERS)])  # k = 0 counts exactly
-        cumulative = np.concatenate([np.zeros((MOMENT_ORDERS, 1)), np.cumsum(powers, axis=1)], axis=1)
+        cumulative = np.concatenate(
+            [np.zeros((MOMENT_ORDERS, 1)), np.cumsum(powers, axis=1)], axis=1
+        )
         object.__setattr__(self, "_cumulative", cumulative)
 
     @property

@@ -23,11 +23,18 @@ def case_problem():
 
 def curve(coefficients, quantity="prefill_latency_s", lo=1.0, hi=1e6) -> FittedCurve:
     """A hand-made profile curve (no table) for closed-form tests."""
-    return FittedCurve(quantity, tuple(float(c) for c in coefficients), lo, hi, 0.0, "measured", "test")
+    return FittedCurve(
+        quantity, tuple(float(c) for c in coefficients), lo, hi, 0.0, "measured", "test"
+    )
 
 
 def toy_system(
-    prfaas=(0.5, 1e-5), pd=(0.6, 3e-5), kv=(1e8, 2e4), batch=10, step_s=0.02, output_tokens=500,
+    prfaas=(0.5, 1e-5),
+    pd=(0.6, 3e-5),
+    kv=(1e8, 2e4),
+    batch=10,
+    step_s=0.02,
+    output_tokens=500,
     bandwidth_gbps=50.0,
 ) -> ServingSystem:
     return ServingSystem(

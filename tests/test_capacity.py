@@ -11,8 +11,15 @@ from .conftest import toy_system
 
 def test_hand_computed_two_point_workload():
     """Two request lengths, 1,000 and 10,000 tokens, equally likely; t = 5,000."""
-    system = toy_system(prfaas=(1.0, 1e-4), pd=(0.5, 2e-4), kv=(0.0, 1e4), batch=10, step_s=0.02,
-                        output_tokens=500, bandwidth_gbps=8.0)
+    system = toy_system(
+        prfaas=(1.0, 1e-4),
+        pd=(0.5, 2e-4),
+        kv=(0.0, 1e4),
+        batch=10,
+        step_s=0.02,
+        output_tokens=500,
+        bandwidth_gbps=8.0,
+    )
     workload = ObservedLengths(np.array([1000.0, 10000.0]))
     e = evaluate(system, workload, Configuration(2, 1, 3, 5000.0), Mode.PAPER)
     # p = 0.5, l_long = 10,000, l_short = 1,000
@@ -74,12 +81,22 @@ def test_edge_thresholds(case_problem):
 counts = st.integers(0, 12)
 
 
-@given(counts, counts, st.integers(1, 12), st.floats(0, 140000), st.sampled_from(list(Mode)),
-       st.sampled_from(["prfaas", "pd_p", "pd_d"]))
+@given(
+    counts,
+    counts,
+    st.integers(1, 12),
+    st.floats(0, 140000),
+    st.sampled_from(list(Mode)),
+    st.sampled_from(["prfaas", "pd_p", "pd_d"]),
+)
 @settings(max_examples=150, deadline=None)
 def test_more_instances_never_lower_capacity(case_problem, n_pf, n_p, n_d, t, mode, role):
     s, w = case_problem.system, case_problem.workload
     base = Configuration(n_pf, n_p, n_d, t)
-    more = Configuration(n_pf + (role == "prfaas"), n_p + (role == "pd_p"), n_d + (role == "pd_d"), t)
-    assert (evaluate(s, w, more, mode).system_throughput_rps
-            >= evaluate(s, w, base, mode).system_throughput_rps)
+    more = Configuration(
+        n_pf + (role == "prfaas"), n_p + (role == "pd_p"), n_d + (role == "pd_d"), t
+    )
+    assert (
+        evaluate(s, w, more, mode).system_throughput_rps
+        >= evaluate(s, w, base, mode).system_throughput_rps
+    )

@@ -15,7 +15,10 @@ CASE = default_scenario_file()
 def run(*args, cwd=None):
     return subprocess.run(
         [sys.executable, "-m", "prfaas_plan", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
     )
 
 
@@ -108,8 +111,11 @@ def test_sizing_from_the_cli():
 
 
 def test_evaluate_one_configuration():
-    doc = json.loads(run("evaluate", "--threshold-tokens", "19400", "--pd-prefill-instances", "3",
-                         "-f", "json").stdout)
+    doc = json.loads(
+        run(
+            "evaluate", "--threshold-tokens", "19400", "--pd-prefill-instances", "3", "-f", "json"
+        ).stdout
+    )
     c = doc["configuration"]
     assert (c["prfaas_instances"], c["pd_prefill_instances"], c["pd_decode_instances"]) == (4, 3, 5)
     assert c["throughput_rps"]["system"] == pytest.approx(3.247, rel=1e-3)
@@ -162,10 +168,19 @@ def test_malformed_yaml_and_missing_file(tmp_path):
 @pytest.mark.parametrize(
     "rewrite, fragments",
     [
-        (lambda rows: [rows[0], rows[2], rows[1], *rows[3:]], ["input_tokens must be strictly increasing"]),
+        (
+            lambda rows: [rows[0], rows[2], rows[1], *rows[3:]],
+            ["input_tokens must be strictly increasing"],
+        ),
         (lambda rows: [*rows[:3], "32000,0.5", *rows[4:]], ["prefill_latency_s must not decrease"]),
-        (lambda rows: [rows[0], *rows[1:3], "32000,abc", *rows[4:]], ["expected a number", "'abc'"]),
-        (lambda rows: ["tokens,latency_ms", *rows[1:]], ["header must be input_tokens,prefill_latency_s"]),
+        (
+            lambda rows: [rows[0], *rows[1:3], "32000,abc", *rows[4:]],
+            ["expected a number", "'abc'"],
+        ),
+        (
+            lambda rows: ["tokens,latency_ms", *rows[1:]],
+            ["header must be input_tokens,prefill_latency_s"],
+        ),
     ],
 )
 def test_broken_profile_tables_fail_cleanly(tmp_path, rewrite, fragments):
@@ -176,7 +191,9 @@ def test_broken_profile_tables_fail_cleanly(tmp_path, rewrite, fragments):
 
 
 def test_range_policy_error_refuses_extrapolation():
-    assert_clean_error(run("optimize", "--out-of-range", "error"), 5, "profiled range", "extrapolate")
+    assert_clean_error(
+        run("optimize", "--out-of-range", "error"), 5, "profiled range", "extrapolate"
+    )
 
 
 def test_usage_errors_use_exit_code_2():

@@ -4,7 +4,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -13,13 +12,19 @@ def test_installed_package_finds_its_data(tmp_path):
         "import prfaas_plan.resources as r; print(r.resource_root()); "
         "print(r.default_scenario_file().is_file())"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
+    ).stdout.split()
     root = Path(out[0])
     assert out[1] == "True"
     installed = Path(
-        subprocess.run([sys.executable, "-c", "import prfaas_plan; print(prfaas_plan.__file__)"],
-                       capture_output=True, text=True, cwd=tmp_path, check=True).stdout.strip()
+        subprocess.run(
+            [sys.executable, "-c", "import prfaas_plan; print(prfaas_plan.__file__)"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=True,
+        ).stdout.strip()
     ).parent
     if installed.parent != ROOT:
         # a real (non-editable) install: the data must be the bundled copy inside the package

@@ -4,7 +4,17 @@ import subprocess
 import sys
 
 CORE = ["units", "errors", "profiles", "workload", "capacity", "optimize", "ttft"]
-FORBIDDEN_IN_CORE = ["typer", "rich", "yaml", "pydantic", "scipy", "pulp", "cvxpy", "sympy", "matplotlib"]
+FORBIDDEN_IN_CORE = [
+    "typer",
+    "rich",
+    "yaml",
+    "pydantic",
+    "scipy",
+    "pulp",
+    "cvxpy",
+    "sympy",
+    "matplotlib",
+]
 
 
 def loaded_after(statement: str) -> set[str]:

@@ -28,13 +28,17 @@ def test_threshold_balance_matches_symbolic_solution():
     p = (hi - t) / (hi - lo)
     lhs = n_pf / ((a_pf + b_pf * (t + hi) / 2) * p)
     rhs = n_p / ((a_pd + b_pd * (lo + t) / 2) * (1 - p))
-    roots = [float(r) for r in sympy.solve(sympy.together(lhs - rhs).as_numer_denom()[0], t)
-             if r.is_real and lo < float(r) < hi]
+    roots = [
+        float(r)
+        for r in sympy.solve(sympy.together(lhs - rhs).as_numer_denom()[0], t)
+        if r.is_real and lo < float(r) < hi
+    ]
     assert len(roots) == 1
     # N_pd = n_p + 1 with a huge decode batch: decode never binds, so the best split puts n_p
     # instances on prefill and the best threshold is the balance root
-    pinned = toy_system(prfaas=(a_pf, b_pf), pd=(a_pd, b_pd), kv=(1.0, 1.0), bandwidth_gbps=1e6,
-                        batch=10_000)
+    pinned = toy_system(
+        prfaas=(a_pf, b_pf), pd=(a_pd, b_pd), kv=(1.0, 1.0), bandwidth_gbps=1e6, batch=10_000
+    )
     best = optimize_fixed_hardware(pinned, workload, SearchSpace(n_pf, n_p + 1), Mode.PAPER)
     assert best.configuration.pd_prefill_instances == n_p
     assert best.configuration.threshold_tokens == pytest.approx(roots[0], rel=1e-9)
@@ -68,7 +72,9 @@ def test_observed_lengths_optimum_is_exact(rng):
     space = SearchSpace(2, 6)
     best = optimize_fixed_hardware(system, workload, space, Mode.EXACT)
     brute = max(
-        evaluate(system, workload, Configuration(2, n_p, 6 - n_p, t), Mode.EXACT).system_throughput_rps
+        evaluate(
+            system, workload, Configuration(2, n_p, 6 - n_p, t), Mode.EXACT
+        ).system_throughput_rps
         for n_p in range(6)
         for t in np.concatenate([[0.0], np.unique(lengths)])
     )
@@ -80,7 +86,8 @@ def test_fixed_threshold_only_optimises_split(case_problem):
     e = optimize_fixed_hardware(s, w, SearchSpace(4, 8, threshold_tokens=30000.0))
     assert e.configuration.threshold_tokens == 30000.0
     brute = max(
-        evaluate(s, w, Configuration(4, n_p, 8 - n_p, 30000.0)).system_throughput_rps for n_p in range(8)
+        evaluate(s, w, Configuration(4, n_p, 8 - n_p, 30000.0)).system_throughput_rps
+        for n_p in range(8)
     )
     assert e.system_throughput_rps == pytest.approx(brute)
 
@@ -114,4 +121,6 @@ def test_more_hardware_or_bandwidth_never_lowers_optimum(case_problem, n_pf, n_p
     grown = SearchSpace(n_pf + (what == "prfaas"), n_pd + (what == "pd"))
     assert optimize_fixed_hardware(s, w, grown).system_throughput_rps >= base * (1 - 1e-9)
     wider = replace(s, link_bandwidth_bytes_per_s=s.link_bandwidth_bytes_per_s * 2)
-    assert optimize_fixed_hardware(wider, w, SearchSpace(n_pf, n_pd)).system_throughput_rps >= base * (1 - 1e-9)
+    assert optimize_fixed_hardware(
+        wider, w, SearchSpace(n_pf, n_pd)
+    ).system_throughput_rps >= base * (1 - 1e-9)

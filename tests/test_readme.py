@@ -37,8 +37,9 @@ def test_readme_main_command_runs_from_another_directory(tmp_path):
     installed package (and its bundled data) is what runs."""
     command = SETUP_BLOCKS[0].split("&& ")[-1]
     assert command == ".venv/bin/prfaas-plan optimize"
-    result = subprocess.run([console_script(), "optimize"], capture_output=True, text=True,
-                            cwd=tmp_path, timeout=120)
+    result = subprocess.run(
+        [console_script(), "optimize"], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "PrfaaS-PD (plan)" in result.stdout and "4 / 3 / 5" in result.stdout
 
@@ -46,16 +47,28 @@ def test_readme_main_command_runs_from_another_directory(tmp_path):
 def test_worked_example_output_is_current(tmp_path):
     block = re.search(r"<!-- example:optimize-markdown -->\n(.*?)<!-- /example -->", README, re.S)
     assert block is not None
-    result = subprocess.run([console_script(), "optimize", "--format", "markdown"],
-                            capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    result = subprocess.run(
+        [console_script(), "optimize", "--format", "markdown"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == block.group(1)
 
 
-@pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "example", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name
+)
 def test_every_example_plans(example, tmp_path):
-    result = subprocess.run([console_script(), "optimize", str(example), "-f", "json"],
-                            capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    result = subprocess.run(
+        [console_script(), "optimize", str(example), "-f", "json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert '"speedup_vs_homogeneous"' in result.stdout
 
@@ -63,7 +76,7 @@ def test_every_example_plans(example, tmp_path):
 OTHER_COMMANDS = re.search(r"### Other things to ask\n\n```bash\n(.*?)```", README, re.S).group(1)
 
 
-@pytest.mark.parametrize("line", [l for l in OTHER_COMMANDS.splitlines() if l.strip()])
+@pytest.mark.parametrize("line", [c for c in OTHER_COMMANDS.splitlines() if c.strip()])
 def test_readme_other_commands_run(line, tmp_path):
     command = line.split("#")[0].split()
     assert command[0] == "prfaas-plan"
@@ -76,7 +89,12 @@ def test_readme_other_commands_run(line, tmp_path):
 
 def test_readme_infeasible_example_message_is_current(tmp_path):
     quoted = re.search(r"`(error: no plan reaches 7 req/s.*?)`", README).group(1)
-    result = subprocess.run([console_script(), "optimize", "--target-rps", "7"],
-                            capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    result = subprocess.run(
+        [console_script(), "optimize", "--target-rps", "7"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert result.returncode == 6
     assert result.stderr.strip() == quoted

@@ -12,7 +12,9 @@ RTOL = 1e-9
 
 
 def brute_lambda(system, workload, n_prfaas, n_pd, mode):
-    return optimize_fixed_hardware(system, workload, SearchSpace(n_prfaas, n_pd), mode).system_throughput_rps
+    return optimize_fixed_hardware(
+        system, workload, SearchSpace(n_prfaas, n_pd), mode
+    ).system_throughput_rps
 
 
 def brute_min_instances(system, workload, n_pd, target, mode, upper=60):
@@ -83,8 +85,9 @@ def test_unreachable_target_names_the_binding_constraint(case_problem):
 
 def test_target_beyond_cap_is_infeasible(case_problem):
     with pytest.raises(InfeasibleError, match=r"at most 2 PrfaaS instances.*bound by"):
-        size_prfaas_cluster(case_problem.system, case_problem.workload, 8, target_rps=3.2,
-                            max_prfaas_instances=2)
+        size_prfaas_cluster(
+            case_problem.system, case_problem.workload, 8, target_rps=3.2, max_prfaas_instances=2
+        )
 
 
 def test_sizing_needs_a_goal(case_problem):

@@ -42,4 +42,6 @@ def test_routing_everything_local_or_remote(case_problem):
     local = unloaded_ttft(s, w, np.inf)
     remote = unloaded_ttft(s, w, 0.0)
     assert np.isnan(local.offloaded_mean_s) and np.isnan(remote.local_mean_s)
-    assert local.mean_s == pytest.approx(float(s.pd_prefill_latency.expectation(w.partial_moments(0, np.inf))))
+    assert local.mean_s == pytest.approx(
+        float(s.pd_prefill_latency.expectation(w.partial_moments(0, np.inf)))
+    )

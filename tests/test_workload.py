@@ -9,7 +9,9 @@ from prfaas_plan.workload import Histogram, ObservedLengths, TruncatedLogNormal
 LOGNORMAL = TruncatedLogNormal(9.9, 1.0, 128, 131072)
 
 
-@pytest.mark.parametrize("a, b", [(128, 131072), (128, 19400), (19400, 131072), (1000, 2000), (60000, 1e9)])
+@pytest.mark.parametrize(
+    "a, b", [(128, 131072), (128, 19400), (19400, 131072), (1000, 2000), (60000, 1e9)]
+)
 def test_lognormal_partial_moments_match_numerical_integration(a, b):
     """Oracle: the truncated density integrated numerically (scipy.integrate.quad)."""
     d = stats.lognorm(s=1.0, scale=np.exp(9.9))
@@ -54,8 +56,11 @@ def test_observed_lengths_match_numpy(rng):
 
 
 distributions = st.sampled_from(
-    [LOGNORMAL, Histogram((100.0, 1000.0, 8000.0, 64000.0), (1.0, 5.0, 2.0)),
-     ObservedLengths(np.array([200.0, 800.0, 800.0, 5000.0, 40000.0]))]
+    [
+        LOGNORMAL,
+        Histogram((100.0, 1000.0, 8000.0, 64000.0), (1.0, 5.0, 2.0)),
+        ObservedLengths(np.array([200.0, 800.0, 800.0, 5000.0, 40000.0])),
+    ]
 )
 
 
