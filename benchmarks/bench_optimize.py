@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan.capacity import Mode, rates
+from prfaas_plan.capacity import rates
 from prfaas_plan.catalog import Catalog
+from prfaas_plan.choices import Mode
 from prfaas_plan.optimize import SearchSpace, exhaustive_grid_search, optimize_fixed_hardware
 from prfaas_plan.resources import default_scenario_file
 from prfaas_plan.scenario import build_problem, load_scenario

@@ -20,13 +20,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from prfaas_plan.choices import Mode
 from prfaas_plan.profiles import DecodePoint, FittedCurve
 from prfaas_plan.workload import LengthDistribution
-
-
-class Mode(StrEnum):
-    PAPER = "paper"
-    EXACT = "exact"
 
 
 class Bound(StrEnum):

@@ -204,25 +204,26 @@ class Catalog:
             )
         return models[name]
 
-    def _table_dir(self, model: str, kind: str, key: str, what: str, where: str = "") -> Path:
+    def _table(self, model, kind, key, csv_name, columns, where, **expected_meta):
+        """(meta, path, columns) of data/profiles/<model>/<kind>/<key>/<csv_name>, validated."""
         folder = self.data_dir / "profiles" / model / kind
-        path = folder / key
-        if not path.is_dir():
+        if not (folder / key).is_dir():
             raise ConfigError(
-                f"{where}no {what} profile for model {model!r} at {key!r} (expected {path}/); "
-                f"available: {self._known(folder)}"
+                f"{where}no {kind} profile for model {model!r} at {key!r} (expected "
+                f"{folder / key}/); available: {self._known(folder)}"
             )
-        return path
-
-    def _meta(self, folder: Path, **expected) -> ProfileMeta:
-        path = folder / "meta.yaml"
-        meta = parse(ProfileMeta, read_yaml(path, "profile metadata"), str(path), ProfileError)
-        for key, value in expected.items():
-            if getattr(meta, key) != value:
+        meta_path = folder / key / "meta.yaml"
+        meta = parse(
+            ProfileMeta, read_yaml(meta_path, "profile metadata"), str(meta_path), ProfileError
+        )
+        for field, value in {"model": model, **expected_meta}.items():
+            if getattr(meta, field) != value:
                 raise ProfileError(
-                    f"{path}: {key} must be {value!r} to match its directory, found {getattr(meta, key)!r}"
+                    f"{meta_path}: {field} must be {value!r} to match its directory, "
+                    f"found {getattr(meta, field)!r}"
                 )
-        return meta
+        path = folder / key / csv_name
+        return meta, path, read_csv_columns(path, columns)
 
     def prefill_latency(
         self,
@@ -232,16 +233,11 @@ class Catalog:
         check_up_to_tokens: float | None = None,
         where: str = "",
     ) -> FittedCurve:
-        folder = self._table_dir(model, "prefill", f"{gpu}-x{gpus_per_instance}", "prefill", where)
-        meta = self._meta(
-            folder,
-            quantity="prefill_latency",
-            model=model,
-            gpu=gpu,
-            gpus_per_instance=gpus_per_instance,
-        )
-        path = folder / "prefill_latency.csv"
-        tokens, latency_s = read_csv_columns(path, ("input_tokens", "prefill_latency_s"))
+        meta, path, (tokens, latency_s) = self._table(
+            model, "prefill", f"{gpu}-x{gpus_per_instance}", "prefill_latency.csv",
+            ("input_tokens", "prefill_latency_s"), where,
+            quantity="prefill_latency", gpu=gpu, gpus_per_instance=gpus_per_instance,
+        )  # fmt: skip
         return fit_curve(
             tokens,
             latency_s,
@@ -255,10 +251,10 @@ class Catalog:
     def kv_cache_size(
         self, model: str, kv_dtype: str, check_up_to_tokens: float | None = None, where: str = ""
     ) -> FittedCurve:
-        folder = self._table_dir(model, "kv", kv_dtype, "KV-size", where)
-        meta = self._meta(folder, quantity="kv_cache_size", model=model, kv_dtype=kv_dtype)
-        path = folder / "kv_cache_size.csv"
-        tokens, size_mib = read_csv_columns(path, ("input_tokens", "kv_cache_mib"))
+        meta, path, (tokens, size_mib) = self._table(
+            model, "kv", kv_dtype, "kv_cache_size.csv", ("input_tokens", "kv_cache_mib"), where,
+            quantity="kv_cache_size", kv_dtype=kv_dtype,
+        )  # fmt: skip
         return fit_curve(
             tokens,
             units.mib_to_bytes(size_mib),
@@ -272,16 +268,11 @@ class Catalog:
     def decode_table(
         self, model: str, gpu: str, gpus_per_instance: int, where: str = ""
     ) -> DecodeTable:
-        folder = self._table_dir(model, "decode", f"{gpu}-x{gpus_per_instance}", "decode", where)
-        meta = self._meta(
-            folder,
-            quantity="decode_step",
-            model=model,
-            gpu=gpu,
-            gpus_per_instance=gpus_per_instance,
-        )
-        path = folder / "decode_step.csv"
-        batch, step_s = read_csv_columns(path, ("batch_size", "decode_step_latency_s"))
+        meta, path, (batch, step_s) = self._table(
+            model, "decode", f"{gpu}-x{gpus_per_instance}", "decode_step.csv",
+            ("batch_size", "decode_step_latency_s"), where,
+            quantity="decode_step", gpu=gpu, gpus_per_instance=gpus_per_instance,
+        )  # fmt: skip
         if np.any(batch != np.round(batch)):
             raise ProfileError(f"{path}: batch_size must be whole numbers, found {batch.tolist()}")
         return DecodeTable(batch, step_s, meta, self.shown(path))

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from prfaas_plan.choices import Mode, RangePolicy, Solver
 from prfaas_plan.errors import ConfigError, PlanError
 
 app = typer.Typer(
@@ -30,21 +31,6 @@ class OutputFormat(StrEnum):
     MARKDOWN = "markdown"
 
 
-class ModeOption(StrEnum):
-    PAPER = "paper"
-    EXACT = "exact"
-
-
-class RangeOption(StrEnum):
-    EXTRAPOLATE = "extrapolate"
-    ERROR = "error"
-
-
-class SolverOption(StrEnum):
-    HIGHS = "highs"
-    CBC = "cbc"
-
-
 ScenarioArg = Annotated[
     Path | None,
     typer.Argument(
@@ -52,7 +38,7 @@ ScenarioArg = Annotated[
     ),
 ]
 ModeOpt = Annotated[
-    ModeOption,
+    Mode,
     typer.Option(
         "--mode",
         help="paper: service time at the representative length (as the paper); "
@@ -72,7 +58,7 @@ BandwidthOpt = Annotated[
     typer.Option("--bandwidth-gbps", help="Override link.bandwidth_gbps (10^9 bit/s)."),
 ]
 RangeOpt = Annotated[
-    RangeOption,
+    RangePolicy,
     typer.Option(
         "--out-of-range",
         help="Lengths outside a profile table: extrapolate the fit (reported) or refuse.",
@@ -130,7 +116,7 @@ def _emit(report, fmt: OutputFormat, output: Path | None) -> None:
 @app.command()
 def optimize(
     scenario: ScenarioArg = None,
-    mode: ModeOpt = ModeOption.PAPER,
+    mode: ModeOpt = Mode.PAPER,
     threshold_tokens: Annotated[
         float | None,
         typer.Option(
@@ -155,44 +141,35 @@ def optimize(
         ),
     ] = None,
     solver: Annotated[
-        SolverOption, typer.Option("--solver", help="MILP solver for sizing.")
-    ] = SolverOption.HIGHS,
-    out_of_range: RangeOpt = RangeOption.EXTRAPOLATE,
+        Solver, typer.Option("--solver", help="MILP solver for sizing.")
+    ] = Solver.HIGHS,
+    out_of_range: RangeOpt = RangePolicy.EXTRAPOLATE,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Choose the threshold t and the PD prefill/decode split (or size the PrfaaS cluster) and
     compare with the homogeneous PD and naive heterogeneous baselines."""
-    from prfaas_plan.capacity import Mode
+    from contextlib import nullcontext
+
     from prfaas_plan.planner import plan
-    from prfaas_plan.profiles import RangePolicy
-    from prfaas_plan.sizing import Solver
 
     problem = _load(scenario, data_dir, bandwidth_gbps)
     sizing = target_rps is not None or max_prfaas_gpus is not None
+    progress = nullcontext()
     if sizing and fmt is OutputFormat.TABLE and output is None:
         from rich.console import Console
 
-        with Console(stderr=True).status("solving the sizing MILP…"):
-            report = plan(
-                problem,
-                mode=Mode(mode),
-                threshold_tokens=threshold_tokens,
-                target_rps=target_rps,
-                max_prfaas_gpus=max_prfaas_gpus,
-                solver=Solver(solver),
-                range_policy=RangePolicy(out_of_range),
-            )
-    else:
+        progress = Console(stderr=True).status("solving the sizing MILP…")
+    with progress:
         report = plan(
             problem,
-            mode=Mode(mode),
+            mode=mode,
             threshold_tokens=threshold_tokens,
             target_rps=target_rps,
             max_prfaas_gpus=max_prfaas_gpus,
-            solver=Solver(solver),
-            range_policy=RangePolicy(out_of_range),
+            solver=solver,
+            range_policy=out_of_range,
         )
     _emit(report, fmt, output)
 
@@ -209,17 +186,15 @@ def evaluate(
     prfaas_instances: Annotated[
         int | None, typer.Option("--prfaas-instances", help="Override prfaas_cluster.instances.")
     ] = None,
-    mode: ModeOpt = ModeOption.PAPER,
+    mode: ModeOpt = Mode.PAPER,
     bandwidth_gbps: BandwidthOpt = None,
-    out_of_range: RangeOpt = RangeOption.EXTRAPOLATE,
+    out_of_range: RangeOpt = RangePolicy.EXTRAPOLATE,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Evaluate one given configuration (t, N_p, N_d = rest of the PD cluster) without optimising."""
-    from prfaas_plan.capacity import Mode
     from prfaas_plan.planner import evaluate_configuration
-    from prfaas_plan.profiles import RangePolicy
 
     problem = _load(scenario, data_dir, bandwidth_gbps)
     report = evaluate_configuration(
@@ -227,8 +202,8 @@ def evaluate(
         threshold_tokens=threshold_tokens,
         pd_prefill_instances=pd_prefill_instances,
         prfaas_instances=prfaas_instances,
-        mode=Mode(mode),
-        range_policy=RangePolicy(out_of_range),
+        mode=mode,
+        range_policy=out_of_range,
     )
     _emit(report, fmt, output)
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan.capacity import Configuration, Evaluation, Mode, evaluate
+from prfaas_plan.capacity import Configuration, Evaluation, evaluate
+from prfaas_plan.choices import Mode, RangePolicy, Solver
 from prfaas_plan.errors import ConfigError, RangeError
 from prfaas_plan.optimize import (
     SearchSpace,
@@ -15,9 +16,9 @@ from prfaas_plan.optimize import (
     naive_heterogeneous,
     optimize_fixed_hardware,
 )
-from prfaas_plan.profiles import FittedCurve, RangePolicy
+from prfaas_plan.profiles import FittedCurve
 from prfaas_plan.scenario import Problem
-from prfaas_plan.sizing import SizingResult, Solver, size_prfaas_cluster
+from prfaas_plan.sizing import SizingResult, size_prfaas_cluster
 from prfaas_plan.ttft import TtftSummary, unloaded_ttft
 
 

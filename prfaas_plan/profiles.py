@@ -8,11 +8,10 @@ under-estimates mid-range latency by ~4%. A polynomial also makes conditional ex
 E[T(L) | L in A] = sum_k c_k E[L^k | L in A], see `workload.partial_moments`.
 
 Outside its table's length range a curve is the same fitted polynomial (extrapolation); callers
-decide whether that is allowed (see `RangePolicy`) and report it.
+decide whether that is allowed (see `choices.RangePolicy`) and report it.
 """
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 
@@ -20,13 +19,6 @@ from prfaas_plan.errors import InfeasibleError, ProfileError
 
 PREFILL_LATENCY_DEGREE = 2
 KV_CACHE_SIZE_DEGREE = 1
-
-
-class RangePolicy(StrEnum):
-    """What to do with lengths outside a profile table's [min, max] input tokens."""
-
-    EXTRAPOLATE = "extrapolate"  # evaluate the physical fit, report the mass outside
-    ERROR = "error"  # refuse
 
 
 @dataclass(frozen=True)

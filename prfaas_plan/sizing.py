@@ -22,11 +22,11 @@ are imported only here, only when sizing is asked for.
 
 import math
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 
-from prfaas_plan.capacity import Evaluation, Mode, ServingSystem, rates
+from prfaas_plan.capacity import Evaluation, ServingSystem, rates
+from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError, SolverError
 from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
 from prfaas_plan.workload import LengthDistribution
@@ -36,11 +36,6 @@ MAX_OBSERVED_THRESHOLDS = 2000
 MILP_TIME_LIMIT_S = 60.0
 MILP_REL_GAP = 1e-9
 RTOL = 1e-9
-
-
-class Solver(StrEnum):
-    HIGHS = "highs"
-    CBC = "cbc"
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.capacity import Bound, Configuration, Mode, evaluate
+from prfaas_plan.capacity import Bound, Configuration, evaluate
+from prfaas_plan.choices import Mode
 from prfaas_plan.optimize import (
     SearchSpace,
     exhaustive_grid_search,

@@ -3,10 +3,10 @@ from dataclasses import replace
 import pytest
 
 from prfaas_plan import units
-from prfaas_plan.capacity import Mode
+from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError
 from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
-from prfaas_plan.sizing import Solver, size_prfaas_cluster
+from prfaas_plan.sizing import size_prfaas_cluster
 
 RTOL = 1e-9
 

@@ -1,0 +1,25 @@
+"""Options a user chooses, shared by the model and the CLI (kept free of heavy imports so the
+CLI can offer them without loading numpy)."""
+
+from enum import StrEnum
+
+
+class Mode(StrEnum):
+    """How a pool's service time is computed (see capacity.py)."""
+
+    PAPER = "paper"  # T at the representative length E[L | ...], as the paper
+    EXACT = "exact"  # the conditional mean service time E[T(L) | ...]
+
+
+class RangePolicy(StrEnum):
+    """What to do with lengths outside a profile table's [min, max] input tokens."""
+
+    EXTRAPOLATE = "extrapolate"  # evaluate the physical fit, report the mass outside
+    ERROR = "error"  # refuse
+
+
+class Solver(StrEnum):
+    """MILP back-end for sizing."""
+
+    HIGHS = "highs"  # scipy.optimize.milp
+    CBC = "cbc"  # pulp's bundled CBC
