@@ -5,9 +5,7 @@ print one line `error: ...` and exit with the code of their class (see errors.py
 modules are imported inside the commands so `--help` stays fast.
 """
 
-import os
 import sys
-import tempfile
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -15,7 +13,7 @@ from typing import Annotated
 import typer
 
 from prfaas_plan.choices import Mode, RangePolicy, Solver
-from prfaas_plan.errors import ConfigError, PlanError
+from prfaas_plan.errors import PlanError
 
 app = typer.Typer(
     add_completion=False,
@@ -75,20 +73,6 @@ def _load(scenario: Path | None, data_dir: Path | None, bandwidth_gbps: float | 
     return build_problem(load_scenario(path), path, Catalog.open(data_dir), bandwidth_gbps)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise ConfigError(f"--output: directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _emit(report, fmt: OutputFormat, output: Path | None) -> None:
     from prfaas_plan import report as render
 
@@ -110,7 +94,9 @@ def _emit(report, fmt: OutputFormat, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
     else:
-        _write_atomically(output, text)
+        from prfaas_plan.files import write_atomically
+
+        write_atomically(output, lambda tmp: tmp.write_text(text), "--output")
 
 
 @app.command()
@@ -146,6 +132,10 @@ def optimize(
     out_of_range: RangeOpt = RangePolicy.EXTRAPOLATE,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Also draw the threshold-balance figure (.png/.svg/.pdf)."),
+    ] = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Choose the threshold t and the PD prefill/decode split (or size the PrfaaS cluster) and
@@ -171,6 +161,10 @@ def optimize(
             solver=solver,
             range_policy=out_of_range,
         )
+    if plot is not None:
+        from prfaas_plan.plot import plot_threshold_balance
+
+        plot_threshold_balance(report, plot)
     _emit(report, fmt, output)
 
 

@@ -204,3 +204,16 @@ def test_usage_errors_use_exit_code_2():
 def test_runs_from_another_directory(tmp_path):
     result = run("optimize", "-f", "json", cwd=tmp_path)
     assert result.returncode == 0
+
+
+def test_plot_is_written_atomically(tmp_path):
+    figure = tmp_path / "balance.png"
+    result = run("optimize", "--plot", figure, "-f", "json")
+    assert result.returncode == 0, result.stderr
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert figure.stat().st_mode & 0o044  # readable by others, as a normal file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["balance.png"]
+
+
+def test_plot_rejects_unknown_format(tmp_path):
+    assert_clean_error(run("optimize", "--plot", tmp_path / "x.bmp"), 3, "--plot", ".png")

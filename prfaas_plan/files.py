@@ -1,0 +1,27 @@
+"""Writing result files: all or nothing, never a half-written or lost file."""
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from prfaas_plan.errors import ConfigError
+
+
+def write_atomically(path: Path, write: Callable[[Path], None], flag: str) -> None:
+    """Call `write(tmp)` on a temporary file beside `path`, then rename it over `path`. On any
+    failure `path` is left as it was and the temporary file is removed."""
+    directory = path.parent
+    if not directory.is_dir():
+        raise ConfigError(f"{flag}: directory {directory} does not exist")
+    fd, name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o666 & ~umask)  # mkstemp's 0600 would surprise whoever reads the result
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,77 @@
+"""Plots (matplotlib, optional extra `plot`): the threshold-balance picture of a plan.
+
+Left: for the chosen PD split, the system throughput each term allows as t varies:
+Θ_prfaas/p (rises), Θ_pd-p/(1 − p) (falls), Θ_pd-d (flat); Λ_max is their minimum and the plan
+sits where the prefill terms cross. Right: Λ_max(t) for every split N_p/N_d.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from prfaas_plan import units
+from prfaas_plan.capacity import rates
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.files import write_atomically
+from prfaas_plan.planner import PlanReport
+
+PLOT_POINTS = 400
+FORMATS = (".png", ".svg", ".pdf")
+
+
+def plot_threshold_balance(report: PlanReport, path: Path) -> None:
+    """Write the figure to `path` (format from its suffix), atomically."""
+    if path.suffix.lower() not in FORMATS:
+        raise ConfigError(f"--plot: file must end in {', '.join(FORMATS)}, got {path.name!r}")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigError("--plot needs matplotlib: pip install 'prfaas-plan[plot]'") from None
+
+    problem, plan = report.problem, report.plan.evaluation
+    c = plan.configuration
+    w = problem.workload
+    t = np.geomspace(w.min_tokens, w.max_tokens, PLOT_POINTS)
+    k_tokens = units.tokens_to_ktokens(t)
+    r = rates(problem.system, w, t, c.prfaas_instances, c.pd_prefill_instances,
+              c.pd_decode_instances, report.mode)  # fmt: skip
+    limits = r.limits_rps
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+    left.plot(k_tokens, np.minimum(limits[0], limits[1]), label="Θ_prfaas / p")
+    left.plot(k_tokens, limits[2], label="Θ_pd-p / (1 − p)")
+    left.plot(k_tokens, limits[3], label="Θ_pd-d", linestyle="--")
+    left.plot(k_tokens, r.system_rps, color="black", linewidth=2.5, alpha=0.35, label="Λ_max")
+    left.axvline(units.tokens_to_ktokens(c.threshold_tokens), color="grey", linestyle=":")
+    left.plot([units.tokens_to_ktokens(c.threshold_tokens)], [plan.system_throughput_rps], "ko")
+    left.set(
+        xscale="log", xlabel="threshold t (K tokens)", ylabel="system throughput allowed (req/s)",
+        ylim=(0, 2.5 * plan.system_throughput_rps),
+        title=f"split {c.pd_prefill_instances}/{c.pd_decode_instances}, {c.prfaas_instances} PrfaaS "
+        f"instances: t = {units.tokens_to_ktokens(c.threshold_tokens):.2f}K, "
+        f"Λ_max = {plan.system_throughput_rps:.3f} req/s",
+    )  # fmt: skip
+    left.legend()
+
+    n_pd = c.pd_instances
+    n_p = np.arange(n_pd)[:, None]
+    all_splits = rates(
+        problem.system, w, t[None, :], c.prfaas_instances, n_p, n_pd - n_p, report.mode
+    )
+    for i in range(n_pd):
+        right.plot(k_tokens, all_splits.system_rps[i], label=f"{i}/{n_pd - i}",
+                   linewidth=2.5 if i == c.pd_prefill_instances else 1)  # fmt: skip
+    right.set(
+        xscale="log", xlabel="threshold t (K tokens)", ylabel="Λ_max (req/s)",
+        title=f"Λ_max for each PD split N_p/N_d (mode {report.mode})",
+    )  # fmt: skip
+    right.legend(title="N_p/N_d", fontsize="small", ncol=2)
+    fig.suptitle(f"{problem.scenario.name}: threshold balance")
+
+    try:
+        write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120), "--plot")
+    finally:
+        plt.close(fig)
