@@ -1,4 +1,5 @@
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -211,7 +212,9 @@ def test_plot_is_written_atomically(tmp_path):
     result = run("optimize", "--plot", figure, "-f", "json")
     assert result.returncode == 0, result.stderr
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert figure.stat().st_mode & 0o044  # readable by others, as a normal file
+    umask = os.umask(0)
+    os.umask(umask)
+    assert figure.stat().st_mode & 0o777 == 0o666 & ~umask  # as any new file, not mkstemp's 0600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["balance.png"]
 
 
