@@ -17,9 +17,10 @@ from typing import Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from prfaas_plan import units
+from prfaas_plan.architecture import LayerGroup
 from prfaas_plan.errors import ConfigError, ProfileError
 from prfaas_plan.profiles import (
     KV_CACHE_SIZE_DEGREE,
@@ -44,13 +45,58 @@ class GpuSpec(_Strict):
     source: str = Field(min_length=1)
 
 
+class LayerSpec(_Strict):
+    """A group of layers of one attention type (see architecture.py for what each stores)."""
+
+    type: Literal["gqa", "mla", "swa", "linear"]
+    count: int = Field(gt=0)
+    variant: str = ""
+    kv_heads: int = Field(default=0, ge=0)
+    key_head_dim: int = Field(default=0, ge=0)
+    value_head_dim: int = Field(default=0, ge=0)
+    kv_lora_rank: int = Field(default=0, ge=0)
+    qk_rope_head_dim: int = Field(default=0, ge=0)
+    window_tokens: int = Field(default=0, ge=0)
+    heads: int = Field(default=0, ge=0)
+    conv_channels: int = Field(default=0, ge=0)
+    conv_kernel: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _dimensions_present(self):
+        needed = {
+            "gqa": ("kv_heads", "key_head_dim", "value_head_dim"),
+            "swa": ("kv_heads", "key_head_dim", "value_head_dim", "window_tokens"),
+            "mla": ("kv_lora_rank", "qk_rope_head_dim"),
+            "linear": ("heads", "key_head_dim", "value_head_dim"),
+        }[self.type]
+        missing = [name for name in needed if getattr(self, name) <= 0]
+        if missing:
+            raise ValueError(f"a {self.type} layer group needs {', '.join(missing)} > 0")
+        return self
+
+
 class ModelSpec(_Strict):
     display_name: str
     attention: str
     total_params: float = Field(gt=0)
-    total_params_source: str = Field(min_length=1)
-    architecture_source: str = Field(min_length=1)
-    inferred: bool
+    active_params: float | None = Field(gt=0)  # None: not published
+    max_context_tokens: int = Field(gt=0)
+    layers: list[LayerSpec] = Field(min_length=1)
+    sources: dict[str, str]
+    inferred: list[str]
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _sourced(self):
+        missing = [
+            k for k in ("params", "attention", "layers", "context") if not self.sources.get(k)
+        ]
+        if missing:
+            raise ValueError(f"sources needs a non-empty entry for {', '.join(missing)}")
+        return self
+
+    def layer_groups(self) -> tuple[LayerGroup, ...]:
+        return tuple(LayerGroup(**g.model_dump()) for g in self.layers)
 
 
 class ModelCatalogFile(_Strict):

@@ -73,30 +73,37 @@ def _load(scenario: Path | None, data_dir: Path | None, bandwidth_gbps: float | 
     return build_problem(load_scenario(path), path, Catalog.open(data_dir), bandwidth_gbps)
 
 
-def _emit(report, fmt: OutputFormat, output: Path | None) -> None:
-    from prfaas_plan import report as render
+def _emit(view, document: dict, fmt: OutputFormat, output: Path | None) -> None:
+    """Write a result: `view` (views.View) for table/Markdown, `document` for JSON."""
+    from prfaas_plan import views
 
     if fmt is OutputFormat.TABLE:
         from rich.console import Console
 
         if output is None:
-            render.render_table(report, Console(width=max(110, Console().width)))
+            views.render_table(view, Console(width=max(110, Console().width)))
             return
         import io
 
         buffer = io.StringIO()
-        render.render_table(report, Console(file=buffer, width=130, color_system=None))
+        views.render_table(view, Console(file=buffer, width=130, color_system=None))
         text = buffer.getvalue()
     elif fmt is OutputFormat.JSON:
-        text = render.dumps(render.to_json(report))
+        text = views.dumps(document)
     else:
-        text = render.render_markdown(report)
+        text = views.render_markdown(view)
     if output is None:
         sys.stdout.write(text)
     else:
         from prfaas_plan.files import write_atomically
 
         write_atomically(output, lambda tmp: tmp.write_text(text), "--output")
+
+
+def _emit_report(report, fmt: OutputFormat, output: Path | None) -> None:
+    from prfaas_plan import report as render
+
+    _emit(render.view(report), render.to_json(report), fmt, output)
 
 
 @app.command()
@@ -165,7 +172,7 @@ def optimize(
         from prfaas_plan.plot import plot_threshold_balance
 
         plot_threshold_balance(report, plot)
-    _emit(report, fmt, output)
+    _emit_report(report, fmt, output)
 
 
 @app.command()
@@ -199,7 +206,7 @@ def evaluate(
         mode=mode,
         range_policy=out_of_range,
     )
-    _emit(report, fmt, output)
+    _emit_report(report, fmt, output)
 
 
 def main() -> None:

@@ -5,14 +5,11 @@ JSON is SI throughout with the unit in every key (`_s`, `_bytes`, `_bytes_per_s`
 The table and Markdown views convert at this edge only: K tokens, Gbps, MiB.
 """
 
-import json
-import math
-from dataclasses import dataclass
-
 from prfaas_plan import __version__, units
 from prfaas_plan.capacity import Evaluation
 from prfaas_plan.planner import Deployment, EvaluationReport, PlanReport, RangeNote
 from prfaas_plan.ttft import TtftSummary
+from prfaas_plan.views import View, fmt, number
 
 TTFT_NOTE = (
     "TTFT is unloaded: own prefill (+ KV transfer if offloaded), no queueing, no decode step."
@@ -28,21 +25,14 @@ DEPLOYMENT_TITLES = {
 # ---------------------------------------------------------------- JSON
 
 
-def _number(x):
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
 def _ttft_json(t: TtftSummary) -> dict:
     return {
-        "mean_s": _number(t.mean_s),
-        "p50_s": _number(t.p50_s),
-        "p90_s": _number(t.p90_s),
-        "p99_s": _number(t.p99_s),
-        "local_mean_s": _number(t.local_mean_s),
-        "offloaded_mean_s": _number(t.offloaded_mean_s),
+        "mean_s": number(t.mean_s),
+        "p50_s": number(t.p50_s),
+        "p90_s": number(t.p90_s),
+        "p99_s": number(t.p99_s),
+        "local_mean_s": number(t.local_mean_s),
+        "offloaded_mean_s": number(t.offloaded_mean_s),
         "queueing_included": False,
     }
 
@@ -54,19 +44,19 @@ def _evaluation_json(e: Evaluation) -> dict:
         "prfaas_instances": c.prfaas_instances,
         "pd_prefill_instances": c.pd_prefill_instances,
         "pd_decode_instances": c.pd_decode_instances,
-        "threshold_tokens": _number(c.threshold_tokens),
+        "threshold_tokens": number(c.threshold_tokens),
         "offload_fraction": e.offload_fraction,
-        "long_mean_tokens": _number(e.long_mean_tokens),
-        "short_mean_tokens": _number(e.short_mean_tokens),
-        "prfaas_service_time_s": _number(e.prfaas_service_time_s),
-        "pd_prefill_service_time_s": _number(e.pd_prefill_service_time_s),
+        "long_mean_tokens": number(e.long_mean_tokens),
+        "short_mean_tokens": number(e.short_mean_tokens),
+        "prfaas_service_time_s": number(e.prfaas_service_time_s),
+        "pd_prefill_service_time_s": number(e.pd_prefill_service_time_s),
         "throughput_rps": {
-            "prfaas": _number(th.prfaas_rps),
-            "prfaas_compute": _number(th.prfaas_compute_rps),
-            "prfaas_link": _number(th.prfaas_link_rps),
-            "pd_prefill": _number(th.pd_prefill_rps),
-            "pd_decode": _number(th.pd_decode_rps),
-            "system": _number(e.system_throughput_rps),
+            "prfaas": number(th.prfaas_rps),
+            "prfaas_compute": number(th.prfaas_compute_rps),
+            "prfaas_link": number(th.prfaas_link_rps),
+            "pd_prefill": number(th.pd_prefill_rps),
+            "pd_decode": number(th.pd_decode_rps),
+            "system": number(e.system_throughput_rps),
         },
         "bounds": [str(b) for b in e.bounds],
         "kv_egress_bytes_per_s": e.kv_egress_bytes_per_s,
@@ -182,17 +172,7 @@ def evaluation_to_json(report: EvaluationReport) -> dict:
     }
 
 
-def dumps(document: dict) -> str:
-    return json.dumps(document, indent=2, allow_nan=False) + "\n"
-
-
 # ---------------------------------------------------------------- human views
-
-
-def _fmt(x, spec: str, scale=None, none: str = "—") -> str:
-    if x is None or not math.isfinite(x):
-        return none
-    return format(scale(x) if scale else x, spec)
 
 
 def _rows(deployments: list[Deployment], show_gpus: bool = True) -> list[tuple[str, list[str]]]:
@@ -215,29 +195,29 @@ def _rows(deployments: list[Deployment], show_gpus: bool = True) -> list[tuple[s
             ),
         ),
         row("threshold t (K tokens)", lambda d: _threshold_text(ev(d))),
-        row("offloaded share p", lambda d: _fmt(ev(d).offload_fraction, ".1%")),
+        row("offloaded share p", lambda d: fmt(ev(d).offload_fraction, ".1%")),
         row(
             "l_long / l_short (K tokens)",
             lambda d: "{} / {}".format(
-                _fmt(ev(d).long_mean_tokens, ".1f", units.tokens_to_ktokens),
-                _fmt(ev(d).short_mean_tokens, ".1f", units.tokens_to_ktokens),
+                fmt(ev(d).long_mean_tokens, ".1f", units.tokens_to_ktokens),
+                fmt(ev(d).short_mean_tokens, ".1f", units.tokens_to_ktokens),
             ),
         ),
-        row("Θ PrfaaS (req/s)", lambda d: _fmt(ev(d).throughput.prfaas_rps, ".2f")),
-        row("Θ PD-P (req/s)", lambda d: _fmt(ev(d).throughput.pd_prefill_rps, ".2f")),
-        row("Θ PD-D (req/s)", lambda d: _fmt(ev(d).throughput.pd_decode_rps, ".2f")),
-        row("Λ_max (req/s)", lambda d: _fmt(ev(d).system_throughput_rps, ".3f")),
+        row("Θ PrfaaS (req/s)", lambda d: fmt(ev(d).throughput.prfaas_rps, ".2f")),
+        row("Θ PD-P (req/s)", lambda d: fmt(ev(d).throughput.pd_prefill_rps, ".2f")),
+        row("Θ PD-D (req/s)", lambda d: fmt(ev(d).throughput.pd_decode_rps, ".2f")),
+        row("Λ_max (req/s)", lambda d: fmt(ev(d).system_throughput_rps, ".3f")),
         row("bound by", lambda d: " = ".join(ev(d).bounds)),
         row(
             "KV egress (Gbps)",
-            lambda d: _fmt(ev(d).kv_egress_bytes_per_s, ".2f", units.bytes_per_s_to_gbps),
+            lambda d: fmt(ev(d).kv_egress_bytes_per_s, ".2f", units.bytes_per_s_to_gbps),
         ),
-        row("link utilisation", lambda d: _fmt(ev(d).link_utilization, ".1%")),
-        row("TTFT mean (s)", lambda d: _fmt(d.ttft.mean_s, ".2f")),
+        row("link utilisation", lambda d: fmt(ev(d).link_utilization, ".1%")),
+        row("TTFT mean (s)", lambda d: fmt(d.ttft.mean_s, ".2f")),
         row(
             "TTFT P50 / P90 / P99 (s)",
             lambda d: "{} / {} / {}".format(
-                _fmt(d.ttft.p50_s, ".2f"), _fmt(d.ttft.p90_s, ".2f"), _fmt(d.ttft.p99_s, ".2f")
+                fmt(d.ttft.p50_s, ".2f"), fmt(d.ttft.p90_s, ".2f"), fmt(d.ttft.p99_s, ".2f")
             ),
         ),
     ]
@@ -250,15 +230,7 @@ def _threshold_text(e: Evaluation) -> str:
         return "— (none offloaded)"
     if e.offload_fraction == 1:
         return "— (all offloaded)"
-    return _fmt(t, ".2f", units.tokens_to_ktokens)
-
-
-@dataclass(frozen=True)
-class _View:
-    title: str
-    columns: list[str]
-    rows: list[tuple[str, list[str]]]
-    notes: list[str]
+    return fmt(t, ".2f", units.tokens_to_ktokens)
 
 
 def _range_lines(notes: tuple[RangeNote, ...]) -> list[str]:
@@ -293,7 +265,7 @@ def _common_notes(report) -> list[str]:
     return lines + _range_lines(report.range_notes) + [TTFT_NOTE]
 
 
-def _plan_view(report: PlanReport) -> _View:
+def _plan_view(report: PlanReport) -> View:
     deployments = [report.plan, report.homogeneous, report.naive]
     rows = _rows(deployments)
     rows.append(
@@ -337,46 +309,18 @@ def _plan_view(report: PlanReport) -> _View:
         )
     title = f"prfaas-plan · {report.problem.scenario.name} · mode {report.mode}"
     columns = [DEPLOYMENT_TITLES[d.name] for d in deployments]
-    return _View(title, columns, rows, notes + _common_notes(report))
+    return View(title, columns, rows, notes + _common_notes(report))
 
 
-def _evaluation_view(report: EvaluationReport) -> _View:
+def _evaluation_view(report: EvaluationReport) -> View:
     title = f"prfaas-plan evaluate · {report.problem.scenario.name} · mode {report.deployment.evaluation.mode}"
-    return _View(
+    return View(
         title, [DEPLOYMENT_TITLES["evaluated"]], _rows([report.deployment]), _common_notes(report)
     )
 
 
-def _view(report) -> _View:
+def view(report) -> View:
     return _plan_view(report) if isinstance(report, PlanReport) else _evaluation_view(report)
-
-
-def render_markdown(report) -> str:
-    v = _view(report)
-    lines = [
-        f"## {v.title}",
-        "",
-        "| | " + " | ".join(v.columns) + " |",
-        "|---|" + "---|" * len(v.columns),
-    ]
-    lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in v.rows]
-    lines += [""] + [f"- {n}" for n in v.notes]
-    return "\n".join(lines) + "\n"
-
-
-def render_table(report, console) -> None:
-    from rich.table import Table
-
-    v = _view(report)
-    table = Table(title=v.title, title_justify="left")
-    table.add_column("", style="bold")
-    for column in v.columns:
-        table.add_column(column, justify="right")
-    for label, cells in v.rows:
-        table.add_row(label, *cells)
-    console.print(table)
-    for n in v.notes:
-        console.print(f"• {n}", highlight=False, soft_wrap=False)
 
 
 def to_json(report) -> dict:

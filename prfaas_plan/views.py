@@ -1,0 +1,58 @@
+"""Rendering shared by every command: a `View` (title, columns, labelled rows, notes) drawn as a
+rich table or Markdown, and JSON serialisation (non-finite numbers become null)."""
+
+import json
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class View:
+    title: str
+    columns: list[str]
+    rows: list[tuple[str, list[str]]]  # (row label with unit, one cell per column)
+    notes: list[str]
+
+
+def number(x):
+    """A JSON number, or None for values that do not exist (nan, inf)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def fmt(x, spec: str, scale=None, none: str = "—") -> str:
+    if x is None or not math.isfinite(x):
+        return none
+    return format(scale(x) if scale else x, spec)
+
+
+def dumps(document: dict) -> str:
+    return json.dumps(document, indent=2, allow_nan=False) + "\n"
+
+
+def render_markdown(v: View) -> str:
+    lines = [
+        f"## {v.title}",
+        "",
+        "| | " + " | ".join(v.columns) + " |",
+        "|---|" + "---|" * len(v.columns),
+    ]
+    lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in v.rows]
+    lines += [""] + [f"- {n}" for n in v.notes]
+    return "\n".join(lines) + "\n"
+
+
+def render_table(v: View, console) -> None:
+    from rich.table import Table
+
+    table = Table(title=v.title, title_justify="left")
+    table.add_column("", style="bold")
+    for column in v.columns:
+        table.add_column(column, justify="right")
+    for label, cells in v.rows:
+        table.add_row(label, *cells)
+    console.print(table)
+    for n in v.notes:
+        console.print(f"• {n}", highlight=False, soft_wrap=False)
