@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from prfaas_plan.choices import Mode, RangePolicy, Solver
-from prfaas_plan.errors import PlanError
+from prfaas_plan.errors import ConfigError, PlanError
 
 app = typer.Typer(
     add_completion=False,
@@ -81,7 +81,7 @@ def _emit(view, document: dict, fmt: OutputFormat, output: Path | None) -> None:
         from rich.console import Console
 
         if output is None:
-            views.render_table(view, Console(width=max(110, Console().width)))
+            views.render_table(view, Console())
             return
         import io
 
@@ -207,6 +207,102 @@ def evaluate(
         range_policy=out_of_range,
     )
     _emit_report(report, fmt, output)
+
+
+def _int_list(text: str, flag: str) -> list[float]:
+    try:
+        return [float(int(part)) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"{flag}: expected comma-separated whole token counts, got {text!r}"
+        ) from None
+
+
+@app.command()
+def kv(
+    models: Annotated[
+        list[str] | None, typer.Argument(help="Catalog models (default: every model).")
+    ] = None,
+    lengths: Annotated[
+        str, typer.Option("--lengths", help="Input lengths in tokens, comma-separated.")
+    ] = "1024,8192,32768,131072",
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", help="KV cache dtype.")] = "bf16",
+    state_dtype: Annotated[
+        str, typer.Option("--state-dtype", help="Linear-attention recurrent state dtype.")
+    ] = "fp32",
+    gpu: Annotated[str, typer.Option("--gpu", help="Reference GPU for Φ_kv.")] = "h200",
+    gpus_per_instance: Annotated[int, typer.Option("--gpus-per-instance")] = 8,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Draw Φ_kv against length (.png/.svg/.pdf).")
+    ] = None,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """KV footprint per model from its architecture: bytes per token, fixed state, S_kv and
+    Φ_kv at chosen lengths, and what full attention everywhere would cost."""
+    from prfaas_plan.catalog import Catalog
+    from prfaas_plan.kvcache import kv_report
+    from prfaas_plan.report_catalog import kv_json, kv_view
+
+    report = kv_report(
+        Catalog.open(data_dir), models, _int_list(lengths, "--lengths"), kv_dtype=kv_dtype,
+        state_dtype=state_dtype, gpu=gpu, gpus_per_instance=gpus_per_instance,
+    )  # fmt: skip
+    if plot is not None:
+        from prfaas_plan.plot import plot_kv_throughput
+
+        plot_kv_throughput(report, plot)
+    _emit(kv_view(report), kv_json(report), fmt, output)
+
+
+@app.command()
+def egress(
+    models: Annotated[
+        list[str] | None,
+        typer.Argument(help="Catalog models (default: every model with a prefill profile)."),
+    ] = None,
+    scenario: Annotated[
+        Path | None,
+        typer.Option(
+            "--scenario",
+            help="Take model, PrfaaS cluster, link and length "
+            "distribution from a scenario; L_avg = E[L | L > t].",
+        ),
+    ] = None,
+    prfaas_gpus: Annotated[
+        int | None, typer.Option("--prfaas-gpus", help="N, GPUs in the prefill cluster [512].")
+    ] = None,
+    gpus_per_instance: Annotated[
+        int | None, typer.Option("--gpus-per-instance", help="P, GPUs per instance [8].")
+    ] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="Prefill GPU [h200].")] = None,
+    mean_tokens: Annotated[
+        float, typer.Option("--mean-tokens", help="L_avg, mean offloaded length (tokens).")
+    ] = 32768,
+    threshold_tokens: Annotated[
+        float, typer.Option("--threshold-tokens", help="With --scenario: routing threshold t.")
+    ] = 0.0,
+    link_gbps: Annotated[
+        float | None, typer.Option("--link-gbps", help="Link to test, 10^9 bit/s [100].")
+    ] = None,
+    mode: ModeOpt = Mode.PAPER,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """The bandwidth wall: KV egress a saturated prefill cluster needs (reference eq. 2),
+    whether a link carries it and, for a scenario, the smallest threshold that fits."""
+    from prfaas_plan.catalog import Catalog
+    from prfaas_plan.planner import egress_report
+    from prfaas_plan.report_catalog import egress_json, egress_view
+
+    report = egress_report(
+        Catalog.open(data_dir), models=models, scenario=scenario, prfaas_gpus=prfaas_gpus,
+        gpus_per_instance=gpus_per_instance, gpu=gpu, mean_tokens=mean_tokens,
+        threshold_tokens=threshold_tokens, link_gbps=link_gbps, mode=mode,
+    )  # fmt: skip
+    _emit(egress_view(report), egress_json(report), fmt, output)
 
 
 def main() -> None:

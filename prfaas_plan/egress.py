@@ -111,3 +111,17 @@ def smallest_fitting_threshold(
         else:
             lo = mid
     return float(hi)
+
+
+@dataclass(frozen=True)
+class EgressReport:
+    """Eq. 2 for several models (fixed length) or one scenario (threshold)."""
+
+    title: str
+    gpu: str
+    gpus_per_instance: int
+    prfaas_gpus: int
+    mode: Mode
+    rows: tuple[tuple[str, Egress | None, str], ...]  # (model, egress or None, note)
+    threshold_tokens: float | None = None  # scenario mode: L_avg = E[L | L > t]
+    smallest_fitting_threshold_tokens: float | None = None  # scenario mode only

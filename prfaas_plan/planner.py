@@ -1,14 +1,21 @@
 """The library entry points behind the CLI: plan a scenario (optimise, baselines, TTFT, mode
-comparison, optional sizing) or evaluate one given configuration. Pure: no printing, no files
-beyond what `scenario.build_problem` already read.
+comparison, optional sizing), evaluate one given configuration, or size the KV egress of a
+prefill cluster. No printing; file reading only through `scenario` and `catalog`.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
+from prfaas_plan import units
 from prfaas_plan.capacity import Configuration, Evaluation, evaluate
 from prfaas_plan.choices import Mode, RangePolicy, Solver
+from prfaas_plan.egress import (
+    EgressReport,
+    egress_at_length,
+    egress_at_threshold,
+    smallest_fitting_threshold,
+)
 from prfaas_plan.errors import ConfigError, RangeError
 from prfaas_plan.optimize import (
     SearchSpace,
@@ -221,3 +228,93 @@ def evaluate_configuration(
     )
     evaluation = evaluate(problem.system, problem.workload, configuration, mode)
     return EvaluationReport(problem, _deployment(problem, "evaluated", evaluation), notes)
+
+
+PAPER_EGRESS_GPUS = 512  # the paper's cluster-scale example: 512 H200 ...
+PAPER_EGRESS_GPUS_PER_INSTANCE = 8
+PAPER_EGRESS_GPU = "h200"
+PAPER_LINK_GBPS = 100.0  # ... against a 100 Gbps link
+
+
+def egress_report(
+    catalog,
+    *,
+    models: list[str] | None = None,
+    scenario=None,
+    prfaas_gpus: int | None = None,
+    gpus_per_instance: int | None = None,
+    gpu: str | None = None,
+    mean_tokens: float = 32768.0,
+    threshold_tokens: float = 0.0,
+    link_gbps: float | None = None,
+    mode: Mode = Mode.PAPER,
+) -> EgressReport:
+    """Eq. 2 across catalog models at one length, or for one scenario's distribution at a
+    threshold (with the smallest threshold that fits its link)."""
+    from prfaas_plan.scenario import build_problem, load_scenario
+
+    if link_gbps is not None and not link_gbps > 0:
+        raise ConfigError(f"--link-gbps must be > 0, got {link_gbps:g}")
+    if scenario is not None:
+        if models:
+            raise ConfigError("egress: give model names or --scenario, not both")
+        problem = build_problem(load_scenario(scenario), scenario, catalog, link_gbps)
+        cluster = problem.scenario.prfaas_cluster
+        gpu = gpu or cluster.gpu
+        per_instance = gpus_per_instance or cluster.gpus_per_instance
+        n_gpus = prfaas_gpus if prfaas_gpus is not None else cluster.gpus
+    else:
+        gpu = gpu or PAPER_EGRESS_GPU
+        per_instance = gpus_per_instance or PAPER_EGRESS_GPUS_PER_INSTANCE
+        n_gpus = prfaas_gpus if prfaas_gpus is not None else PAPER_EGRESS_GPUS
+    if per_instance <= 0 or n_gpus <= 0 or n_gpus % per_instance:
+        raise ConfigError(
+            f"--prfaas-gpus must be a positive multiple of --gpus-per-instance, "
+            f"got {n_gpus} and {per_instance}"
+        )
+    instances = n_gpus // per_instance
+    if scenario is not None:
+        if not threshold_tokens >= 0:
+            raise ConfigError(f"--threshold-tokens must be >= 0, got {threshold_tokens:g}")
+        model = problem.scenario.model
+        prefill = catalog.prefill_latency(model, gpu, per_instance, problem.workload.max_tokens)
+        kv = problem.system.kv_cache_size
+        link = problem.system.link_bandwidth_bytes_per_s
+        e = egress_at_threshold(
+            prefill, kv, instances, problem.workload, threshold_tokens, link, mode
+        )
+        return EgressReport(
+            title=f"{problem.scenario.name} ({model})",
+            gpu=gpu,
+            gpus_per_instance=per_instance,
+            prfaas_gpus=n_gpus,
+            mode=mode,
+            rows=((model, e, "" if e is not None else "no request is longer than t"),),
+            threshold_tokens=threshold_tokens,
+            smallest_fitting_threshold_tokens=smallest_fitting_threshold(
+                prefill, kv, instances, problem.workload, link, mode
+            ),
+        )
+    if not mean_tokens > 0:
+        raise ConfigError(f"--mean-tokens must be > 0, got {mean_tokens:g}")
+    link = units.gbps_to_bytes_per_s(PAPER_LINK_GBPS if link_gbps is None else link_gbps)
+    rows = []
+    for name in models or list(catalog.models()):
+        catalog.model(name)
+        try:
+            prefill = catalog.prefill_latency(name, gpu, per_instance)
+            kv = catalog.kv_cache_size(name, "bf16")
+        except ConfigError:
+            if models:
+                raise
+            rows.append((name, None, f"no {gpu}-x{per_instance} prefill or bf16 KV profile"))
+            continue
+        rows.append((name, egress_at_length(prefill, kv, instances, mean_tokens, link), ""))
+    return EgressReport(
+        title=f"{n_gpus} x {gpu.upper()} at {units.tokens_to_ktokens(mean_tokens):g}K tokens",
+        gpu=gpu,
+        gpus_per_instance=per_instance,
+        prfaas_gpus=n_gpus,
+        mode=mode,
+        rows=tuple(rows),
+    )

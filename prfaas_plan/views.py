@@ -47,12 +47,21 @@ def render_markdown(v: View) -> str:
 def render_table(v: View, console) -> None:
     from rich.table import Table
 
+    # never squeeze numbers into ellipses: cells keep their width (headers may wrap at
+    # spaces), and a table wider than the terminal wraps instead
+    headers = [max(header.split(), key=len, default="") for header in ["", *v.columns]]
+    cells = [[label, *row] for label, row in v.rows]
+    widths = [max(len(c) for c in column) for column in zip(headers, *cells, strict=True)]
     table = Table(title=v.title, title_justify="left")
-    table.add_column("", style="bold")
-    for column in v.columns:
-        table.add_column(column, justify="right")
-    for label, cells in v.rows:
-        table.add_row(label, *cells)
-    console.print(table)
+    table.add_column("", style="bold", min_width=widths[0])
+    for column, width in zip(v.columns, widths[1:], strict=True):
+        table.add_column(column, justify="right", min_width=width)
+    for label, row in v.rows:
+        table.add_row(label, *row)
+    from rich.measure import Measurement
+
+    needed = Measurement.get(console, console.options.update(max_width=10_000), table).minimum
+    console.width = max(console.width, needed)
+    console.print(table, crop=False)
     for n in v.notes:
         console.print(f"• {n}", highlight=False, soft_wrap=False)
