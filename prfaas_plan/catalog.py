@@ -32,7 +32,7 @@ from prfaas_plan.resources import default_data_dir, default_models_file
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class GpuSpec(_Strict):

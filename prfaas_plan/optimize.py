@@ -4,8 +4,9 @@ two baselines (homogeneous PD, naive heterogeneous) computed by the same model.
 For a fixed split, the PrfaaS term Θ_prfaas/p rises with t and the PD-P term Θ_pd-p/(1 − p)
 falls, so Λ_max peaks where they cross (threshold balance, reference eq. 7). We evaluate a
 coarse geometric grid of thresholds for every split at once, then solve the balance condition
-by regula falsi (Illinois) inside the bracket around the best grid point: the result is the
-exact crossing (relative 1e-12), not a grid point. Discrete length distributions (observed lengths) have
+by regula falsi (Illinois) inside the grid bracket where it changes sign: the result is the
+exact crossing (relative 1e-12), not a grid point. The best grid point stays a candidate, so a
+profile for which the two terms are not monotone cannot make the optimiser worse than its grid. Discrete length distributions (observed lengths) have
 piecewise-constant Λ, so there every distinct length is evaluated exactly instead.
 
 `exhaustive_grid_search` is the paper's method (fixed step × every split), kept as the
@@ -30,6 +31,7 @@ from prfaas_plan.workload import LengthDistribution
 COARSE_GRID_POINTS = 65
 ROOT_MAX_STEPS = 60
 ROOT_RTOL = 1e-12
+GOLDEN_STEPS = 60  # shrinks a grid bracket by 0.618^60 ~ 3e-13
 TIE_RTOL = 1e-9
 
 
@@ -71,41 +73,69 @@ def _threshold_grid(workload: LengthDistribution) -> np.ndarray:
     return np.geomspace(workload.min_tokens, workload.max_tokens, COARSE_GRID_POINTS)
 
 
-def _refine(system, workload, space, n_p, n_d, mode, grid, best_index):
-    """Solve Θ_prfaas/p = Θ_pd-p/(1−p) inside the bracket around each split's best grid point
-    (Illinois regula falsi, vectorised over splits); returns thresholds and their Λ, or
-    (nan, -inf) for splits whose bracket holds no crossing."""
-    last = grid.size - 1
-    a = grid[np.clip(best_index - 1, 0, last)]
-    b = grid[np.clip(best_index + 1, 0, last)]
-    _, f, g = _limits(system, workload, a, space, n_p, n_d, mode)
-    ga = f - g
-    _, f, g = _limits(system, workload, b, space, n_p, n_d, mode)
-    gb = f - g
-    crosses = (ga < 0) & (gb > 0) & np.isfinite(ga) & np.isfinite(gb)
+def _balance_point(system, workload, space, n_p, n_d, mode, grid, gap):
+    """Solve Θ_prfaas/p = Θ_pd-p/(1−p) for every split (Illinois regula falsi, vectorised),
+    inside the first grid bracket where `gap` = Θ_prfaas/p − Θ_pd-p/(1−p) turns non-negative.
+    Returns thresholds, their Λ and the prefill capacity there (min of the two terms), or
+    (nan, -inf, -inf) for splits without such a bracket. An
+    infinite end (p = 0 or p = 1 there) is handled by bisecting until both ends are finite."""
+    negative = gap < 0  # nan (no request on either side) counts as non-negative
+    turns = negative[:, :-1] & ~negative[:, 1:]
+    crosses = turns.any(axis=1)
     if not crosses.any():
-        return np.full(a.shape, np.nan), np.full(a.shape, -np.inf)
-    # splits without a crossing get a dummy, already-converged bracket
-    a, b = np.where(crosses, a, 1.0), np.where(crosses, b, 1.0)
-    ga, gb = np.where(crosses, ga, -1.0), np.where(crosses, gb, 1.0)
+        nothing = np.full(n_p.shape, -np.inf)
+        return np.full(n_p.shape, np.nan), nothing, nothing
+    first = turns.argmax(axis=1)
+    rows = np.arange(n_p.size)
+    a, b = grid[first], grid[first + 1]
+    ga, gb = gap[rows, first], gap[rows, first + 1]
     last_side = np.zeros(a.shape)
     for _ in range(ROOT_MAX_STEPS):
-        c = (a * gb - b * ga) / (gb - ga)  # gb > 0 > ga keeps this finite and inside [a, b]
+        finite = np.isfinite(ga) & np.isfinite(gb)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            falsi = (a * gb - b * ga) / (gb - ga)
+        c = np.where(finite, falsi, 0.5 * (a + b))
         _, f, g = _limits(system, workload, c, space, n_p, n_d, mode)
         gc = f - g
         move_a = crosses & (gc < 0)  # the crossing is right of c
         move_b = crosses & ~(gc < 0)
         # Illinois: when the same end moves twice, halve the stale end's value
-        gb = np.where(move_a & (last_side == -1), gb / 2, gb)
-        ga = np.where(move_b & (last_side == 1), ga / 2, ga)
+        gb = np.where(move_a & (last_side == -1) & finite, gb / 2, gb)
+        ga = np.where(move_b & (last_side == 1) & finite, ga / 2, ga)
         a, ga = np.where(move_a, c, a), np.where(move_a, gc, ga)
         b, gb = np.where(move_b, c, b), np.where(move_b, gc, gb)
         last_side = np.where(move_a, -1, np.where(move_b, 1, 0))
         if np.all((b - a <= ROOT_RTOL * b) | (gc == 0) | ~crosses):
             break
     t = np.where(np.abs(ga) < np.abs(gb), a, b)
-    lam, _, _ = _limits(system, workload, t, space, n_p, n_d, mode)
-    return np.where(crosses, t, np.nan), np.where(crosses, lam, -np.inf)
+    lam, f, g = _limits(system, workload, t, space, n_p, n_d, mode)
+    prefill = np.minimum(f, g)
+    return (
+        np.where(crosses, t, np.nan),
+        np.where(crosses, lam, -np.inf),
+        np.where(crosses, prefill, -np.inf),
+    )
+
+
+def _golden_max(system, workload, space, n_p, n_d, mode, lo, hi):
+    """Maximise Λ(t) on [lo, hi] per split by golden-section search (Λ unimodal there)."""
+    ratio = (np.sqrt(5.0) - 1.0) / 2.0
+    x1, x2 = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    f1 = _limits(system, workload, x1, space, n_p, n_d, mode)[0]
+    f2 = _limits(system, workload, x2, space, n_p, n_d, mode)[0]
+    for _ in range(GOLDEN_STEPS):
+        left = f1 >= f2  # the maximum lies in [lo, x2]
+        lo, hi = np.where(left, lo, x1), np.where(left, x2, hi)
+        x1, x2, f1, f2 = (
+            np.where(left, hi - ratio * (hi - lo), x2),
+            np.where(left, x1, lo + ratio * (hi - lo)),
+            np.where(left, np.nan, f2),
+            np.where(left, f1, np.nan),
+        )
+        new = _limits(system, workload, np.where(left, x1, x2), space, n_p, n_d, mode)[0]
+        f1, f2 = np.where(left, new, f1), np.where(left, f2, new)
+    t = np.where(f1 >= f2, x1, x2)
+    return t, np.maximum(f1, f2)
 
 
 def _pick(n_p, thresholds, lam, headroom):
@@ -137,10 +167,29 @@ def optimize_fixed_hardware(
     best_lam = lam[rows, best_index]
     headroom = np.minimum(f, g)[rows, best_index]
     if grid.size > 1 and workload.threshold_candidates() is None:
-        refined_t, refined_lam = _refine(system, workload, space, n_p, n_d, mode, grid, best_index)
-        better = refined_lam > best_lam
-        thresholds = np.where(better, refined_t, thresholds)
-        best_lam = np.where(better, refined_lam, best_lam)
+        with np.errstate(invalid="ignore"):
+            gap = f - g
+        balance_t, balance_lam, balance_prefill = _balance_point(
+            system, workload, space, n_p, n_d, mode, grid, gap
+        )
+        # where Λ peaks away from the balance point (a prefill term that is not monotone in t),
+        # polish the best grid point too
+        away = ~(np.abs(np.searchsorted(grid, balance_t) - best_index) <= 1)
+        if away.any():
+            last = grid.size - 1
+            lo = grid[np.clip(best_index - 1, 0, last)][away]
+            hi = grid[np.clip(best_index + 1, 0, last)][away]
+            t_polished, lam_polished = _golden_max(
+                system, workload, space, n_p[away], n_d[away], mode, lo, hi
+            )
+            better = lam_polished > best_lam[away]
+            thresholds[away] = np.where(better, t_polished, thresholds[away])
+            best_lam[away] = np.where(better, lam_polished, best_lam[away])
+        # the balance point wins ties: on a decode-bound plateau it is the t with most slack
+        use = balance_lam >= best_lam * (1 - TIE_RTOL)
+        thresholds = np.where(use, balance_t, thresholds)
+        best_lam = np.where(use, balance_lam, best_lam)
+        headroom = np.where(use, balance_prefill, headroom)
     i = _pick(n_p, thresholds, best_lam, headroom)
     configuration = Configuration(
         prfaas_instances=space.prfaas_instances,

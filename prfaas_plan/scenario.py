@@ -38,7 +38,7 @@ class LinkSpec(_Strict):
 class LogNormalLengths(_Strict):
     distribution: Literal["truncated_lognormal"]
     mu_log: float  # mean of ln(tokens)
-    sigma_log: float = Field(gt=0)
+    sigma_log: float = Field(gt=0, le=10)  # beyond 10 the moments overflow a double
     min_tokens: float = Field(gt=0)
     max_tokens: float = Field(gt=0)
 
@@ -152,9 +152,21 @@ def _read_observed_lengths(path: Path) -> np.ndarray:
     return lengths
 
 
-def build_workload(spec: InputLengths, base_dir: Path) -> LengthDistribution:
+MIN_LOGNORMAL_MASS = 1e-12
+
+
+def build_workload(spec: InputLengths, base_dir: Path, where: str = "") -> LengthDistribution:
     if isinstance(spec, LogNormalLengths):
-        return TruncatedLogNormal(spec.mu_log, spec.sigma_log, spec.min_tokens, spec.max_tokens)
+        d = TruncatedLogNormal(spec.mu_log, spec.sigma_log, spec.min_tokens, spec.max_tokens)
+        mass = d.untruncated_mass
+        if not mass > MIN_LOGNORMAL_MASS:
+            raise ConfigError(
+                f"{where}workload.input_tokens: the log-normal (mu_log={spec.mu_log:g}, "
+                f"sigma_log={spec.sigma_log:g}) puts {mass:.3g} of its probability on "
+                f"[{spec.min_tokens:g}, {spec.max_tokens:g}] tokens; expected > {MIN_LOGNORMAL_MASS:g} "
+                "(mu_log is the mean of ln(tokens), e.g. 9.9 for a ~20K-token median)"
+            )
+        return d
     if isinstance(spec, HistogramLengths):
         return Histogram(tuple(spec.bin_edges_tokens), tuple(spec.weights))
     path = (base_dir / spec.file).resolve()
@@ -185,7 +197,7 @@ def build_problem(
         catalog.gpu(getattr(scenario, cluster).gpu, where=f"{source}: {cluster}.gpu: ")
     if bandwidth_gbps is not None and not bandwidth_gbps > 0:
         raise ConfigError(f"--bandwidth-gbps must be > 0, got {bandwidth_gbps:g}")
-    workload = build_workload(scenario.workload.input_tokens, source.parent)
+    workload = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
     reach = workload.max_tokens
     model, prfaas, pd = scenario.model, scenario.prfaas_cluster, scenario.pd_cluster
     decode = catalog.decode_table(

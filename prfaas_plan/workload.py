@@ -21,20 +21,24 @@ _SQRT2 = math.sqrt(2.0)
 _erfc = np.frompyfunc(math.erfc, 1, 1)  # scipy.special costs 0.2 s of start-up; math does not
 
 
+def _small_tail(z):
+    """min(Phi(z), 1 - Phi(z)) = erfc(|z| / sqrt 2) / 2: one erfc per element, exact in the tail."""
+    return 0.5 * np.asarray(_erfc(np.abs(np.asarray(z, float)) / _SQRT2), dtype=float)
+
+
+def _mass_between(z_lo, tail_lo, z_hi, tail_hi):
+    """P(z_lo < Z <= z_hi) from the small tails at both ends, without cancellation: a
+    difference of lower tails below 0, of upper tails above 0, else 1 minus both tails."""
+    return np.where(
+        z_hi <= 0,
+        tail_hi - tail_lo,
+        np.where(z_lo >= 0, tail_lo - tail_hi, 1.0 - tail_lo - tail_hi),
+    )
+
+
 def _normal_mass(z_lo, z_hi):
     """P(z_lo < Z <= z_hi) for a standard normal Z, accurate in both tails."""
-    z_lo, z_hi = np.broadcast_arrays(np.asarray(z_lo, float), np.asarray(z_hi, float))
-    upper = z_lo > 0  # both in the upper tail: difference of survival functions
-    a = np.where(upper, z_lo, -z_hi)
-    b = np.where(upper, z_hi, -z_lo)
-    return np.asarray(0.5 * (_erfc(a / _SQRT2) - _erfc(b / _SQRT2)), dtype=float)
-
-
-def _cdf_and_sf(z):
-    """(Phi(z), 1 - Phi(z)) from one erfc per element; the small one of the two is exact."""
-    z = np.asarray(z, float)
-    small = 0.5 * np.asarray(_erfc(np.abs(z) / _SQRT2), dtype=float)
-    return np.where(z < 0, small, 1.0 - small), np.where(z < 0, 1.0 - small, small)
+    return _mass_between(z_lo, _small_tail(z_lo), z_hi, _small_tail(z_hi))
 
 
 class LengthDistribution:
@@ -98,6 +102,11 @@ class TruncatedLogNormal(LengthDistribution):
     def _normaliser(self) -> float:
         return float(_normal_mass(self._z(self.min_tokens, 0), self._z(self.max_tokens, 0)))
 
+    @property
+    def untruncated_mass(self) -> float:
+        """P(min <= L <= max) before conditioning; ~0 means the parameters miss the interval."""
+        return self._normaliser
+
     def _scale(self, k: int) -> float:
         return math.exp(k * self.mu_log + 0.5 * k**2 * self.sigma_log**2) / self._normaliser
 
@@ -107,23 +116,23 @@ class TruncatedLogNormal(LengthDistribution):
         t = np.clip(np.asarray(threshold_tokens, float), self.min_tokens, self.max_tokens)
         short = np.empty((MOMENT_ORDERS, *t.shape))
         long = np.empty((MOMENT_ORDERS, *t.shape))
-        for k, (scale, cdf_min, sf_max) in enumerate(self._split_constants):
-            cdf, sf = _cdf_and_sf(self._z(t, k))
-            short[k] = scale * np.maximum(cdf - cdf_min, 0.0)
-            long[k] = scale * np.maximum(sf - sf_max, 0.0)
+        for k, (scale, z_min, tail_min, z_max, tail_max) in enumerate(self._split_constants):
+            z = self._z(t, k)
+            tail = _small_tail(z)
+            short[k] = scale * np.maximum(_mass_between(z_min, tail_min, z, tail), 0.0)
+            long[k] = scale * np.maximum(_mass_between(z, tail, z_max, tail_max), 0.0)
         return short, long
 
     @cached_property
     def _split_constants(self):
-        """Per order k: (scale, Phi at min, 1 - Phi at max)."""
-        return [
-            (
-                self._scale(k),
-                float(_cdf_and_sf(self._z(self.min_tokens, k))[0]),
-                float(_cdf_and_sf(self._z(self.max_tokens, k))[1]),
+        """Per order k: (scale, z and small tail at min, z and small tail at max)."""
+        out = []
+        for k in range(MOMENT_ORDERS):
+            z_min, z_max = float(self._z(self.min_tokens, k)), float(self._z(self.max_tokens, k))
+            out.append(
+                (self._scale(k), z_min, float(_small_tail(z_min)), z_max, float(_small_tail(z_max)))
             )
-            for k in range(MOMENT_ORDERS)
-        ]
+        return out
 
     def partial_moments(self, a, b):
         a = np.clip(np.asarray(a, float), self.min_tokens, self.max_tokens)

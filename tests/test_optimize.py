@@ -4,7 +4,7 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.capacity import Bound, Configuration, evaluate
+from prfaas_plan.capacity import Bound, Configuration, evaluate, rates
 from prfaas_plan.choices import Mode
 from prfaas_plan.optimize import (
     SearchSpace,
@@ -12,7 +12,7 @@ from prfaas_plan.optimize import (
     homogeneous_baseline,
     optimize_fixed_hardware,
 )
-from prfaas_plan.workload import Histogram, ObservedLengths
+from prfaas_plan.workload import Histogram, ObservedLengths, TruncatedLogNormal
 
 from .conftest import toy_system
 
@@ -101,12 +101,56 @@ def test_no_prfaas_means_nothing_offloaded(case_problem):
 
 
 def test_decode_bound_plateau_picks_the_balance_point(case_problem):
-    """With 7 of 8 PD instances needed for decode to keep up, decode binds; the plan still
-    reports Λ = Θ_pd-d and says so."""
+    """With decode binding, Λ_max is flat in t; the plan reports the t where the two prefill
+    terms balance (the most prefill slack), not an arbitrary end of the plateau."""
     s, w = case_problem.system, case_problem.workload
-    e = optimize_fixed_hardware(s, w, SearchSpace(40, 3))
-    assert e.bounds[0] is Bound.PD_DECODE
-    assert e.system_throughput_rps == pytest.approx(e.throughput.pd_decode_rps)
+    for space in (SearchSpace(1, 6), SearchSpace(3, 10)):
+        e = optimize_fixed_hardware(s, w, space)
+        assert e.bounds[0] is Bound.PD_DECODE
+        assert e.system_throughput_rps == pytest.approx(e.throughput.pd_decode_rps)
+        c = e.configuration
+        r = rates(s, w, c.threshold_tokens, c.prfaas_instances, c.pd_prefill_instances,
+                  c.pd_decode_instances, Mode.PAPER)  # fmt: skip
+        prfaas_term = min(r.limits_rps[0], r.limits_rps[1])
+        assert prfaas_term == pytest.approx(float(r.limits_rps[2]), rel=1e-9)
+        assert 0 < e.offload_fraction < 1
+
+
+def random_case(rng):
+    """A random but physical system: positive, increasing latency and KV curves."""
+    system = toy_system(
+        prfaas=(rng.uniform(0.1, 1), rng.uniform(1e-6, 1e-4), rng.uniform(0, 1e-9)),
+        pd=(rng.uniform(0.1, 1), rng.uniform(1e-6, 3e-4), rng.uniform(0, 3e-9)),
+        kv=(rng.uniform(0, 3e8), rng.uniform(1e3, 3e5)),
+        batch=int(rng.integers(1, 64)),
+        step_s=rng.uniform(0.01, 0.05),
+        output_tokens=rng.uniform(100, 2000),
+        bandwidth_gbps=rng.uniform(1, 400),
+    )
+    if rng.random() < 0.5:
+        edges = np.unique(np.round(rng.uniform(100, 200_000, size=int(rng.integers(3, 8)))))
+        workload = Histogram(tuple(edges), tuple(rng.uniform(0.001, 1, size=edges.size - 1)))
+    else:
+        workload = TruncatedLogNormal(rng.uniform(7, 11), rng.uniform(0.2, 2), 128, 131072)
+    return system, workload
+
+
+def test_optimizer_matches_dense_brute_force_on_random_cases():
+    """Brute force: 4,000 thresholds x every split, vectorised, on 60 random systems with
+    log-normal and histogram workloads in both modes. The optimiser solves t exactly, so it may
+    only be better than the grid, never worse."""
+    rng = np.random.default_rng(2026)
+    for _ in range(60):
+        system, workload = random_case(rng)
+        n_prfaas, n_pd = int(rng.integers(1, 10)), int(rng.integers(1, 16))
+        mode = Mode.EXACT if rng.random() < 0.5 else Mode.PAPER
+        best = optimize_fixed_hardware(system, workload, SearchSpace(n_prfaas, n_pd), mode)
+        grid = np.geomspace(workload.min_tokens * 0.999, workload.max_tokens, 4000)
+        n_p = np.arange(n_pd)[:, None]
+        brute = rates(
+            system, workload, grid[None, :], n_prfaas, n_p, n_pd - n_p, mode
+        ).system_rps.max()
+        assert best.system_throughput_rps >= brute * (1 - 1e-9)
 
 
 @given(st.integers(0, 6), st.integers(1, 8), st.floats(5, 400), st.sampled_from(["prfaas", "pd"]))

@@ -86,3 +86,17 @@ def test_fast_split_agrees_with_partial_moments_in_both_tails(t):
     want_long = LOGNORMAL.partial_moments(t, np.inf)
     assert short == pytest.approx(want_short, rel=1e-9, abs=1e-300)
     assert long == pytest.approx(want_long, rel=1e-9, abs=1e-300)
+
+
+@pytest.mark.parametrize("mu", [5.0, 9.9, 11.5])
+@pytest.mark.parametrize("sigma", [0.05, 1.0, 5.0])
+def test_fast_split_is_tail_accurate_across_shapes(mu, sigma):
+    d = TruncatedLogNormal(mu, sigma, 128, 131072)
+    total = d.partial_moments(-np.inf, np.inf)
+    for t in np.geomspace(100, 140000, 25):
+        short, long = d.split(t)
+        for got, want in (
+            (short, d.partial_moments(-np.inf, t)),
+            (long, d.partial_moments(t, np.inf)),
+        ):
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-13 * total.max())
