@@ -126,20 +126,29 @@ def format_validation_error(where: str, error: ValidationError) -> str:
     got = first.get("input")
     message = first["msg"][0].lower() + first["msg"][1:]
     text = f"{where}: {field}: {message}"
-    if first["type"] != "missing" and not isinstance(got, dict):
+    if first["type"] != "missing" and not isinstance(got, dict) and " got " not in message:
         text += f", got {got!r}"
     if len(errors) > 1:
         text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return text
 
 
-def read_yaml(path: Path, what: str):
+def read_text(path: Path, what: str, error=ConfigError) -> str:
+    """A UTF-8 text file, or one line saying why not."""
     try:
-        text = path.read_text()
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{path}: {what} file not found") from None
+        raise error(f"{path}: {what} file not found") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a directory, expected the {what} file") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: {what} file is not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from None
+        raise error(f"{path}: cannot read {what}: {exc.strerror}") from None
+
+
+def read_yaml(path: Path, what: str):
+    text = read_text(path, what, ConfigError)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -160,11 +169,10 @@ def parse(schema, data, where: str, error=ConfigError):
 
 def read_csv_columns(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, ...]:
     """Numeric columns of a CSV whose header must be exactly `columns` (units in the names)."""
-    try:
-        with path.open(newline="") as handle:
-            rows = [row for row in csv.reader(handle) if row and any(cell.strip() for cell in row)]
-    except FileNotFoundError:
-        raise ProfileError(f"{path}: profile table not found") from None
+    text = read_text(path, "profile table", ProfileError)
+    rows = [
+        row for row in csv.reader(text.splitlines()) if row and any(cell.strip() for cell in row)
+    ]
     if not rows:
         raise ProfileError(f"{path}: empty file, expected header {','.join(columns)}")
     header = tuple(cell.strip() for cell in rows[0])
@@ -246,7 +254,7 @@ class Catalog:
         models = self.models()
         if name not in models:
             raise ConfigError(
-                f"{where}unknown model {name!r}; known: {', '.join(sorted(models))} ({self.models_file})"
+                f"{where}unknown model {name!r}; known: {', '.join(sorted(models)) or 'none'} ({self.models_file})"
             )
         return models[name]
 
@@ -259,9 +267,11 @@ class Catalog:
                 f"{folder / key}/); available: {self._known(folder)}"
             )
         meta_path = folder / key / "meta.yaml"
-        meta = parse(
-            ProfileMeta, read_yaml(meta_path, "profile metadata"), str(meta_path), ProfileError
-        )
+        try:
+            raw = read_yaml(meta_path, "profile metadata")
+        except ConfigError as exc:  # a table without metadata is a broken table
+            raise ProfileError(str(exc)) from None
+        meta = parse(ProfileMeta, raw, str(meta_path), ProfileError)
         for field, value in {"model": model, **expected_meta}.items():
             if getattr(meta, field) != value:
                 raise ProfileError(

@@ -14,6 +14,8 @@ def write_atomically(path: Path, write: Callable[[Path], None], flag: str) -> No
     directory = path.parent
     if not directory.is_dir():
         raise ConfigError(f"{flag}: directory {directory} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"{flag}: {path} is a directory, expected a file name")
     fd, name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=path.suffix)
     os.close(fd)
     tmp = Path(name)

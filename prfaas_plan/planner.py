@@ -3,6 +3,7 @@ comparison, optional sizing), evaluate one given configuration, or size the KV e
 prefill cluster. No printing; file reading only through `scenario` and `catalog`.
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +62,8 @@ class ModeComparison:
     @property
     def paper_overstatement(self) -> float:
         """How much the paper mode's Λ_max exceeds what its own plan sustains exactly."""
+        if not self.paper_plan_exact_rps > 0:
+            return math.nan
         return self.paper.system_throughput_rps / self.paper_plan_exact_rps - 1.0
 
 
@@ -77,16 +80,20 @@ class PlanReport:
 
     @property
     def speedup_vs_homogeneous(self) -> float:
-        return (
-            self.plan.evaluation.system_throughput_rps
-            / self.homogeneous.evaluation.system_throughput_rps
-        )
+        """Plan Λ_max / baseline Λ_max (inf when the baseline serves nothing)."""
+        return _ratio(self.plan, self.homogeneous)
 
     @property
     def speedup_vs_naive(self) -> float:
-        return (
-            self.plan.evaluation.system_throughput_rps / self.naive.evaluation.system_throughput_rps
-        )
+        return _ratio(self.plan, self.naive)
+
+
+def _ratio(plan: Deployment, baseline: Deployment) -> float:
+    numerator = plan.evaluation.system_throughput_rps
+    denominator = baseline.evaluation.system_throughput_rps
+    if denominator > 0:
+        return numerator / denominator
+    return math.inf if numerator > 0 else math.nan
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,12 @@ def plan(
                 "--threshold-tokens cannot be combined with sizing (--target-rps/--max-prfaas-gpus)"
             )
         per_instance = problem.scenario.prfaas_cluster.gpus_per_instance
+        if max_prfaas_gpus is not None and (max_prfaas_gpus < 0 or max_prfaas_gpus % per_instance):
+            below = max(max_prfaas_gpus, 0) // per_instance * per_instance
+            raise ConfigError(
+                f"--max-prfaas-gpus must be a non-negative multiple of prfaas_cluster.gpus_per_instance "
+                f"({per_instance}), got {max_prfaas_gpus}; e.g. {below} or {below + per_instance}"
+            )
         cap = None if max_prfaas_gpus is None else max_prfaas_gpus // per_instance
         sizing = size_prfaas_cluster(
             system,

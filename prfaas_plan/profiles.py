@@ -69,7 +69,7 @@ def validate_table(
         bad = np.flatnonzero(~np.isfinite(column) | (column <= 0))
         if bad.size:
             raise ProfileError(
-                f"{source}: {name} must be finite and > 0, found {column[bad[0]]!r} "
+                f"{source}: {name} must be finite and > 0, found {column[bad[0]]:g} "
                 f"in data row {bad[0] + 1}"
             )
     steps = np.diff(tokens)

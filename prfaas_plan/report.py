@@ -138,13 +138,13 @@ def plan_to_json(report: PlanReport) -> dict:
             "homogeneous_pd": _deployment_json(report.homogeneous),
             "naive_heterogeneous": _deployment_json(report.naive),
         },
-        "speedup_vs_homogeneous": report.speedup_vs_homogeneous,
-        "speedup_vs_naive_heterogeneous": report.speedup_vs_naive,
+        "speedup_vs_homogeneous": number(report.speedup_vs_homogeneous),
+        "speedup_vs_naive_heterogeneous": number(report.speedup_vs_naive),
         "mode_comparison": {
             "paper_optimum": _evaluation_json(m.paper),
             "exact_optimum": _evaluation_json(m.exact),
             "paper_plan_exact_system_rps": m.paper_plan_exact_rps,
-            "paper_overstatement": m.paper_overstatement,
+            "paper_overstatement": number(m.paper_overstatement),
         },
         "sizing": None,
         "notes": [TTFT_NOTE],
@@ -273,21 +273,22 @@ def _plan_view(report: PlanReport) -> View:
             "throughput vs this plan",
             [
                 "1.00×",
-                f"{1 / report.speedup_vs_homogeneous:.2f}×",
-                f"{1 / report.speedup_vs_naive:.2f}×",
+                fmt(1 / report.speedup_vs_homogeneous, ".2f") + "×",
+                fmt(1 / report.speedup_vs_naive, ".2f") + "×",
             ],
         )
     )
     m = report.modes
     notes = [
-        f"Plan: {report.speedup_vs_homogeneous:.2f}× the homogeneous PD baseline, "
-        f"{report.speedup_vs_naive:.2f}× the naive heterogeneous one (mode: {report.mode}).",
+        f"Plan: {fmt(report.speedup_vs_homogeneous, '.2f')}× the homogeneous PD baseline, "
+        f"{fmt(report.speedup_vs_naive, '.2f')}× the naive heterogeneous one (— where a "
+        f"baseline serves nothing; mode: {report.mode}).",
         f"Mode check: paper mode Λ_max {m.paper.system_throughput_rps:.3f} req/s at t = "
         f"{units.tokens_to_ktokens(m.paper.configuration.threshold_tokens):.2f}K; exact mode "
         f"{m.exact.system_throughput_rps:.3f} req/s at t = "
         f"{units.tokens_to_ktokens(m.exact.configuration.threshold_tokens):.2f}K. The paper plan "
         f"sustains {m.paper_plan_exact_rps:.3f} req/s with exact mean service times: representative "
-        f"lengths overstate it by {m.paper_overstatement:.1%}.",
+        f"lengths overstate it by {fmt(m.paper_overstatement, '.1%')}.",
     ]
     if report.sizing is not None:
         z = report.sizing

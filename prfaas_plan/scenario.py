@@ -6,6 +6,7 @@ Units are in every key: `bandwidth_gbps` is 10^9 bit/s (the paper's unit), lengt
 """
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -15,7 +16,7 @@ from pydantic import Field, model_validator
 
 from prfaas_plan import units
 from prfaas_plan.capacity import ServingSystem
-from prfaas_plan.catalog import Catalog, _Strict, parse, read_yaml
+from prfaas_plan.catalog import Catalog, _Strict, parse, read_text, read_yaml
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.profiles import decode_point_for_slo
 from prfaas_plan.workload import Histogram, LengthDistribution, ObservedLengths, TruncatedLogNormal
@@ -117,17 +118,17 @@ def load_scenario(path: Path) -> Scenario:
 def _read_observed_lengths(path: Path) -> np.ndarray:
     """A CSV with an `input_tokens` column, or Mooncake-style JSONL with `input_length`."""
     where = str(path)
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: observed-lengths file not found") from None
+    lines = read_text(path, "observed-lengths").splitlines()
     values = []
     if path.suffix == ".jsonl":
         for n, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
-                values.append(float(json.loads(line)["input_length"]))
+                value = json.loads(line)["input_length"]
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise TypeError
+                values.append(float(value))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 raise ConfigError(
                     f"{where}:{n}: expected a JSON object with a numeric input_length, found {line[:60]!r}"
@@ -195,8 +196,8 @@ def build_problem(
     catalog.model(scenario.model, where=f"{source}: model: ")
     for cluster in ("prfaas_cluster", "pd_cluster"):
         catalog.gpu(getattr(scenario, cluster).gpu, where=f"{source}: {cluster}.gpu: ")
-    if bandwidth_gbps is not None and not bandwidth_gbps > 0:
-        raise ConfigError(f"--bandwidth-gbps must be > 0, got {bandwidth_gbps:g}")
+    if bandwidth_gbps is not None and not (bandwidth_gbps > 0 and math.isfinite(bandwidth_gbps)):
+        raise ConfigError(f"--bandwidth-gbps must be a finite number > 0, got {bandwidth_gbps:g}")
     workload = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
     reach = workload.max_tokens
     model, prfaas, pd = scenario.model, scenario.prfaas_cluster, scenario.pd_cluster

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan.capacity import Evaluation, ServingSystem, rates
+from prfaas_plan.capacity import Configuration, Evaluation, ServingSystem, evaluate, rates
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError, SolverError
 from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
@@ -45,7 +45,11 @@ class SizingResult:
     max_prfaas_instances: int | None
     solver: Solver
     milp_thresholds: int  # K, the size of the MILP's threshold grid
-    milp_prfaas_instances: int  # what the MILP chose on its grid, before exact refinement
+    milp: Evaluation  # the MILP's own choice (counts and grid threshold), before refinement
+
+    @property
+    def milp_prfaas_instances(self) -> int:
+        return self.milp.configuration.prfaas_instances
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class _Milp:
     integrality: np.ndarray
 
 
-def _threshold_grid(workload: LengthDistribution) -> np.ndarray:
+def milp_threshold_grid(workload: LengthDistribution) -> np.ndarray:
     """Thresholds the MILP may choose: 'offload all' (0), a grid over the support, 'offload none'."""
     observed = workload.threshold_candidates()
     if observed is not None:
@@ -74,7 +78,7 @@ def _threshold_grid(workload: LengthDistribution) -> np.ndarray:
 
 
 def _build(system, workload, pd_instances, mode, target_rps, max_prfaas, prfaas_upper):
-    thresholds = _threshold_grid(workload)
+    thresholds = milp_threshold_grid(workload)
     k = thresholds.size
     unit = rates(system, workload, thresholds, 1, 1, 1, mode)  # per-instance rates at each t_k
     p = unit.offload_fraction
@@ -105,6 +109,16 @@ def _build(system, workload, pd_instances, mode, target_rps, max_prfaas, prfaas_
     row_lower[5 * k] = row_upper[5 * k] = 1.0
     a[5 * k + 1, 1:3] = 1.0  # n_p + n_d = N_pd
     row_lower[5 * k + 1] = row_upper[5 * k + 1] = pd_instances
+    # a threshold that sends any request to a pool needs an instance there (y_k <= n): exact in
+    # the model, and it stops a solver from hiding a tiny share (e.g. 1 - p = 4e-7) served by
+    # zero instances inside its feasibility tolerance
+    guard = np.zeros((2 * k, n_vars))
+    guard[rows, y] = guard[k + rows, y] = 1.0
+    guard[rows, 0] = np.where(p > 0, -1.0, 0.0)
+    guard[k + rows, 1] = np.where(1 - p > 0, -1.0, 0.0)
+    a = np.vstack([a, guard])
+    row_lower = np.append(row_lower, np.full(2 * k, -np.inf))
+    row_upper = np.append(row_upper, np.where(np.concatenate([p > 0, 1 - p > 0]), 0.0, 1.0))
 
     c = np.zeros(n_vars)
     if target_rps is not None:
@@ -234,8 +248,8 @@ def size_prfaas_cluster(
     cap, the highest Λ_max under it."""
     if target_rps is None and max_prfaas_instances is None:
         raise ConfigError("sizing needs --target-rps or --max-prfaas-gpus (or both)")
-    if target_rps is not None and not target_rps > 0:
-        raise ConfigError(f"--target-rps must be > 0, got {target_rps}")
+    if target_rps is not None and not (target_rps > 0 and math.isfinite(target_rps)):
+        raise ConfigError(f"--target-rps must be a finite number > 0, got {target_rps:g}")
     if max_prfaas_instances is not None and max_prfaas_instances < 0:
         raise ConfigError(
             f"--max-prfaas-gpus must allow >= 0 instances, got {max_prfaas_instances}"
@@ -258,28 +272,50 @@ def size_prfaas_cluster(
         raise _infeasible(
             system, workload, pd_instances, mode, target_rps, prfaas_upper, max_prfaas_instances
         )
-    n_milp = int(np.rint(x[0]))
-    n = n_milp
-    best = _best_with(system, workload, n, pd_instances, mode)
+    k = 3 + int(np.argmax(x[3 : 3 + thresholds.size]))
+    milp = evaluate(
+        system,
+        workload,
+        Configuration(*(int(np.rint(v)) for v in x[:3]), float(thresholds[k - 3])),
+        mode,
+    )
+
+    def best_with(n: int) -> Evaluation:
+        """Exact threshold and split for n instances; never worse than the MILP's own plan."""
+        e = _best_with(system, workload, n, pd_instances, mode)
+        if (
+            n == milp.configuration.prfaas_instances
+            and milp.system_throughput_rps > e.system_throughput_rps
+        ):
+            return milp
+        return e
+
+    n = milp.configuration.prfaas_instances
+    best = best_with(n)
     if target_rps is not None:
         # the exact threshold can only help: try fewer instances than the grid needed
         while n > 0:
-            fewer = _best_with(system, workload, n - 1, pd_instances, mode)
+            fewer = best_with(n - 1)
             if fewer.system_throughput_rps < target_rps * (1 - RTOL):
                 break
             n, best = n - 1, fewer
+        if best.system_throughput_rps < target_rps * (1 - RTOL):  # a solver tolerance, at most
+            raise SolverError(
+                f"the sizing MILP chose {n} PrfaaS instances but they reach only "
+                f"{best.system_throughput_rps:.6g} req/s < --target-rps {target_rps:g}"
+            )
     else:
         # cap only: Λ never decreases with more instances, so the cap's Λ is the best; walk up
         # from the MILP's choice until the exact threshold reaches it
-        ceiling = _best_with(system, workload, max_prfaas_instances, pd_instances, mode)
+        ceiling = best_with(max_prfaas_instances)
         while best.system_throughput_rps < ceiling.system_throughput_rps * (1 - RTOL):
             n += 1
-            best = _best_with(system, workload, n, pd_instances, mode)
+            best = best_with(n)
     return SizingResult(
         evaluation=best,
         target_rps=target_rps,
         max_prfaas_instances=max_prfaas_instances,
         solver=solver,
         milp_thresholds=int(thresholds.size),
-        milp_prfaas_instances=n_milp,
+        milp=milp,
     )

@@ -220,3 +220,62 @@ def test_plot_is_written_atomically(tmp_path):
 
 def test_plot_rejects_unknown_format(tmp_path):
     assert_clean_error(run("optimize", "--plot", tmp_path / "x.bmp"), 3, "--plot", ".png")
+
+
+def test_zero_prfaas_instances_plan_without_division_errors(tmp_path):
+    path = scenario_with(tmp_path, **{"prfaas_cluster.instances": 0})
+    result = run("optimize", path, "-f", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["plan"]["offload_fraction"] == 0
+    assert doc["baselines"]["naive_heterogeneous"]["throughput_rps"]["system"] == 0
+    assert doc["speedup_vs_naive_heterogeneous"] is None  # the naive baseline serves nothing
+
+
+@pytest.mark.parametrize(
+    "args, code, fragments",
+    [
+        (["--target-rps", "inf"], 3, ["--target-rps", "finite"]),
+        (["--bandwidth-gbps", "inf"], 3, ["--bandwidth-gbps", "finite"]),
+        (["--max-prfaas-gpus", "4"], 3, ["multiple of prfaas_cluster.gpus_per_instance (8)"]),
+        (["--threshold-tokens", "nan"], 3, ["--threshold-tokens"]),
+    ],
+)
+def test_bad_flag_values_fail_cleanly(args, code, fragments):
+    assert_clean_error(run("optimize", *args, "-f", "json"), code, *fragments)
+
+
+def test_output_that_is_a_directory_is_refused(tmp_path):
+    assert_clean_error(run("optimize", "-o", tmp_path), 3, "--output", "is a directory")
+
+
+def test_unreadable_inputs_fail_cleanly(tmp_path):
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"name: \xff\n")
+    assert_clean_error(run("optimize", binary), 3, "not UTF-8")
+    (tmp_path / "lengths").mkdir()
+    folder = scenario_with(
+        tmp_path, **{"workload.input_tokens": {"distribution": "observed", "file": "lengths"}}
+    )
+    assert_clean_error(run("optimize", folder), 3, "is a directory")
+    (tmp_path / "trace.jsonl").write_text('{"input_length": true}\n')
+    boolean = scenario_with(
+        tmp_path, **{"workload.input_tokens": {"distribution": "observed", "file": "trace.jsonl"}}
+    )
+    assert_clean_error(run("optimize", boolean), 3, "trace.jsonl:1", "numeric input_length")
+
+
+def test_mooncake_trace_lengths_are_read(tmp_path):
+    lines = [{"timestamp": i, "input_length": 1000 * (i + 1), "output_length": 100, "hash_ids": [i]}
+             for i in range(50)]  # fmt: skip
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    path = scenario_with(
+        tmp_path, **{"workload.input_tokens": {"distribution": "observed", "file": "trace.jsonl"}}
+    )
+    doc = json.loads(run("optimize", path, "-f", "json").stdout)
+    assert doc["inputs"]["mean_input_tokens"] == pytest.approx(25500)
+
+
+def test_log_normal_that_misses_its_interval_is_refused(tmp_path):
+    path = scenario_with(tmp_path, **{"workload.input_tokens.mu_log": 30})
+    assert_clean_error(run("optimize", path), 3, "workload.input_tokens", "mu_log=30")

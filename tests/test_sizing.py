@@ -1,12 +1,14 @@
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from prfaas_plan import units
+from prfaas_plan.capacity import rates
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError
 from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
-from prfaas_plan.sizing import size_prfaas_cluster
+from prfaas_plan.sizing import milp_threshold_grid, size_prfaas_cluster
 
 RTOL = 1e-9
 
@@ -66,6 +68,41 @@ def test_milp_matches_brute_force_under_cap(case_problem, n_pd, cap, gbps):
     got = size_prfaas_cluster(system, workload, n_pd, max_prfaas_instances=cap)
     assert got.evaluation.system_throughput_rps == pytest.approx(best, rel=1e-9)
     assert got.evaluation.configuration.prfaas_instances == fewest
+
+
+def grid_lambdas(system, workload, n_pd, mode, n_max):
+    """Brute force on the MILP's own threshold grid, independent of the MILP and of the
+    optimiser: best Λ over every split and every grid threshold, for 0..n_max instances."""
+    t = milp_threshold_grid(workload)[None, :]
+    n_p = np.arange(n_pd)[:, None]
+    return np.array([
+        rates(system, workload, t, n, n_p, n_pd - n_p, mode).system_rps.max() for n in range(n_max + 1)
+    ])  # fmt: skip
+
+
+MILP_RTOL = 1e-6  # HiGHS/CBC feasibility tolerances are ~1e-7 to 1e-9
+
+
+@pytest.mark.parametrize(
+    "n_pd, gbps, target, mode", [c for c in CASES if c[2] != 3.0 or c[1] != 10]
+)
+def test_milp_choice_matches_grid_brute_force_for_target(case_problem, n_pd, gbps, target, mode):
+    system, workload = with_link(case_problem, gbps), case_problem.workload
+    lambdas = grid_lambdas(system, workload, n_pd, mode, 40)
+    want = int(np.argmax(lambdas >= target * (1 - MILP_RTOL)))
+    assert lambdas[want] >= target * (1 - MILP_RTOL)
+    got = size_prfaas_cluster(system, workload, n_pd, target_rps=target, mode=mode)
+    assert got.milp_prfaas_instances == want
+    assert got.milp.system_throughput_rps >= target * (1 - MILP_RTOL)
+
+
+@pytest.mark.parametrize("n_pd, cap, gbps", [(8, 4, 100), (8, 2, 100), (5, 6, 20), (3, 0, 100)])
+def test_milp_choice_matches_grid_brute_force_under_cap(case_problem, n_pd, cap, gbps):
+    system, workload = with_link(case_problem, gbps), case_problem.workload
+    lambdas = grid_lambdas(system, workload, n_pd, Mode.PAPER, cap)
+    got = size_prfaas_cluster(system, workload, n_pd, max_prfaas_instances=cap)
+    assert got.milp.system_throughput_rps == pytest.approx(lambdas.max(), rel=MILP_RTOL)
+    assert got.milp_prfaas_instances == int(np.argmax(lambdas >= lambdas.max() * (1 - MILP_RTOL)))
 
 
 @pytest.mark.parametrize("kwargs", [dict(target_rps=3.0), dict(max_prfaas_instances=3)])
