@@ -226,7 +226,9 @@ class Catalog:
 
     def shown(self, path: Path) -> str:
         """How a data file is named in results and messages."""
-        return str(path.relative_to(self.data_dir.parent)) if self.shipped else str(path)
+        if self.shipped and path.is_relative_to(self.data_dir.parent):
+            return str(path.relative_to(self.data_dir.parent))
+        return str(path)
 
     def _known(self, folder: Path) -> str:
         names = sorted(p.stem for p in folder.iterdir()) if folder.is_dir() else []

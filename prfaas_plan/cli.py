@@ -305,6 +305,41 @@ def egress(
     _emit(egress_view(report), egress_json(report), fmt, output)
 
 
+@app.command("check")
+def check_command(
+    data_dir: Annotated[
+        Path | None, typer.Argument(help="Data directory to check (default: the shipped data/).")
+    ] = None,
+    update: Annotated[
+        bool,
+        typer.Option(
+            "--update", help="Rewrite <data>/golden/expectations.yaml from the current data."
+        ),
+    ] = False,
+    scenario: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--scenario", help="Golden scenario (repeatable; default: the shipped examples)."
+        ),
+    ] = None,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+) -> None:
+    """CI regression check: validate every table against schema and physics, re-plan the golden
+    scenarios and compare with the committed expectations. Exits 8 when anything fails."""
+    from prfaas_plan.catalog import Catalog
+    from prfaas_plan.check import check
+    from prfaas_plan.errors import CHECK_FAILED_EXIT_CODE
+    from prfaas_plan.report_catalog import check_json, check_view
+    from prfaas_plan.resources import resource_root
+
+    scenarios = scenario or sorted((resource_root() / "examples").glob("*.yaml"))
+    report = check(Catalog.open(data_dir), list(scenarios), update=update)
+    _emit(check_view(report), check_json(report), fmt, output)
+    if not report.ok:
+        raise typer.Exit(CHECK_FAILED_EXIT_CODE)
+
+
 def main() -> None:
     try:
         app()

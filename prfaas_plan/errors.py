@@ -41,7 +41,13 @@ class SolverError(PlanError):
     exit_code = 7
 
 
+# `prfaas-plan check` found a broken table or a golden plan that moved (its report says which)
+CHECK_FAILED_EXIT_CODE = 8
+
 EXIT_CODES = {
-    cls.__name__: cls.exit_code
-    for cls in (ConfigError, ProfileError, RangeError, InfeasibleError, SolverError)
+    **{
+        cls.__name__: cls.exit_code
+        for cls in (ConfigError, ProfileError, RangeError, InfeasibleError, SolverError)
+    },
+    "check failed": CHECK_FAILED_EXIT_CODE,
 }

@@ -1,4 +1,5 @@
-"""Plots (matplotlib, optional extra `plot`): the threshold-balance picture of a plan.
+"""Plots (matplotlib, optional extra `plot`): the threshold-balance picture of a plan, and the
+KV throughput of catalog models against length.
 
 Left: for the chosen PD split, the system throughput each term allows as t varies:
 Θ_prfaas/p (rises), Θ_pd-p/(1 − p) (falls), Θ_pd-d (flat); Λ_max is their minimum and the plan
@@ -13,16 +14,14 @@ from prfaas_plan import units
 from prfaas_plan.capacity import rates
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.files import write_atomically
+from prfaas_plan.kvcache import KvReport
 from prfaas_plan.planner import PlanReport
 
 PLOT_POINTS = 400
 FORMATS = (".png", ".svg", ".pdf")
 
 
-def plot_threshold_balance(report: PlanReport, path: Path) -> None:
-    """Write the figure to `path` (format from its suffix), atomically."""
-    if path.suffix.lower() not in FORMATS:
-        raise ConfigError(f"--plot: file must end in {', '.join(FORMATS)}, got {path.name!r}")
+def _pyplot():
     try:
         import matplotlib
 
@@ -30,6 +29,14 @@ def plot_threshold_balance(report: PlanReport, path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise ConfigError("--plot needs matplotlib: pip install 'prfaas-plan[plot]'") from None
+    return plt
+
+
+def plot_threshold_balance(report: PlanReport, path: Path) -> None:
+    """Write the figure to `path` (format from its suffix), atomically."""
+    if path.suffix.lower() not in FORMATS:
+        raise ConfigError(f"--plot: file must end in {', '.join(FORMATS)}, got {path.name!r}")
+    plt = _pyplot()
 
     problem, plan = report.problem, report.plan.evaluation
     c = plan.configuration
@@ -71,6 +78,43 @@ def plot_threshold_balance(report: PlanReport, path: Path) -> None:
     right.legend(title="N_p/N_d", fontsize="small", ncol=2)
     fig.suptitle(f"{problem.scenario.name}: threshold balance")
 
+    try:
+        write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120), "--plot")
+    finally:
+        plt.close(fig)
+
+
+def plot_kv_throughput(report: KvReport, path: Path) -> None:
+    """Φ_kv = S_kv / T_prefill against input length for every model with a prefill profile on
+    the report's GPU (the paper's Figure 2 / Table 3 picture), log-log."""
+    if path.suffix.lower() not in FORMATS:
+        raise ConfigError(f"--plot: file must end in {', '.join(FORMATS)}, got {path.name!r}")
+    plt = _pyplot()
+    lengths = np.geomspace(report.lengths_tokens.min(), report.lengths_tokens.max(), PLOT_POINTS)
+    fig, ax = plt.subplots(figsize=(8, 5), constrained_layout=True)
+    drawn = 0
+    for m in report.models:
+        if m.prefill_latency is None:
+            continue
+        phi = m.footprint.size_bytes(lengths) / m.prefill_latency(lengths)
+        (line,) = ax.plot(
+            units.tokens_to_ktokens(lengths), units.bytes_per_s_to_gbps(phi), label=m.name
+        )
+        ax.plot(units.tokens_to_ktokens(report.lengths_tokens),
+                units.bytes_per_s_to_gbps(m.kv_throughput_bytes_per_s), "o", color=line.get_color())  # fmt: skip
+        drawn += 1
+    if drawn == 0:
+        plt.close(fig)
+        raise ConfigError(
+            f"--plot: no chosen model has a {report.gpu}-x{report.gpus_per_instance} prefill profile"
+        )
+    ax.set(
+        xscale="log", yscale="log", xlabel="input length (K tokens)",
+        ylabel=f"Φ_kv per {report.gpus_per_instance}×{report.gpu.upper()} instance (Gbps)",
+        title=f"KV throughput S_kv / T_prefill ({report.kv_dtype} KV, {report.state_dtype} state)",
+    )  # fmt: skip
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
     try:
         write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120), "--plot")
     finally:

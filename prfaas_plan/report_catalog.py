@@ -3,6 +3,7 @@
 import numpy as np
 
 from prfaas_plan import __version__, units
+from prfaas_plan.check import CheckReport
 from prfaas_plan.egress import Egress, EgressReport
 from prfaas_plan.kvcache import KvReport
 from prfaas_plan.views import View, fmt, number
@@ -144,4 +145,49 @@ def egress_json(report: EgressReport) -> dict:
         "threshold_tokens": number(report.threshold_tokens),
         "smallest_fitting_threshold_tokens": number(report.smallest_fitting_threshold_tokens),
         "models": [row(*r) for r in report.rows],
+    }
+
+
+def check_view(report: CheckReport) -> View:
+    rows = [
+        (d.scenario, [d.key, fmt(d.expected, ",.6g", none="(none)"), fmt(d.found, ",.6g", none="(none)"),
+                      fmt(d.change, "+.2%")])
+        for d in report.drifts
+    ]  # fmt: skip
+    verdict = "updated" if report.updated else ("PASS" if report.ok else "FAIL")
+    notes = [
+        f"{report.tables_checked} files and tables checked in {report.data_dir}; golden scenarios: "
+        f"{', '.join(report.scenarios)}; expectations: {report.expectations_file}.",
+    ]
+    notes += [f"{f.where}: {f.message}" if f.where else f.message for f in report.findings]
+    if report.updated:
+        notes.append(
+            "Expectations rewritten from the current data (--update); review and commit the diff."
+        )
+    elif not rows and report.expectations_present:
+        rows = [(name, ["every output", "—", "—", "within tolerance"]) for name in report.planned]
+    title = f"prfaas-plan check · {verdict} · {len(report.findings)} table problems, {len(report.drifts)} moved outputs"
+    return View(title, ["output", "expected", "found", "change"], rows, notes)
+
+
+def check_json(report: CheckReport) -> dict:
+    return {
+        "prfaas_plan_version": __version__,
+        "ok": report.ok,
+        "updated": report.updated,
+        "data_dir": report.data_dir,
+        "tables_checked": report.tables_checked,
+        "expectations_file": report.expectations_file,
+        "scenarios": list(report.scenarios),
+        "findings": [{"where": f.where, "message": f.message} for f in report.findings],
+        "moved": [
+            {
+                "scenario": d.scenario,
+                "key": d.key,
+                "expected": number(d.expected),
+                "found": number(d.found),
+                "relative_change": number(d.change),
+            }
+            for d in report.drifts
+        ],
     }

@@ -55,14 +55,15 @@ def write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def main() -> None:
-    catalog = Catalog.open(ROOT / "data", ROOT / "models.yaml")
+def main(root: Path = ROOT) -> None:
+    """Write the derived tables under `root`/data from `root`/models.yaml."""
+    catalog = Catalog.open(root / "data", root / "models.yaml")
     tokens = np.array(TABLE3_TOKENS, dtype=float)
     for model, gbps in TABLE3_GBPS.items():
         footprint = kv_footprint(catalog.model(model).layer_groups(), KV_DTYPE, STATE_DTYPE)
         latency_s = prefill_latency_from_kv_throughput(footprint, tokens, gbps)
         size_mib = units.bytes_to_mib(footprint.size_bytes(tokens))
-        base = ROOT / "data" / "profiles" / model
+        base = root / "data" / "profiles" / model
         fmt = {"model": model, "kv": KV_DTYPE, "state": STATE_DTYPE}
         write(base / "prefill/h200-x8/meta.yaml", PREFILL_META.format(**fmt))
         write(base / "prefill/h200-x8/kv_throughput.csv", "input_tokens,kv_throughput_gbps\n"

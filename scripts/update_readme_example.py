@@ -1,5 +1,6 @@
-"""Refresh the README's worked-example block from the current `prfaas-plan optimize` output.
-tests/test_readme.py fails until this is run after a change to the default plan or its view.
+"""Refresh the README's example blocks (`<!-- example:NAME -->` ... `<!-- /example -->`) from the
+current output of the commands in EXAMPLES. tests/test_readme.py fails until this is run after a
+change to a default result or its view.
 
     python scripts/update_readme_example.py
 """
@@ -10,15 +11,38 @@ import sys
 from pathlib import Path
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-START, END = "<!-- example:optimize-markdown -->\n", "<!-- /example -->"
+EXAMPLES = {
+    "optimize-markdown": ["optimize", "--format", "markdown"],
+    "kv-markdown": ["kv", "--format", "markdown"],
+    "egress-markdown": ["egress", "--format", "markdown"],
+    "egress-scenario-markdown": [
+        "egress", "--scenario", "examples/case_study.yaml", "--threshold-tokens", "19435",
+        "--link-gbps", "10", "--format", "markdown",
+    ],
+    "check-markdown": ["check", "--format", "markdown"],
+}  # fmt: skip
 
-output = subprocess.run(
-    [sys.executable, "-m", "prfaas_plan", "optimize", "--format", "markdown"],
-    capture_output=True, text=True, check=True,
-).stdout  # fmt: skip
-text = README.read_text()
-updated = re.sub(
-    re.escape(START) + ".*?" + re.escape(END), lambda _: START + output + END, text, flags=re.S
-)
-README.write_text(updated)
-print("README example", "updated" if updated != text else "already current")
+
+def output(args: list[str]) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "prfaas_plan", *args], capture_output=True, text=True,
+        cwd=README.parent,
+    ).stdout  # fmt: skip
+
+
+def main() -> None:
+    text = README.read_text()
+    for name, args in EXAMPLES.items():
+        start, end = f"<!-- example:{name} -->\n", "<!-- /example -->"
+        block = re.escape(start) + ".*?" + re.escape(end)
+        text = re.sub(
+            block,
+            lambda _, args=args, start=start, end=end: start + output(args) + end,
+            text,
+            flags=re.S,
+        )
+    README.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
