@@ -5,7 +5,7 @@ For a fixed split, the PrfaaS term Θ_prfaas/p rises with t and the PD-P term Θ
 falls, so Λ_max peaks where they cross (threshold balance, reference eq. 7). We evaluate a
 coarse geometric grid of thresholds for every split at once, then solve the balance condition
 by regula falsi (Illinois) inside the grid bracket where it changes sign: the result is the
-exact crossing (relative 1e-12), not a grid point. The best grid point stays a candidate, so a
+exact crossing (relative 1e-10 in t, i.e. ~1e-5 tokens), not a grid point. The best grid point stays a candidate, so a
 profile for which the two terms are not monotone cannot make the optimiser worse than its grid. Discrete length distributions (observed lengths) have
 piecewise-constant Λ, so there every distinct length is evaluated exactly instead.
 
@@ -30,8 +30,8 @@ from prfaas_plan.workload import LengthDistribution
 
 COARSE_GRID_POINTS = 65
 ROOT_MAX_STEPS = 60
-ROOT_RTOL = 1e-12
-GOLDEN_STEPS = 60  # shrinks a grid bracket by 0.618^60 ~ 3e-13
+ROOT_RTOL = 1e-10
+GOLDEN_STEPS = 45  # shrinks a grid bracket by 0.618^45 ~ 4e-10
 TIE_RTOL = 1e-9
 
 
@@ -73,20 +73,30 @@ def _threshold_grid(workload: LengthDistribution) -> np.ndarray:
     return np.geomspace(workload.min_tokens, workload.max_tokens, COARSE_GRID_POINTS)
 
 
-def _balance_point(system, workload, space, n_p, n_d, mode, grid, gap):
+def _balance_point(system, workload, space, n_p, n_d, mode, grid, f, g, lower_bound):
     """Solve Θ_prfaas/p = Θ_pd-p/(1−p) for every split (Illinois regula falsi, vectorised),
-    inside the first grid bracket where `gap` = Θ_prfaas/p − Θ_pd-p/(1−p) turns non-negative.
+    inside the first grid bracket [t_i, t_i+1] where f − g (the two terms on the grid) turns
+    non-negative. Splits whose crossing cannot beat `lower_bound` (a Λ already reached) are
+    skipped: with f rising and g falling in the bracket, Λ there is at most
+    min(f(t_i+1), g(t_i), Θ_pd-d).
     Returns thresholds, their Λ and the prefill capacity there (min of the two terms), or
-    (nan, -inf, -inf) for splits without such a bracket. An
-    infinite end (p = 0 or p = 1 there) is handled by bisecting until both ends are finite."""
+    (nan, -inf, -inf) for splits without such a bracket. An infinite end (p = 0 or p = 1 there)
+    is handled by bisecting until both ends are finite."""
+    with np.errstate(invalid="ignore"):
+        gap = f - g
     negative = gap < 0  # nan (no request on either side) counts as non-negative
     turns = negative[:, :-1] & ~negative[:, 1:]
-    crosses = turns.any(axis=1)
+    rows = np.arange(n_p.size)
+    first = turns.argmax(axis=1)
+    ceiling = np.minimum(
+        np.minimum(f[rows, first + 1], g[rows, first]), n_d * system.decode_rps_per_instance
+    )
+    # with N_p = 0 the "crossing" is the jump at the shortest length (PD-P term inf -> 0), not a
+    # balance: the grid point t = min (everything offloaded) already covers that split
+    crosses = turns.any(axis=1) & (ceiling >= lower_bound * (1 - TIE_RTOL)) & (n_p > 0)
     if not crosses.any():
         nothing = np.full(n_p.shape, -np.inf)
         return np.full(n_p.shape, np.nan), nothing, nothing
-    first = turns.argmax(axis=1)
-    rows = np.arange(n_p.size)
     a, b = grid[first], grid[first + 1]
     ga, gb = gap[rows, first], gap[rows, first + 1]
     last_side = np.zeros(a.shape)
@@ -105,7 +115,8 @@ def _balance_point(system, workload, space, n_p, n_d, mode, grid, gap):
         a, ga = np.where(move_a, c, a), np.where(move_a, gc, ga)
         b, gb = np.where(move_b, c, b), np.where(move_b, gc, gb)
         last_side = np.where(move_a, -1, np.where(move_b, 1, 0))
-        if np.all((b - a <= ROOT_RTOL * b) | (gc == 0) | ~crosses):
+        # converged: a bracket of relative width ROOT_RTOL, or a gap at rounding level
+        if np.all((b - a <= ROOT_RTOL * b) | (np.abs(gc) <= 1e-13 * np.abs(f)) | ~crosses):
             break
     t = np.where(np.abs(ga) < np.abs(gb), a, b)
     lam, f, g = _limits(system, workload, t, space, n_p, n_d, mode)
@@ -167,14 +178,20 @@ def optimize_fixed_hardware(
     best_lam = lam[rows, best_index]
     headroom = np.minimum(f, g)[rows, best_index]
     if grid.size > 1 and workload.threshold_candidates() is None:
-        with np.errstate(invalid="ignore"):
-            gap = f - g
         balance_t, balance_lam, balance_prefill = _balance_point(
-            system, workload, space, n_p, n_d, mode, grid, gap
+            system, workload, space, n_p, n_d, mode, grid, f, g, best_lam.max()
         )
         # where Λ peaks away from the balance point (a prefill term that is not monotone in t),
-        # polish the best grid point too
-        away = ~(np.abs(np.searchsorted(grid, balance_t) - best_index) <= 1)
+        # polish the best grid point too; not where decode already binds there (Λ cannot exceed
+        # Θ_pd-d), nor where on the grid the PrfaaS term never falls and the PD-P term never
+        # rises (then Λ peaks at the balance point or at an end of the range, both exact)
+        decode_bound = best_lam >= n_d * system.decode_rps_per_instance * (1 - TIE_RTOL)
+        with np.errstate(invalid="ignore"):
+            monotone = np.all(~(np.diff(f, axis=1) < 0), axis=1) & np.all(
+                ~(np.diff(g, axis=1) > 0), axis=1
+            )
+        near_balance = np.abs(np.searchsorted(grid, balance_t) - best_index) <= 1
+        away = ~near_balance & ~decode_bound & ~monotone
         if away.any():
             last = grid.size - 1
             lo = grid[np.clip(best_index - 1, 0, last)][away]
