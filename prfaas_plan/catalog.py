@@ -78,6 +78,7 @@ class LayerSpec(_Strict):
 class ModelSpec(_Strict):
     display_name: str
     attention: str
+    layer_pattern: str = Field(min_length=1)  # where the full-attention layers sit
     total_params: float = Field(gt=0)
     active_params: float | None = Field(gt=0)  # None: not published
     max_context_tokens: int = Field(gt=0)

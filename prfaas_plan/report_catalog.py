@@ -58,6 +58,7 @@ def kv_json(report: KvReport) -> dict:
         out.append({
             "model": m.name,
             "attention": m.spec.attention,
+            "layer_pattern": m.spec.layer_pattern,
             "inferred": list(m.spec.inferred),
             "kv_bytes_per_token": m.footprint.per_token_bytes,
             "fixed_state_bytes": m.footprint.fixed_state_bytes,
