@@ -5,7 +5,7 @@ Per layer type (restating shared/reference/model-configs.md, "Conventions"):
 - full attention, MLA: (kv_lora_rank + qk_rope_head_dim) × kv_bytes per token;
 - sliding window (SWA): as GQA, but only the last `window_tokens` tokens are kept;
 - linear attention (KDA, GDN, Lightning): a fixed recurrent state heads × d_k × d_v × state_bytes
-  plus a short-conv state conv_channels × (conv_kernel − 1) × kv_bytes, independent of length.
+  plus a short-conv state conv_channels × (conv_kernel − 1) × 2 bytes (bf16), independent of length.
 
 S_kv(l) = fixed_state_bytes + per_token_bytes × l + swa_bytes_per_token × min(l, window).
 The paper's convention (which reproduces its Table 5): bf16 KV, fp32 recurrent state, and the
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+CONV_STATE_DTYPE = "bf16"  # the short-conv state stays at model precision whatever the KV dtype
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class KvFootprint:
 
 def kv_footprint(layers: tuple[LayerGroup, ...], kv_dtype: str, state_dtype: str) -> KvFootprint:
     kv_bytes, state_bytes = DTYPE_BYTES[kv_dtype], DTYPE_BYTES[state_dtype]
+    conv_bytes = DTYPE_BYTES[CONV_STATE_DTYPE]
     per_token = fixed = swa = 0.0
     windows = {g.window_tokens for g in layers if g.type == "swa"}
     for g in layers:
@@ -76,8 +78,8 @@ def kv_footprint(layers: tuple[LayerGroup, ...], kv_dtype: str, state_dtype: str
             swa += g.count * g.kv_elements_per_token() * kv_bytes
         elif g.type == "linear":
             fixed += g.count * g.heads * g.key_head_dim * g.value_head_dim * state_bytes
-            fixed += g.count * g.conv_channels * max(g.conv_kernel - 1, 0) * kv_bytes
-    if len(windows) > 1:
+            fixed += g.count * g.conv_channels * max(g.conv_kernel - 1, 0) * conv_bytes
+    if len(windows) > 1:  # models.yaml validation refuses this; guard direct callers
         raise ValueError(f"SWA layers with different windows are not supported: {sorted(windows)}")
     return KvFootprint(per_token, fixed, swa, windows.pop() if windows else 0)
 

@@ -27,6 +27,7 @@ from prfaas_plan.profiles import (
     PREFILL_LATENCY_DEGREE,
     FittedCurve,
     fit_curve,
+    validate_table,
 )
 from prfaas_plan.resources import default_data_dir, default_models_file
 
@@ -36,13 +37,37 @@ class _Strict(BaseModel):
 
 
 class GpuSpec(_Strict):
+    """Datasheet facts; the bounds catch unit slips (TFLOP/s vs FLOP/s, GB vs bytes) for any
+    accelerator of the last decade, not precision."""
+
     name: str
     vendor: str
-    dense_bf16_tflops: float = Field(gt=0)
-    dense_fp8_tflops: float = Field(gt=0)
-    hbm_capacity_gb: float = Field(gt=0)
-    hbm_bandwidth_tbytes_per_s: float = Field(gt=0)
+    dense_bf16_tflops: float = Field(ge=10, le=20_000)
+    dense_fp8_tflops: float = Field(ge=10, le=40_000)
+    hbm_capacity_gb: float = Field(ge=8, le=2_000)
+    hbm_bandwidth_tbytes_per_s: float = Field(ge=0.2, le=100)
     source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _fp8_not_slower(self):
+        if not self.dense_bf16_tflops <= self.dense_fp8_tflops <= 2.5 * self.dense_bf16_tflops:
+            raise ValueError(
+                f"dense_fp8_tflops ({self.dense_fp8_tflops:g}) must lie between 1x and 2.5x "
+                f"dense_bf16_tflops ({self.dense_bf16_tflops:g})"
+            )
+        return self
+
+
+_LAYER_DIMENSIONS = {
+    "gqa": ("kv_heads", "key_head_dim", "value_head_dim"),
+    "swa": ("kv_heads", "key_head_dim", "value_head_dim", "window_tokens"),
+    "mla": ("kv_lora_rank", "qk_rope_head_dim"),
+    "linear": ("heads", "key_head_dim", "value_head_dim"),
+}
+_ALL_DIMENSIONS = (
+    "kv_heads", "key_head_dim", "value_head_dim", "kv_lora_rank", "qk_rope_head_dim",
+    "window_tokens", "heads", "conv_channels", "conv_kernel",
+)  # fmt: skip
 
 
 class LayerSpec(_Strict):
@@ -63,15 +88,17 @@ class LayerSpec(_Strict):
 
     @model_validator(mode="after")
     def _dimensions_present(self):
-        needed = {
-            "gqa": ("kv_heads", "key_head_dim", "value_head_dim"),
-            "swa": ("kv_heads", "key_head_dim", "value_head_dim", "window_tokens"),
-            "mla": ("kv_lora_rank", "qk_rope_head_dim"),
-            "linear": ("heads", "key_head_dim", "value_head_dim"),
-        }[self.type]
+        needed = _LAYER_DIMENSIONS[self.type]
         missing = [name for name in needed if getattr(self, name) <= 0]
         if missing:
             raise ValueError(f"a {self.type} layer group needs {', '.join(missing)} > 0")
+        optional = ("conv_channels", "conv_kernel") if self.type == "linear" else ()
+        foreign = [
+            name for name in _ALL_DIMENSIONS
+            if name not in needed and name not in optional and getattr(self, name) != 0
+        ]  # fmt: skip
+        if foreign:  # e.g. an SWA layer mistyped as gqa would silently become full attention
+            raise ValueError(f"a {self.type} layer group has no {', '.join(foreign)}")
         return self
 
 
@@ -88,12 +115,19 @@ class ModelSpec(_Strict):
     notes: str = ""
 
     @model_validator(mode="after")
-    def _sourced(self):
+    def _consistent(self):
         missing = [
             k for k in ("params", "attention", "layers", "context") if not self.sources.get(k)
         ]
         if missing:
             raise ValueError(f"sources needs a non-empty entry for {', '.join(missing)}")
+        if self.active_params is not None and self.active_params > self.total_params:
+            raise ValueError(
+                f"active_params ({self.active_params:g}) cannot exceed total_params ({self.total_params:g})"
+            )
+        windows = {g.window_tokens for g in self.layers if g.type == "swa"}
+        if len(windows) > 1:
+            raise ValueError(f"all swa groups must share one window_tokens, got {sorted(windows)}")
         return self
 
     def layer_groups(self) -> tuple[LayerGroup, ...]:
@@ -109,8 +143,8 @@ class ProfileMeta(_Strict):
     model: str
     gpu: str | None = None
     gpus_per_instance: int | None = Field(default=None, gt=0)
-    kv_dtype: str | None = None
-    recurrent_state_dtype: str | None = None
+    kv_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = None
+    recurrent_state_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = None
     parallelism: str | None = None
     engine: str
     engine_version: str
@@ -219,11 +253,16 @@ class Catalog:
         shipped = data_dir is None
         data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         if not data_dir.is_dir():
-            raise ConfigError(f"--data-dir: {data_dir} is not a directory")
+            raise ConfigError(f"data directory {data_dir} is not a directory")
         if models_file is None:
             beside = data_dir.parent / "models.yaml"
             models_file = beside if beside.is_file() else default_models_file()
         return cls(data_dir, Path(models_file), shipped)
+
+    def resolve(self, shown: str) -> Path:
+        """The file behind a name produced by `shown`."""
+        path = Path(shown)
+        return path if path.is_absolute() else self.data_dir.parent / path
 
     def shown(self, path: Path) -> str:
         """How a data file is named in results and messages."""
@@ -314,6 +353,7 @@ class Catalog:
             model, "kv", kv_dtype, "kv_cache_size.csv", ("input_tokens", "kv_cache_mib"), where,
             quantity="kv_cache_size", kv_dtype=kv_dtype,
         )  # fmt: skip
+        validate_table(tokens, size_mib, source=str(path), value_name="kv_cache_mib")
         return fit_curve(
             tokens,
             units.mib_to_bytes(size_mib),
@@ -331,6 +371,10 @@ class Catalog:
             model, "decode", f"{gpu}-x{gpus_per_instance}", "decode_step.csv",
             ("batch_size", "decode_step_latency_s"), where,
             quantity="decode_step", gpu=gpu, gpus_per_instance=gpus_per_instance,
+        )  # fmt: skip
+        validate_table(
+            batch, step_s, source=str(path), value_name="decode_step_latency_s",
+            key_name="batch_size", min_rows=1,
         )  # fmt: skip
         if np.any(batch != np.round(batch)):
             raise ProfileError(f"{path}: batch_size must be whole numbers, found {batch.tolist()}")

@@ -15,18 +15,20 @@
 Units: SI inside; the report converts.
 """
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
+from pydantic import BaseModel, ConfigDict
 
 from prfaas_plan import units
-from prfaas_plan.architecture import kv_footprint
-from prfaas_plan.catalog import Catalog, read_csv_columns, read_yaml
+from prfaas_plan.architecture import DTYPE_BYTES, kv_footprint
+from prfaas_plan.catalog import Catalog, parse, read_csv_columns, read_yaml
 from prfaas_plan.choices import Mode
 from prfaas_plan.derive import prefill_latency_from_kv_throughput
-from prfaas_plan.errors import PlanError
+from prfaas_plan.errors import ConfigError, PlanError, ProfileError
 from prfaas_plan.files import write_atomically
 
 MFU_FLOOR = 5e-4  # 0.05% of BF16 peak: ~10x below the slowest real 1K-token prefill we know
@@ -76,6 +78,8 @@ class CheckReport:
     expectations_file: str
     expectations_present: bool
     updated: bool
+    update_refused: bool  # --update asked for, but tables are broken: nothing written
+    changed_inputs: dict[str, tuple[str, ...]]  # scenario -> input files changed since --update
 
     @property
     def ok(self) -> bool:
@@ -86,41 +90,62 @@ def _active_params(spec) -> float:
     return spec.active_params or spec.total_params * ACTIVE_FRACTION_FLOOR
 
 
+def _gpu_key(key: str, where: Path) -> tuple[str, int]:
+    """'h200-x8' -> ('h200', 8), or a ProfileError naming the folder."""
+    gpu, _, per_instance = key.rpartition("-x")
+    if not gpu or not per_instance.isdigit() or int(per_instance) < 1:
+        raise ProfileError(
+            f"{where}: folder name must be <gpu>-x<gpus per instance>, e.g. h200-x8, got {key!r}"
+        )
+    return gpu, int(per_instance)
+
+
 def _check_prefill(catalog: Catalog, model: str, key: str, findings: list[Finding]) -> None:
-    gpu_name, per_instance = key.rsplit("-x", 1)
-    curve = catalog.prefill_latency(model, gpu_name, int(per_instance))
-    gpu, spec = catalog.gpu(gpu_name), catalog.model(model)
     folder = catalog.data_dir / "profiles" / model / "prefill" / key
+    gpu_name, gpus = _gpu_key(key, folder)
+    curve = catalog.prefill_latency(model, gpu_name, gpus)
+    gpu, spec = catalog.gpu(gpu_name), catalog.model(model)
     tokens, latency_s = read_csv_columns(
         folder / "prefill_latency.csv", ("input_tokens", "prefill_latency_s")
     )
     flops = 2.0 * _active_params(spec) * tokens
-    gpus = int(per_instance)
     fastest_s = flops / (units.tflops_to_flops(gpu.dense_fp8_tflops) * gpus)
-    mfu = flops / (latency_s * units.tflops_to_flops(gpu.dense_bf16_tflops) * gpus)
     too_fast = np.flatnonzero(latency_s < fastest_s)
-    too_slow = np.flatnonzero(mfu < MFU_FLOOR)
     if too_fast.size:
         i = too_fast[0]
         findings.append(Finding(curve.source, (
             f"{latency_s[i]:g} s at {tokens[i]:g} tokens ({too_fast.size} row(s) in all) beats the "
             f"speed of light {fastest_s[i]:.3g} s (2 x {_active_params(spec):.3g} active params "
-            f"x tokens at {gpus} x {gpu.dense_fp8_tflops:g} TFLOP/s FP8); is the column in seconds?"
+            f"x tokens at {gpus} x {gpu.dense_fp8_tflops:g} TFLOP/s FP8); is the column in seconds, "
+            "and active_params in models.yaml right?"
         )))  # fmt: skip
-    if too_slow.size:
-        i = too_slow[0]
+    # the longest row: there compute dominates the fixed overhead that short prompts pay
+    mfu = flops[-1] / (latency_s[-1] * units.tflops_to_flops(gpu.dense_bf16_tflops) * gpus)
+    if mfu < MFU_FLOOR:
         findings.append(Finding(curve.source, (
-            f"{latency_s[i]:g} s at {tokens[i]:g} tokens ({too_slow.size} row(s) in all) uses only "
-            f"{mfu[i]:.2g} of {gpus} x {gpu.name} BF16 peak (floor {MFU_FLOOR:g}), far too slow "
-            "for a prefill: is the column in ms instead of s?"
+            f"{latency_s[-1]:g} s at {tokens[-1]:g} tokens uses only {mfu:.2g} of {gpus} x "
+            f"{gpu.name} BF16 peak (floor {MFU_FLOOR:g}), far too slow for a prefill: is the "
+            "column in ms instead of s?"
         )))  # fmt: skip
+    meta = read_yaml(folder / "meta.yaml", "profile metadata")
     derivation = folder / "kv_throughput.csv"
-    if derivation.is_file():
+    if meta.get("provenance") == "derived" and not derivation.is_file():
+        findings.append(
+            Finding(
+                str(derivation), "a derived prefill table needs the Φ_kv table it was derived from"
+            )
+        )
+    elif derivation.is_file():
         d_tokens, gbps = read_csv_columns(derivation, ("input_tokens", "kv_throughput_gbps"))
+        if d_tokens.shape != tokens.shape or np.any(d_tokens != tokens):
+            findings.append(Finding(curve.source, (
+                f"rows ({tokens.tolist()}) differ from its derivation {derivation.name} "
+                f"({d_tokens.tolist()}); re-run scripts/derive_table3_profiles.py"
+            )))  # fmt: skip
+            return
         footprint = kv_footprint(spec.layer_groups(), "bf16", "fp32")
         want = prefill_latency_from_kv_throughput(footprint, d_tokens, gbps)
-        got = np.interp(d_tokens, tokens, latency_s)
-        worst = np.max(np.abs(got / want - 1))
+        worst = np.max(np.abs(latency_s / want - 1))
         if worst > DERIVED_TOLERANCE:
             findings.append(Finding(curve.source, (
                 f"derived table disagrees with its derivation T = S_kv/Φ_kv ({derivation.name}, "
@@ -129,8 +154,12 @@ def _check_prefill(catalog: Catalog, model: str, key: str, findings: list[Findin
 
 
 def _check_kv(catalog: Catalog, model: str, kv_dtype: str, findings: list[Finding]) -> None:
-    curve = catalog.kv_cache_size(model, kv_dtype)
     folder = catalog.data_dir / "profiles" / model / "kv" / kv_dtype
+    if kv_dtype not in DTYPE_BYTES:
+        raise ProfileError(
+            f"{folder}: unknown KV dtype {kv_dtype!r}; known: {', '.join(DTYPE_BYTES)}"
+        )
+    curve = catalog.kv_cache_size(model, kv_dtype)
     meta = read_yaml(folder / "meta.yaml", "profile metadata")
     state_dtype = meta.get("recurrent_state_dtype") or "fp32"
     tokens, size_mib = read_csv_columns(
@@ -176,8 +205,9 @@ def check_tables(catalog: Catalog) -> tuple[int, list[Finding]]:
         elif kind == "kv":
             attempt(where, _check_kv, catalog, model, key, findings)
         elif kind == "decode":
-            gpu, per_instance = key.rsplit("-x", 1)
-            attempt(where, catalog.decode_table, model, gpu, int(per_instance))
+            attempt(
+                where, lambda m=model, k=key, f=folder: catalog.decode_table(m, *_gpu_key(k, f))
+            )
         else:
             findings.append(
                 Finding(where, f"unknown profile kind {kind!r}; expected prefill, decode or kv")
@@ -185,13 +215,32 @@ def check_tables(catalog: Catalog) -> tuple[int, list[Finding]]:
     return checked, findings
 
 
-def golden_values(catalog: Catalog, scenario: Path) -> dict[str, float | None]:
-    """The key outputs of planning one scenario (paper mode), flat and in SI units."""
+class _Expectations(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scenarios: dict[str, dict[str, float | None]]
+    inputs: dict[str, dict[str, str]] = {}  # scenario -> {input file: sha256}
+
+
+@dataclass(frozen=True)
+class _Golden:
+    values: dict[str, float | None]
+    inputs: dict[str, str]  # file (relative to the data directory) -> sha256
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def golden_values(catalog: Catalog, scenario: Path) -> _Golden:
+    """The key outputs of planning one scenario (paper mode), flat and in SI units, and the
+    fingerprints of the tables they came from."""
     from prfaas_plan.planner import plan
     from prfaas_plan.scenario import build_problem, load_scenario
     from prfaas_plan.views import number
 
-    report = plan(build_problem(load_scenario(scenario), scenario, catalog), mode=Mode.PAPER)
+    problem = build_problem(load_scenario(scenario), scenario, catalog)
+    report = plan(problem, mode=Mode.PAPER)
     out: dict[str, float | None] = {}
     for name, deployment in (("plan", report.plan), ("homogeneous", report.homogeneous),
                              ("naive", report.naive)):  # fmt: skip
@@ -205,56 +254,97 @@ def golden_values(catalog: Catalog, scenario: Path) -> dict[str, float | None]:
         out[f"{name}.pd_decode_instances"] = c.pd_decode_instances
         out[f"{name}.system_rps"] = number(e.system_throughput_rps)
         out[f"{name}.kv_egress_bytes_per_s"] = number(e.kv_egress_bytes_per_s)
-    return out
+    s = problem.system
+    tables = [catalog.resolve(t) for t in (
+        s.prfaas_prefill_latency.source, s.pd_prefill_latency.source, s.kv_cache_size.source, s.decode.source,
+    )]  # fmt: skip
+    inputs = {str(p.relative_to(catalog.data_dir)): _sha256(p) for p in tables}
+    inputs["models.yaml"] = _sha256(catalog.models_file)
+    inputs[f"scenario {scenario.name}"] = _sha256(scenario)
+    return _Golden(out, inputs)
 
 
 def _moved(key: str, expected, found) -> bool:
     if expected is None or found is None:
         return (expected is None) != (found is None)
-    absolute, relative = TOLERANCES[key.split(".", 1)[1]]
+    tolerance = TOLERANCES.get(key.split(".", 1)[-1])
+    if tolerance is None:
+        return True  # a key we do not produce any more
+    absolute, relative = tolerance
     return abs(found - expected) > absolute + relative * abs(expected)
+
+
+def _read_expectations(path: Path) -> _Expectations:
+    return parse(_Expectations, read_yaml(path, "expectations") or {}, str(path), ConfigError)
 
 
 def check(catalog: Catalog, scenarios: list[Path], *, update: bool = False) -> CheckReport:
     tables, findings = check_tables(catalog)
     expectations_file = catalog.data_dir / EXPECTATIONS
-    found = {}
+    found: dict[str, _Golden] = {}
     for scenario in scenarios:
         try:
             found[scenario.name] = golden_values(catalog, scenario)
         except PlanError as exc:
             findings.append(Finding(scenario.name, f"golden scenario no longer plans: {exc}"))
     drifts: list[Drift] = []
+    changed_inputs: dict[str, tuple[str, ...]] = {}
+    previous = None
+    if expectations_file.is_file():
+        try:
+            previous = _read_expectations(expectations_file)
+        except PlanError as exc:
+            findings.append(Finding("", str(exc)))
+    update_refused = False
     if update:
         if findings:  # never bless a plan computed from broken tables
-            update = False
+            update, update_refused = False, True
         else:
+            kept = previous or _Expectations(scenarios={})
+            document = {
+                # --scenario updates only the scenarios it names; the others stay as they were
+                "scenarios": {**kept.scenarios, **{n: g.values for n, g in found.items()}},
+                "inputs": {**kept.inputs, **{n: g.inputs for n, g in found.items()}},
+            }
             text = (
                 "# prfaas-plan check: golden plans of the shipped example scenarios (paper mode, SI\n"
-                "# units). Written by `prfaas-plan check --update`; review the diff before committing.\n"
-                + yaml.safe_dump({"scenarios": found}, sort_keys=True)
+                "# units) and fingerprints of the tables behind them. Written by\n"
+                "# `prfaas-plan check --update`; review the diff before committing.\n"
+                + yaml.safe_dump(document, sort_keys=True)
             )
             expectations_file.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(expectations_file, lambda tmp: tmp.write_text(text), "--update")
-    elif not expectations_file.is_file():
+    elif previous is None and not expectations_file.is_file():
         findings.append(
             Finding(
                 catalog.shown(expectations_file),
                 "no expectations file; run `prfaas-plan check --update`",
             )
         )
-    else:
-        expected_all = (read_yaml(expectations_file, "expectations") or {}).get("scenarios", {})
+    elif previous is not None:
+        expected_all = previous.scenarios
+        shipped = {s.name for s in scenarios}
         for name in sorted(set(expected_all) | set(found)):
-            if name not in found:  # failed to plan (a finding says why) or no longer shipped
-                continue
+            if name not in found:
+                if name not in shipped:  # expected, but no longer among the golden scenarios
+                    drifts.append(Drift(name, "(scenario missing)", None, None))
+                continue  # failed to plan: a finding says why
             expected = expected_all.get(name)
             if expected is None:
                 drifts.append(Drift(name, "(new scenario, not in expectations)", None, None))
                 continue
-            for key in sorted(set(expected) | set(found[name])):
-                if _moved(key, expected.get(key), found[name].get(key)):
-                    drifts.append(Drift(name, key, expected.get(key), found[name].get(key)))
+            values = found[name].values
+            moved = [
+                k
+                for k in sorted(set(expected) | set(values))
+                if _moved(k, expected.get(k), values.get(k))
+            ]
+            drifts += [Drift(name, k, expected.get(k), values.get(k)) for k in moved]
+            if moved:
+                before = previous.inputs.get(name, {})
+                changed_inputs[name] = tuple(
+                    sorted(f for f, digest in found[name].inputs.items() if before.get(f) != digest)
+                )
     return CheckReport(
         data_dir=catalog.shown(catalog.data_dir) if catalog.shipped else str(catalog.data_dir),
         tables_checked=tables,
@@ -265,4 +355,6 @@ def check(catalog: Catalog, scenarios: list[Path], *, update: bool = False) -> C
         expectations_file=catalog.shown(expectations_file),
         expectations_present=expectations_file.is_file(),
         updated=update,
+        update_refused=update_refused,
+        changed_inputs=changed_inputs,
     )

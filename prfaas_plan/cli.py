@@ -331,10 +331,16 @@ def check_command(
     from prfaas_plan.check import check
     from prfaas_plan.errors import CHECK_FAILED_EXIT_CODE
     from prfaas_plan.report_catalog import check_json, check_view
-    from prfaas_plan.resources import resource_root
+    from prfaas_plan.resources import is_installed_copy, resource_root
 
+    catalog = Catalog.open(data_dir)
+    if update and is_installed_copy(catalog.data_dir):
+        raise ConfigError(
+            f"--update would rewrite the installed package's data ({catalog.data_dir}); "
+            "pass the data directory of your checkout, e.g. prfaas-plan check data --update"
+        )
     scenarios = scenario or sorted((resource_root() / "examples").glob("*.yaml"))
-    report = check(Catalog.open(data_dir), list(scenarios), update=update)
+    report = check(catalog, list(scenarios), update=update)
     _emit(check_view(report), check_json(report), fmt, output)
     if not report.ok:
         raise typer.Exit(CHECK_FAILED_EXIT_CODE)

@@ -28,10 +28,32 @@ class ModelKv:
 
     @property
     def kv_throughput_bytes_per_s(self) -> np.ndarray | None:
-        """Φ_kv(l) = S_kv(l) / T_prefill(l) on the reference GPU (architecture S_kv)."""
+        """Φ_kv(l) = S_kv(l) / T_prefill(l) on the reference GPU, with the model's KV table
+        where it has one (measured beats inferred), else the architecture estimate."""
         if self.prefill_latency is None:
             return None
-        return self.kv_cache_bytes / self.prefill_latency(self.lengths_tokens)
+        size = (
+            self.kv_cache_bytes if self.table_kv_cache_bytes is None else self.table_kv_cache_bytes
+        )
+        return size / self.prefill_latency(self.lengths_tokens)
+
+    @property
+    def extrapolated(self) -> list[str]:
+        """Why some of the report's lengths are beyond what the data covers."""
+        longest = float(self.lengths_tokens.max())
+        notes = []
+        if longest > self.spec.max_context_tokens:
+            notes.append(
+                f"{longest:g} tokens exceeds the model's context ({self.spec.max_context_tokens:g})"
+            )
+        p = self.prefill_latency
+        if p is not None and (
+            longest > p.table_max_tokens or self.lengths_tokens.min() < p.table_min_tokens
+        ):
+            notes.append(
+                f"Φ_kv extrapolates its prefill fit beyond [{p.table_min_tokens:g}, {p.table_max_tokens:g}] tokens"
+            )
+        return notes
 
 
 @dataclass(frozen=True)
@@ -61,6 +83,9 @@ def kv_report(
 ) -> KvReport:
     _check_dtype(kv_dtype, "--kv-dtype")
     _check_dtype(state_dtype, "--state-dtype")
+    if gpus_per_instance < 1:
+        raise ConfigError(f"--gpus-per-instance must be >= 1, got {gpus_per_instance}")
+    catalog.gpu(gpu, where="--gpu: ")
     lengths = np.asarray(lengths_tokens, dtype=float)
     if lengths.size == 0 or np.any(~np.isfinite(lengths) | (lengths <= 0)):
         raise ConfigError(f"--lengths: expected positive token counts, got {lengths.tolist()}")

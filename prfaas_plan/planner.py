@@ -266,19 +266,23 @@ def egress_report(
     threshold (with the smallest threshold that fits its link)."""
     from prfaas_plan.scenario import build_problem, load_scenario
 
-    if link_gbps is not None and not link_gbps > 0:
-        raise ConfigError(f"--link-gbps must be > 0, got {link_gbps:g}")
+    if link_gbps is not None and not (link_gbps > 0 and math.isfinite(link_gbps)):
+        raise ConfigError(f"--link-gbps must be a finite number > 0, got {link_gbps:g}")
+    if gpus_per_instance is not None and gpus_per_instance < 1:
+        raise ConfigError(f"--gpus-per-instance must be >= 1, got {gpus_per_instance}")
     if scenario is not None:
         if models:
             raise ConfigError("egress: give model names or --scenario, not both")
         problem = build_problem(load_scenario(scenario), scenario, catalog, link_gbps)
         cluster = problem.scenario.prfaas_cluster
         gpu = gpu or cluster.gpu
-        per_instance = gpus_per_instance or cluster.gpus_per_instance
+        per_instance = cluster.gpus_per_instance if gpus_per_instance is None else gpus_per_instance
         n_gpus = prfaas_gpus if prfaas_gpus is not None else cluster.gpus
     else:
         gpu = gpu or PAPER_EGRESS_GPU
-        per_instance = gpus_per_instance or PAPER_EGRESS_GPUS_PER_INSTANCE
+        per_instance = (
+            PAPER_EGRESS_GPUS_PER_INSTANCE if gpus_per_instance is None else gpus_per_instance
+        )
         n_gpus = prfaas_gpus if prfaas_gpus is not None else PAPER_EGRESS_GPUS
     if per_instance <= 0 or n_gpus <= 0 or n_gpus % per_instance:
         raise ConfigError(
@@ -308,8 +312,9 @@ def egress_report(
                 prefill, kv, instances, problem.workload, link, mode
             ),
         )
-    if not mean_tokens > 0:
-        raise ConfigError(f"--mean-tokens must be > 0, got {mean_tokens:g}")
+    if not (mean_tokens > 0 and math.isfinite(mean_tokens)):
+        raise ConfigError(f"--mean-tokens must be a finite number > 0, got {mean_tokens:g}")
+    catalog.gpu(gpu, where="--gpu: ")
     link = units.gbps_to_bytes_per_s(PAPER_LINK_GBPS if link_gbps is None else link_gbps)
     rows = []
     for name in models or list(catalog.models()):
@@ -322,7 +327,18 @@ def egress_report(
                 raise
             rows.append((name, None, f"no {gpu}-x{per_instance} prefill or bf16 KV profile"))
             continue
-        rows.append((name, egress_at_length(prefill, kv, instances, mean_tokens, link), ""))
+        beyond = []
+        if mean_tokens > catalog.model(name).max_context_tokens:
+            beyond.append(
+                f"{mean_tokens:g} tokens exceeds its context ({catalog.model(name).max_context_tokens:g})"
+            )
+        if not prefill.table_min_tokens <= mean_tokens <= prefill.table_max_tokens:
+            beyond.append(
+                f"extrapolated beyond its profiled [{prefill.table_min_tokens:g}, {prefill.table_max_tokens:g}] tokens"
+            )
+        rows.append(
+            (name, egress_at_length(prefill, kv, instances, mean_tokens, link), "; ".join(beyond))
+        )
     return EgressReport(
         title=f"{n_gpus} x {gpu.upper()} at {units.tokens_to_ktokens(mean_tokens):g}K tokens",
         gpu=gpu,

@@ -48,6 +48,14 @@ def kv_view(report: KvReport) -> View:
     ]
     notes += [f"{m.name}: {m.spec.attention}; inferred: {', '.join(m.spec.inferred)}"
               for m in report.models if m.spec.inferred]  # fmt: skip
+    notes += [f"{m.name}: {'; '.join(m.extrapolated)}." for m in report.models if m.extrapolated]
+    notes += [
+        f"{m.name}: Φ_kv from the degree-{m.prefill_latency.degree} fit of {m.prefill_latency.source} "
+        f"(max residual {m.prefill_latency.max_relative_residual:.1%}) and the "
+        + ("KV table" if m.table_kv_cache_bytes is not None else "architecture S_kv")
+        for m in report.models
+        if m.prefill_latency is not None
+    ]
     return View("prfaas-plan kv · KV footprint from architecture", columns, rows, notes)
 
 
@@ -68,6 +76,7 @@ def kv_json(report: KvReport) -> dict:
             "table_kv_cache_bytes": None if m.table_kv_cache_bytes is None else m.table_kv_cache_bytes.tolist(),
             "table": m.table_source,
             "kv_throughput_bytes_per_s": None if phi is None else phi.tolist(),
+            "extrapolated": m.extrapolated,
             "prefill_table": None if m.prefill_latency is None else m.prefill_latency.source,
             "all_full_attention_kv_bytes_per_token": m.full_attention.per_token_bytes,
             "all_full_attention_kv_cache_bytes": m.full_attention_kv_cache_bytes.tolist(),
@@ -117,7 +126,7 @@ def egress_view(report: EgressReport) -> View:
             else "Every threshold fits the link (even offloading everything)." if t == 0
             else f"Smallest threshold that fits the link: t = {units.tokens_to_ktokens(t):.2f}K tokens."
         )  # fmt: skip
-    notes += [f"{model}: {note}." for model, e, note in report.rows if e is None]
+    notes += [f"{model}: {note}." for model, e, note in report.rows if note]
     return View(f"prfaas-plan egress · {report.title}", columns, rows, notes)
 
 
@@ -161,6 +170,19 @@ def check_view(report: CheckReport) -> View:
         f"{', '.join(report.scenarios)}; expectations: {report.expectations_file}.",
     ]
     notes += [f"{f.where}: {f.message}" if f.where else f.message for f in report.findings]
+    notes += [
+        f"{name} moved; inputs changed since the expectations were written: "
+        + (
+            ", ".join(files)
+            if files
+            else "none (the code changed, or the expectations were edited)"
+        )
+        for name, files in report.changed_inputs.items()
+    ]
+    if report.update_refused:
+        notes.append(
+            "--update refused: tables are broken (above); the expectations were not rewritten."
+        )
     if report.updated:
         notes.append(
             "Expectations rewritten from the current data (--update); review and commit the diff."
@@ -180,6 +202,8 @@ def check_json(report: CheckReport) -> dict:
         "tables_checked": report.tables_checked,
         "expectations_file": report.expectations_file,
         "scenarios": list(report.scenarios),
+        "update_refused": report.update_refused,
+        "changed_inputs": {name: list(files) for name, files in report.changed_inputs.items()},
         "findings": [{"where": f.where, "message": f.message} for f in report.findings],
         "moved": [
             {

@@ -21,6 +21,11 @@ def resource_root() -> Path:
     )
 
 
+def is_installed_copy(path: Path) -> bool:
+    """True for the data bundled inside an installed wheel (never edit that)."""
+    return (_PACKAGE_DIR / "_bundled") in Path(path).resolve().parents
+
+
 def default_data_dir() -> Path:
     return resource_root() / "data"
 
