@@ -1,0 +1,263 @@
+"""Queue primitives of the simulator: a FIFO multi-server queue and a processor-sharing link.
+
+Units: seconds for times, bytes for transfer sizes, bytes/s for bandwidth.
+
+Both are exact sample-path computations, not approximations:
+
+- `fifo_start_times`: c identical servers, jobs served in the order given (first come, first
+  served). Keeping the c server-free times in a heap, job i starts at
+  max(arrival_i, earliest free time) and that server is next free at start_i + service_i: one
+  heap replacement per job, O(n log c).
+- `SharedLink`: transfers share a link's bandwidth B(t) equally (egalitarian processor sharing).
+  With n transfers in flight every one of them progresses at B(t) / n bytes/s, so a "virtual
+  byte clock" V with dV/dt = B(t) / n(t) makes each transfer's completion a fixed point on V:
+  a transfer of S bytes starting at V0 finishes when V = V0 + S. Active transfers sit in a heap
+  keyed by that value; events are transfer starts, the smallest finish and bandwidth changes
+  (B is piecewise constant), two heap operations per transfer, O(n log n).
+"""
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from prfaas_plan.errors import ConfigError
+
+PROGRESS_CHUNK = 1 << 16  # jobs between two progress callbacks
+
+
+def _check_times(values: np.ndarray, name: str) -> None:
+    if values.ndim != 1:
+        raise ConfigError(f"{name} must be a one-dimensional array, got shape {values.shape}")
+    if values.size and not np.all(np.isfinite(values)):
+        raise ConfigError(f"{name} must be finite, found {values[~np.isfinite(values)][0]:g}")
+
+
+def fifo_start_times(
+    arrival_s,
+    service_s,
+    servers: int,
+    progress: Callable[[float], None] | None = None,
+) -> np.ndarray:
+    """Start of service of each job in a FIFO queue with `servers` identical servers.
+
+    Jobs are served in index order; `arrival_s` must be non-decreasing. Waiting time of job i is
+    start_i - arrival_i, its departure start_i + service_i. `progress(fraction)` is called every
+    PROGRESS_CHUNK jobs.
+    """
+    arrival_s = np.asarray(arrival_s, dtype=float)
+    service_s = np.asarray(service_s, dtype=float)
+    _check_times(arrival_s, "arrival_s")
+    _check_times(service_s, "service_s")
+    if arrival_s.shape != service_s.shape:
+        raise ConfigError(
+            f"arrival_s and service_s must have the same length, got {arrival_s.size} and "
+            f"{service_s.size}"
+        )
+    if np.any(np.diff(arrival_s) < 0):
+        raise ConfigError("arrival_s must be non-decreasing (jobs are served in index order)")
+    if np.any(service_s < 0):
+        raise ConfigError(f"service_s must be >= 0, found {service_s.min():g}")
+    if servers < 1:
+        raise ConfigError(f"a FIFO queue needs at least 1 server, got {servers}")
+    n = arrival_s.size
+    free = [-math.inf] * servers  # a list of equal values is a valid heap
+    replace = heapq.heapreplace
+    starts: list[float] = []
+    record = starts.append
+    for begin in range(0, n, PROGRESS_CHUNK):
+        end = min(begin + PROGRESS_CHUNK, n)
+        for a, s in zip(arrival_s[begin:end].tolist(), service_s[begin:end].tolist(), strict=True):
+            earliest = free[0]
+            start = a if a >= earliest else earliest
+            replace(free, start + s)
+            record(start)
+        if progress is not None:
+            progress(end / n)
+    return np.asarray(starts, dtype=float)
+
+
+@dataclass(frozen=True, eq=False)
+class BandwidthTrace:
+    """Link bandwidth over time, piecewise constant: `bandwidth_bytes_per_s[i]` from
+    `start_s[i]` until `start_s[i + 1]`; the last value holds forever. `start_s[0]` must be 0.
+    Zero bandwidth (an outage) is allowed except in the last segment."""
+
+    start_s: np.ndarray
+    bandwidth_bytes_per_s: np.ndarray
+
+    def __post_init__(self):
+        start = np.atleast_1d(np.asarray(self.start_s, dtype=float))
+        bandwidth = np.atleast_1d(np.asarray(self.bandwidth_bytes_per_s, dtype=float))
+        if start.ndim != 1 or start.shape != bandwidth.shape or start.size == 0:
+            raise ConfigError(
+                "bandwidth trace: start_s and bandwidth_bytes_per_s must be non-empty and of the "
+                f"same length, got {start.size} and {bandwidth.size}"
+            )
+        if start[0] != 0.0 or np.any(np.diff(start) <= 0) or not np.all(np.isfinite(start)):
+            raise ConfigError(
+                "bandwidth trace: start_s must begin at 0 and be finite and strictly increasing, "
+                f"got {start[:4].tolist()}..."
+            )
+        if not np.all(np.isfinite(bandwidth)) or np.any(bandwidth < 0) or bandwidth[-1] <= 0:
+            raise ConfigError(
+                "bandwidth trace: bandwidth_bytes_per_s must be finite and >= 0, and > 0 in the "
+                f"last segment (transfers must eventually finish), got {bandwidth.tolist()[:4]}..."
+            )
+        object.__setattr__(self, "start_s", start)
+        object.__setattr__(self, "bandwidth_bytes_per_s", bandwidth)
+
+    @classmethod
+    def constant(cls, bandwidth_bytes_per_s: float) -> "BandwidthTrace":
+        return cls(np.array([0.0]), np.array([float(bandwidth_bytes_per_s)]))
+
+    @classmethod
+    def dip(
+        cls,
+        bandwidth_bytes_per_s: float,
+        dip_start_s: float,
+        dip_duration_s: float,
+        dip_fraction: float,
+    ) -> "BandwidthTrace":
+        """Nominal bandwidth, except `dip_fraction` of it during [dip_start_s, + duration)."""
+        if not (dip_start_s > 0 and dip_duration_s > 0 and dip_fraction >= 0):
+            raise ConfigError(
+                "bandwidth dip: start and duration must be > 0 s and the fraction >= 0, got "
+                f"{dip_start_s:g} s, {dip_duration_s:g} s, {dip_fraction:g}"
+            )
+        b = float(bandwidth_bytes_per_s)
+        return cls(
+            np.array([0.0, dip_start_s, dip_start_s + dip_duration_s]),
+            np.array([b, b * dip_fraction, b]),
+        )
+
+    def transferable_bytes(self, from_s, to_s):
+        """Integral of B(t) over [from_s, to_s] (vectorised): what the link could move."""
+        start, rate = self.start_s, self.bandwidth_bytes_per_s
+        cumulative = np.concatenate([[0.0], np.cumsum(rate[:-1] * np.diff(start))])
+
+        def integral(t):
+            t = np.maximum(np.asarray(t, dtype=float), 0.0)
+            i = np.searchsorted(start, t, side="right") - 1
+            return cumulative[i] + rate[i] * (t - start[i])
+
+        return integral(to_s) - integral(from_s)
+
+
+class SharedLink:
+    """Exact egalitarian processor sharing of one link (see the module docstring).
+
+    `add(start_s, size_bytes, index)` announces a transfer (in any order, but never one that
+    starts before the time already simulated); `advance(until_s)` simulates up to `until_s`
+    (math.inf: until every announced transfer is done). `finish_s[index]` is the time its last
+    byte arrives; `moved_bytes` counts the bytes moved so far. A mutable helper of the
+    simulator's event loop, not a result.
+    """
+
+    def __init__(self, bandwidth: BandwidthTrace, transfers: int):
+        self.finish_s = np.full(transfers, math.nan)
+        self.moved_bytes = 0.0
+        self.now_s = 0.0
+        self._pending: list[tuple[float, int, float]] = []  # heap (start, index, size)
+        self._active: list[tuple[float, int]] = []  # heap (virtual finish, index)
+        self._virtual_bytes = 0.0
+        self._change_s = bandwidth.start_s[1:].tolist()
+        self._rates = bandwidth.bandwidth_bytes_per_s.tolist()
+        self._segment = 0
+
+    def add(self, start_s: float, size_bytes: float, index: int) -> None:
+        if start_s < self.now_s:
+            raise ValueError(f"transfer starts at {start_s} s, before the link's {self.now_s} s")
+        heapq.heappush(self._pending, (start_s, index, size_bytes))
+
+    def add_sorted(self, start_s: np.ndarray, size_bytes: np.ndarray) -> None:
+        """Announce many transfers at once (indices 0..n-1); fastest before any `advance`."""
+        order = np.argsort(start_s, kind="stable")
+        batch = list(
+            zip(start_s[order].tolist(), order.tolist(), size_bytes[order].tolist(), strict=True)
+        )
+        if self._pending:
+            for item in batch:
+                heapq.heappush(self._pending, item)
+        else:
+            self._pending = batch  # sorted, hence already a heap
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._active)
+
+    def advance(self, until_s: float, progress: Callable[[float], None] | None = None) -> None:
+        pending, active = self._pending, self._active
+        finish = self.finish_s
+        changes, rates = self._change_s, self._rates
+        segment = self._segment
+        rate = rates[segment]
+        next_change = changes[segment] if segment < len(changes) else math.inf
+        now, virtual, moved = self.now_s, self._virtual_bytes, self.moved_bytes
+        pop, push, inf = heapq.heappop, heapq.heappush, math.inf
+        total = len(pending) + len(active)
+        done = 0
+        while True:
+            n = len(active)
+            next_start = pending[0][0] if pending else inf
+            if n and rate > 0.0:
+                next_finish = now + (active[0][0] - virtual) * n / rate
+                next_finish = max(next_finish, now)
+            else:
+                next_finish = inf
+            t = min(next_start, next_finish, next_change)
+            if t > until_s or t == inf:
+                if n and until_s > now and until_s < inf:
+                    virtual += (until_s - now) * rate / n
+                    moved += (until_s - now) * rate
+                    now = until_s
+                elif until_s < inf:
+                    now = max(now, until_s)
+                break
+            if n:
+                moved += (t - now) * rate
+            if next_finish <= next_start and next_finish <= next_change:
+                virtual, index = pop(active)
+                finish[index] = t
+                if not active:
+                    virtual = 0.0  # idle: restart the clock, keeps it small and exact
+                done += 1
+                if progress is not None and done % PROGRESS_CHUNK == 0:
+                    progress(done / total)
+            else:
+                if n:
+                    virtual += (t - now) * rate / n
+                if next_start <= next_change:
+                    _, index, size = pop(pending)
+                    push(active, (virtual + size, index))
+                else:
+                    segment += 1
+                    rate = rates[segment]
+                    next_change = changes[segment] if segment < len(changes) else inf
+            now = t
+        self.now_s, self._virtual_bytes, self.moved_bytes = now, virtual, moved
+        self._segment = segment
+        if progress is not None:
+            progress(1.0)
+
+
+def processor_sharing_finish_times(
+    start_s, size_bytes, bandwidth: BandwidthTrace | float
+) -> np.ndarray:
+    """Finish time of each transfer when all in flight share the link equally."""
+    start_s = np.asarray(start_s, dtype=float)
+    size_bytes = np.asarray(size_bytes, dtype=float)
+    _check_times(start_s, "start_s")
+    _check_times(size_bytes, "size_bytes")
+    if start_s.shape != size_bytes.shape:
+        raise ConfigError("start_s and size_bytes must have the same length")
+    if np.any(start_s < 0) or np.any(size_bytes < 0):
+        raise ConfigError("transfer start times and sizes must be >= 0")
+    if not isinstance(bandwidth, BandwidthTrace):
+        bandwidth = BandwidthTrace.constant(bandwidth)
+    link = SharedLink(bandwidth, start_s.size)
+    link.add_sorted(start_s, size_bytes)
+    link.advance(math.inf)
+    return link.finish_s
