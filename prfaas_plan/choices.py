@@ -23,3 +23,20 @@ class Solver(StrEnum):
 
     HIGHS = "highs"  # scipy.optimize.milp
     CBC = "cbc"  # pulp's bundled CBC
+
+
+class ArrivalProcess(StrEnum):
+    """How `simulate` generates arrival times."""
+
+    POISSON = "poisson"
+    GAMMA = "gamma"  # renewal process with a chosen coefficient of variation (bursty if > 1)
+    SINUSOIDAL = "sinusoidal"  # diurnal-like periodic rate
+    TRACE = "trace"  # replay of a Mooncake JSONL trace
+
+
+class RoutingPolicy(StrEnum):
+    """Scheduler policy in `simulate` (reference §8)."""
+
+    STATIC = "static"
+    ADAPTIVE = "adaptive"  # short-term bandwidth- and queue-aware threshold
+    PREFIX = "prefix"  # prefix-cache-aware routing (needs a trace with hash_ids)

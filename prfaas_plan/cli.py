@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from prfaas_plan.choices import Mode, RangePolicy, Solver
+from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy, Solver
 from prfaas_plan.errors import ConfigError, PlanError
 
 app = typer.Typer(
@@ -303,6 +303,113 @@ def egress(
         threshold_tokens=threshold_tokens, link_gbps=link_gbps, mode=mode,
     )  # fmt: skip
     _emit(egress_view(report), egress_json(report), fmt, output)
+
+
+def _float_list(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ConfigError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+
+
+@app.command()
+def simulate(
+    scenario: ScenarioArg = None,
+    load: Annotated[
+        str | None,
+        typer.Option(
+            "--load",
+            help="Arrival rate as fractions of the plan's exact-mode Λ_max, "
+            "comma-separated for a sweep [0.8].",
+        ),
+    ] = None,
+    rate_rps: Annotated[
+        float | None,
+        typer.Option("--rate-rps", help="Absolute arrival rate (req/s) instead of --load."),
+    ] = None,
+    requests: Annotated[
+        int | None, typer.Option("--requests", help="Requests per run [100000].")
+    ] = None,
+    duration_s: Annotated[
+        float | None,
+        typer.Option("--duration-s", help="Simulated arrival window (s) instead of --requests."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same result).")] = 0,
+    arrivals: Annotated[
+        ArrivalProcess, typer.Option("--arrivals", help="Arrival process.")
+    ] = ArrivalProcess.POISSON,
+    burst_cv: Annotated[
+        float, typer.Option("--burst-cv", help="gamma: coefficient of variation of inter-arrivals.")
+    ] = 3.0,
+    period_s: Annotated[float, typer.Option("--period-s", help="sinusoidal: period (s).")] = 600.0,
+    amplitude: Annotated[
+        float, typer.Option("--amplitude", help="sinusoidal: rate swing as a fraction of the mean.")
+    ] = 0.5,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Replay a Mooncake JSONL trace (timestamp, input_length, "
+            "output_length, hash_ids); with --load/--rate-rps it is sped up to that rate.",
+        ),
+    ] = None,
+    policy: Annotated[
+        RoutingPolicy, typer.Option("--policy", help="Routing policy.")
+    ] = RoutingPolicy.STATIC,
+    link_latency_s: Annotated[
+        float, typer.Option("--link-latency-s", help="Extra latency per KV transfer (s).")
+    ] = 0.0,
+    dip_start_s: Annotated[
+        float | None, typer.Option("--dip-start-s", help="Bandwidth dip: start (s).")
+    ] = None,
+    dip_duration_s: Annotated[
+        float | None, typer.Option("--dip-duration-s", help="Bandwidth dip: duration (s).")
+    ] = None,
+    dip_fraction: Annotated[
+        float, typer.Option("--dip-fraction", help="Bandwidth dip: remaining share of the link.")
+    ] = 0.1,
+    mode: ModeOpt = Mode.PAPER,
+    threshold_tokens: Annotated[
+        float | None,
+        typer.Option("--threshold-tokens", help="Simulate this t instead of the planned one."),
+    ] = None,
+    bandwidth_gbps: BandwidthOpt = None,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Discrete-event simulation of the planned deployment: throughput, TTFT under load, queues,
+    utilisation and link load, next to the closed-form model."""
+    from prfaas_plan.report_sim import simulation_json, simulation_view
+    from prfaas_plan.sim_run import SimulationSpec, run_simulations, validate
+
+    if trace is not None:
+        arrivals = ArrivalProcess.TRACE
+    loads = (
+        _float_list(load, "--load") if load is not None else (() if trace or rate_rps else (0.8,))
+    )
+    spec = SimulationSpec(
+        load_fractions=loads, rate_rps=rate_rps,
+        requests=None if duration_s is not None or trace is not None else (100_000 if requests is None else requests),
+        duration_s=duration_s, seed=seed, arrivals=arrivals, burst_cv=burst_cv, period_s=period_s,
+        amplitude=amplitude, trace=trace, policy=policy, link_latency_s=link_latency_s,
+        dip_start_s=dip_start_s, dip_duration_s=dip_duration_s, dip_fraction=dip_fraction,
+    )  # fmt: skip
+    validate(spec)
+    problem = _load(scenario, data_dir, bandwidth_gbps)
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("simulating"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty(),
+    ) as bar:  # fmt: skip
+        task = bar.add_task("simulate", total=1.0)
+        report = run_simulations(
+            problem, spec, plan_mode=mode, threshold_tokens=threshold_tokens,
+            progress=lambda done: bar.update(task, completed=done),
+        )  # fmt: skip
+    _emit(simulation_view(report), simulation_json(report), fmt, output)
 
 
 @app.command("check")

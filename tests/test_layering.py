@@ -3,7 +3,10 @@
 import subprocess
 import sys
 
-CORE = ["units", "errors", "profiles", "workload", "capacity", "optimize", "ttft"]
+CORE = [
+    "units", "errors", "choices", "profiles", "workload", "capacity", "optimize", "ttft",
+    "architecture", "egress", "arrivals", "sim_queues", "simulate", "sim_prefix",
+]  # fmt: skip
 FORBIDDEN_IN_CORE = [
     "typer",
     "rich",

@@ -102,3 +102,14 @@ def test_readme_infeasible_example_message_is_current(tmp_path):
     )
     assert result.returncode == 6
     assert result.stderr.strip() == quoted
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "examples").glob("*.sh")), ids=lambda p: p.name)
+def test_every_example_script_runs(script):
+    import os
+
+    env = {**os.environ, "PATH": f"{Path(console_script()).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(["sh", str(script), "--requests", "2000", "--format", "json"],
+                            capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.lstrip().startswith("{")

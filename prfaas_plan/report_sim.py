@@ -1,0 +1,109 @@
+"""Views and JSON of `prfaas-plan simulate` (units converted here only)."""
+
+import dataclasses
+
+from prfaas_plan import __version__, units
+from prfaas_plan.sim_run import SimulationReport
+from prfaas_plan.views import View, fmt, number
+
+
+def _stats(s) -> str:
+    return " / ".join(fmt(v, ".2f") for v in (s.p50_s, s.p90_s, s.p99_s))
+
+
+def simulation_view(report: SimulationReport) -> View:
+    runs = report.runs
+    columns = [
+        f"{r.load_fraction:.0%} of Λ_max" if r.load_fraction is not None else "trace as recorded"
+        for r in runs
+    ]
+    u = report.unloaded
+
+    def row(label, get):
+        return (label, [get(r.result) for r in runs])
+
+    rows = [
+        ("offered (req/s)", [fmt(r.result.offered_rate_rps, ".3f") for r in runs]),
+        row("throughput (req/s)", lambda s: fmt(s.throughput_rps, ".3f")),
+        row("requests: done / in system at end", lambda s: f"{s.counts.completed:,} / {s.counts.in_system:,}"),
+        row("offloaded share", lambda s: fmt(s.offload_fraction, ".1%")),
+        row("TTFT mean (s)", lambda s: fmt(s.ttft.mean_s, ".2f")),
+        row("TTFT P50 / P90 / P99 (s)", lambda s: _stats(s.ttft)),
+        ("unloaded TTFT, model: mean, P90 (s)", [f"{u.mean_s:.2f}, {u.p90_s:.2f}"] * len(runs)),
+        row("TTFT P90 local / offloaded (s)",
+            lambda s: f"{fmt(s.ttft_local.p90_s, '.2f')} / {fmt(s.ttft_offloaded.p90_s, '.2f')}"),
+        row("queue wait P90 PrfaaS / PD-P (s)",
+            lambda s: f"{fmt(s.prfaas_prefill.wait.p90_s, '.2f')} / {fmt(s.pd_prefill.wait.p90_s, '.2f')}"),
+        row("decode-slot wait P90 (s)", lambda s: fmt(s.pd_decode.wait.p90_s, ".2f")),
+        row("utilisation PrfaaS / PD-P / PD-D",
+            lambda s: " / ".join(f"{p.utilization:.0%}" for p in (s.prfaas_prefill, s.pd_prefill, s.pd_decode))),
+        row("link utilisation", lambda s: fmt(s.link.utilization, ".1%")),
+        row("mean queue PrfaaS / PD-P / PD-D",
+            lambda s: " / ".join(f"{p.mean_queue_length:.1f}" for p in (s.prfaas_prefill, s.pd_prefill, s.pd_decode))),
+        row("threshold mean / max (K tokens)",
+            lambda s: f"{fmt(s.threshold_mean_tokens, '.1f', units.tokens_to_ktokens)} / "
+                      f"{fmt(s.threshold_max_tokens, '.1f', units.tokens_to_ktokens)}"),
+    ]  # fmt: skip
+    c, spec = report.configuration, report.spec
+    source = f"trace {spec.trace}" if spec.trace else f"{spec.arrivals} arrivals"
+    if spec.arrivals == "gamma":
+        source += f" (CV {spec.burst_cv:g})"
+    if spec.requests is not None:
+        size = f"{spec.requests:,} requests"
+    elif spec.duration_s is not None:
+        size = f"{spec.duration_s:g} s of arrivals"
+    else:
+        size = f"all {report.runs[0].result.counts.total:,} trace requests"
+    notes = [
+        f"Simulated plan ({report.plan_mode} mode): {c.prfaas_instances} PrfaaS / "
+        f"{c.pd_prefill_instances} PD-P / {c.pd_decode_instances} PD-D at t = "
+        f"{units.tokens_to_ktokens(c.threshold_tokens):.2f}K; Λ_max {report.exact_capacity_rps:.3f} req/s "
+        f"exact mode ({report.paper_capacity_rps:.3f} paper mode); loads are fractions of the exact figure.",
+        f"{source}, {size} per column, seed {spec.seed}, policy {spec.policy}"
+        + (f", link latency {spec.link_latency_s:g} s" if spec.link_latency_s else "")
+        + (f", link at {spec.dip_fraction:.0%} from {spec.dip_start_s:g} s for {spec.dip_duration_s:g} s"
+           if spec.dip_start_s is not None else "") + ".",
+        "TTFT = arrival to prefill done (+ KV transfer when offloaded), queueing included, decode "
+        "excluded (decode-slot waits are reported separately). Requests still in the system at "
+        "the end are counted, never dropped.",
+    ]  # fmt: skip
+    title = f"prfaas-plan simulate · {report.problem.scenario.name}"
+    return View(title, columns, rows, notes)
+
+
+def _jsonable(value):
+    if dataclasses.is_dataclass(value):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name != "timeline"}  # fmt: skip
+    if isinstance(value, float):
+        return number(value)
+    if isinstance(value, (int, str, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def simulation_json(report: SimulationReport) -> dict:
+    c = report.configuration
+    return {
+        "prfaas_plan_version": __version__,
+        "scenario": report.problem.scenario.name,
+        "plan_mode": str(report.plan_mode),
+        "configuration": {
+            "prfaas_instances": c.prfaas_instances,
+            "pd_prefill_instances": c.pd_prefill_instances,
+            "pd_decode_instances": c.pd_decode_instances,
+            "threshold_tokens": c.threshold_tokens,
+        },
+        "exact_capacity_rps": report.exact_capacity_rps,
+        "paper_capacity_rps": report.paper_capacity_rps,
+        "unloaded_ttft": _jsonable(report.unloaded),
+        "spec": _jsonable(report.spec),
+        "runs": [
+            {
+                "load_fraction": number(r.load_fraction),
+                "rate_rps": number(r.rate_rps),
+                "result": _jsonable(r.result),
+            }
+            for r in report.runs
+        ],
+    }

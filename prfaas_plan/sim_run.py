@@ -1,0 +1,186 @@
+"""Library entry point of `prfaas-plan simulate`: simulate a planned deployment at one or more
+loads and put the result next to the closed-form model (capacity and unloaded TTFT).
+
+Load is given as a fraction of the **exact-mode** Λ_max of the simulated configuration (what its
+pools can actually sustain; the paper-mode figure overstates it) or as an absolute rate. Every
+load uses the same random stream (same seed), so rows differ only by the load.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from prfaas_plan.capacity import Configuration, evaluate
+from prfaas_plan.choices import ArrivalProcess, Mode, RoutingPolicy
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
+from prfaas_plan.scenario import Problem
+from prfaas_plan.ttft import TtftSummary, unloaded_ttft
+
+Progress = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class SimulationSpec:
+    """What to simulate; units in every name. Exactly one of `load_fractions`/`rate_rps`."""
+
+    load_fractions: tuple[float, ...] = (0.8,)
+    rate_rps: float | None = None
+    requests: int | None = 100_000
+    duration_s: float | None = None
+    seed: int = 0
+    arrivals: ArrivalProcess = ArrivalProcess.POISSON
+    burst_cv: float = 3.0  # gamma inter-arrival coefficient of variation
+    period_s: float = 600.0  # sinusoidal rate period
+    amplitude: float = 0.5  # sinusoidal: rate swings by ±amplitude × mean
+    trace: Path | None = None  # Mooncake JSONL
+    policy: RoutingPolicy = RoutingPolicy.STATIC
+    link_latency_s: float = 0.0
+    dip_start_s: float | None = None  # bandwidth dip: start, duration, remaining fraction
+    dip_duration_s: float | None = None
+    dip_fraction: float = 0.1
+
+
+@dataclass(frozen=True)
+class SimulationRun:
+    load_fraction: float | None  # offered / exact-mode Λ_max, None for a trace replayed as is
+    rate_rps: float  # the arrival rate asked for
+    result: object  # simulate.SimulationResult
+
+
+@dataclass(frozen=True)
+class SimulationReport:
+    problem: Problem
+    spec: SimulationSpec
+    configuration: Configuration  # the planned deployment that was simulated
+    plan_mode: Mode
+    exact_capacity_rps: float  # Λ_max of the configuration, exact mode
+    paper_capacity_rps: float  # ... paper mode
+    unloaded: TtftSummary  # the model's unloaded TTFT of the configuration
+    runs: tuple[SimulationRun, ...]
+
+
+def validate(spec: SimulationSpec) -> None:
+    """Raise ConfigError for an inconsistent spec (before any work starts)."""
+    if spec.rate_rps is not None and not (spec.rate_rps > 0 and np.isfinite(spec.rate_rps)):
+        raise ConfigError(f"--rate-rps must be a finite number > 0, got {spec.rate_rps:g}")
+    if spec.rate_rps is None and not spec.load_fractions and spec.trace is None:
+        raise ConfigError("give --load or --rate-rps")
+    for f in spec.load_fractions:
+        if not (f > 0 and np.isfinite(f)):
+            raise ConfigError(f"--load must be fractions > 0 of the exact-mode Λ_max, got {f:g}")
+    if (spec.requests is None) == (spec.duration_s is None) and spec.trace is None:
+        raise ConfigError("give exactly one of --requests and --duration-s")
+    if spec.requests is not None and spec.requests < 1:
+        raise ConfigError(f"--requests must be >= 1, got {spec.requests}")
+    if spec.duration_s is not None and not (spec.duration_s > 0 and np.isfinite(spec.duration_s)):
+        raise ConfigError(f"--duration-s must be a finite number > 0, got {spec.duration_s:g}")
+    if spec.link_latency_s < 0 or not np.isfinite(spec.link_latency_s):
+        raise ConfigError(f"--link-latency-s must be >= 0, got {spec.link_latency_s:g}")
+    if (spec.arrivals is ArrivalProcess.TRACE) != (spec.trace is not None):
+        raise ConfigError("--arrivals trace and --trace FILE go together")
+    if spec.policy is RoutingPolicy.PREFIX and spec.trace is None:
+        raise ConfigError("--policy prefix needs --trace FILE with hash_ids (prefix blocks)")
+    if (spec.dip_start_s is None) != (spec.dip_duration_s is None):
+        raise ConfigError("a bandwidth dip needs both --dip-start-s and --dip-duration-s")
+
+
+def _requests(problem: Problem, spec: SimulationSpec, rate_rps: float, rng, trace):
+    """(arrival_s, input_tokens, output_tokens, prefix_blocks) for one run."""
+    from prfaas_plan import arrivals
+
+    if trace is not None:
+        speedup = 1.0 if rate_rps is None else rate_rps / (trace.requests / trace.arrival_s[-1])
+        replay = trace.with_speedup(speedup) if speedup != 1.0 else trace
+        return replay.arrival_s, replay.input_tokens, replay.output_tokens, replay.prefix_blocks
+    size = {"count": spec.requests, "duration_s": spec.duration_s}
+    if spec.arrivals is ArrivalProcess.POISSON:
+        arrival_s = arrivals.poisson_arrivals(rate_rps, rng=rng, **size)
+    elif spec.arrivals is ArrivalProcess.GAMMA:
+        arrival_s = arrivals.gamma_arrivals(rate_rps, spec.burst_cv, rng=rng, **size)
+    else:
+        arrival_s = arrivals.sinusoidal_arrivals(
+            rate_rps, spec.amplitude, spec.period_s, rng=rng, **size
+        )
+    input_tokens = arrivals.sample_lengths(problem.workload, arrival_s.size, rng)
+    output_tokens = np.full(arrival_s.size, problem.system.output_tokens)
+    return arrival_s, input_tokens, output_tokens, None
+
+
+def _policy(spec: SimulationSpec):
+    from prfaas_plan.sim_prefix import PrefixAwareThreshold
+    from prfaas_plan.simulate import AdaptiveThreshold, StaticThreshold
+
+    return {
+        RoutingPolicy.STATIC: StaticThreshold,
+        RoutingPolicy.ADAPTIVE: AdaptiveThreshold,
+        RoutingPolicy.PREFIX: PrefixAwareThreshold,
+    }[spec.policy]()
+
+
+def run_simulations(
+    problem: Problem,
+    spec: SimulationSpec,
+    *,
+    plan_mode: Mode = Mode.PAPER,
+    threshold_tokens: float | None = None,
+    progress: Progress | None = None,
+) -> SimulationReport:
+    """Plan the scenario (as `optimize` does, in `plan_mode`), then simulate that deployment."""
+    from prfaas_plan.arrivals import read_mooncake_trace
+    from prfaas_plan.sim_queues import BandwidthTrace
+    from prfaas_plan.simulate import simulate
+
+    validate(spec)
+    system, workload = problem.system, problem.workload
+    space = SearchSpace(problem.prfaas_instances, problem.pd_instances, threshold_tokens)
+    configuration = optimize_fixed_hardware(system, workload, space, plan_mode).configuration
+    exact = evaluate(system, workload, configuration, Mode.EXACT).system_throughput_rps
+    paper = evaluate(system, workload, configuration, Mode.PAPER).system_throughput_rps
+    if not exact > 0:
+        raise ConfigError("the planned configuration serves no requests; nothing to simulate")
+    trace = read_mooncake_trace(spec.trace) if spec.trace is not None else None
+    if spec.rate_rps is not None:
+        loads = [(spec.rate_rps / exact, spec.rate_rps)]
+    elif trace is not None and spec.load_fractions == ():
+        loads = [(None, None)]
+    else:
+        loads = [(f, f * exact) for f in spec.load_fractions]
+    bandwidth = None
+    if spec.dip_start_s is not None:
+        bandwidth = BandwidthTrace.dip(
+            system.link_bandwidth_bytes_per_s,
+            spec.dip_start_s,
+            spec.dip_duration_s,
+            spec.dip_fraction,
+        )
+    runs = []
+    for i, (fraction, rate_rps) in enumerate(loads):
+        rng = np.random.default_rng(spec.seed)
+        arrival_s, input_tokens, output_tokens, prefix = _requests(
+            problem, spec, rate_rps, rng, trace
+        )
+
+        def step(done: float, i=i) -> None:
+            if progress is not None:
+                progress((i + done) / len(loads))
+
+        result = simulate(
+            system, configuration, arrival_s, input_tokens, output_tokens,
+            policy=_policy(spec), link_latency_s=spec.link_latency_s, bandwidth=bandwidth,
+            prefix_blocks=prefix, progress=step,
+        )  # fmt: skip
+        asked = rate_rps if rate_rps is not None else result.offered_rate_rps
+        runs.append(SimulationRun(fraction, asked, result))
+    return SimulationReport(
+        problem=problem,
+        spec=spec,
+        configuration=configuration,
+        plan_mode=plan_mode,
+        exact_capacity_rps=exact,
+        paper_capacity_rps=paper,
+        unloaded=unloaded_ttft(system, workload, configuration.threshold_tokens),
+        runs=tuple(runs),
+    )
