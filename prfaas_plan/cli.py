@@ -143,6 +143,28 @@ def optimize(
         Path | None,
         typer.Option("--plot", help="Also draw the threshold-balance figure (.png/.svg/.pdf)."),
     ] = None,
+    ttft_target_s: Annotated[
+        float | None,
+        typer.Option(
+            "--ttft-target-s",
+            help="TTFT target under load (s): the best plan that meets "
+            "it (M/G/c prefill pools + processor-sharing link approximation).",
+        ),
+    ] = None,
+    ttft_percentile: Annotated[
+        str,
+        typer.Option("--ttft-percentile", help="Which TTFT the target bounds: mean, 50, 90 or 99."),
+    ] = "90",
+    ttft_load: Annotated[
+        float | None,
+        typer.Option(
+            "--ttft-load",
+            help="Load for the target, as a fraction of the unconstrained plan's exact-mode Λ_max.",
+        ),
+    ] = None,
+    ttft_load_rps: Annotated[
+        float | None, typer.Option("--ttft-load-rps", help="Load for the target (req/s).")
+    ] = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Choose the threshold t and the PD prefill/decode split (or size the PrfaaS cluster) and
@@ -151,6 +173,14 @@ def optimize(
 
     from prfaas_plan.planner import plan
 
+    ttft = None
+    if ttft_target_s is not None:
+        from prfaas_plan.planner import TtftTarget
+
+        percentile = ttft_percentile if ttft_percentile == "mean" else _percentile(ttft_percentile)
+        ttft = TtftTarget(ttft_target_s, percentile, ttft_load_rps, ttft_load)
+    elif ttft_load is not None or ttft_load_rps is not None:
+        raise ConfigError("--ttft-load/--ttft-load-rps need --ttft-target-s")
     problem = _load(scenario, data_dir, bandwidth_gbps)
     sizing = target_rps is not None or max_prfaas_gpus is not None
     progress = nullcontext()
@@ -167,6 +197,7 @@ def optimize(
             max_prfaas_gpus=max_prfaas_gpus,
             solver=solver,
             range_policy=out_of_range,
+            ttft=ttft,
         )
     if plot is not None:
         from prfaas_plan.plot import plot_threshold_balance
@@ -303,6 +334,12 @@ def egress(
         threshold_tokens=threshold_tokens, link_gbps=link_gbps, mode=mode,
     )  # fmt: skip
     _emit(egress_view(report), egress_json(report), fmt, output)
+
+
+def _percentile(text: str) -> int:
+    if text not in ("50", "90", "99"):
+        raise ConfigError(f"--ttft-percentile must be mean, 50, 90 or 99, got {text!r}")
+    return int(text)
 
 
 def _float_list(text: str, flag: str) -> tuple[float, ...]:

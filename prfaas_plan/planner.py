@@ -5,6 +5,7 @@ prefill cluster. No printing; file reading only through `scenario` and `catalog`
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from prfaas_plan.profiles import FittedCurve
 from prfaas_plan.scenario import Problem
 from prfaas_plan.sizing import SizingResult, size_prfaas_cluster
 from prfaas_plan.ttft import TtftSummary, unloaded_ttft
+
+if TYPE_CHECKING:  # queueing is imported only when a TTFT target is given
+    from prfaas_plan.queueing import LoadedTtft
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,31 @@ class ModeComparison:
 
 
 @dataclass(frozen=True)
+class TtftTarget:
+    """`percentile` TTFT (50, 90, 99 or 'mean') <= `target_s` under Poisson load: an absolute
+    `load_rps`, or `load_fraction` of the unconstrained plan's exact-mode Λ_max."""
+
+    target_s: float
+    percentile: int | str = 90
+    load_rps: float | None = None
+    load_fraction: float | None = None
+
+    def __post_init__(self):
+        if not (self.target_s > 0 and math.isfinite(self.target_s)):
+            raise ConfigError(f"--ttft-target-s must be a finite number > 0, got {self.target_s:g}")
+        if (self.load_rps is None) == (self.load_fraction is None):
+            raise ConfigError("a TTFT target needs exactly one of --ttft-load-rps and --ttft-load")
+        load = self.load_rps if self.load_rps is not None else self.load_fraction
+        if not (load > 0 and math.isfinite(load)):
+            raise ConfigError(f"the TTFT target's load must be a finite number > 0, got {load:g}")
+
+    def rate_rps(self, exact_capacity_rps: float) -> float:
+        return (
+            self.load_rps if self.load_rps is not None else self.load_fraction * exact_capacity_rps
+        )
+
+
+@dataclass(frozen=True)
 class PlanReport:
     problem: Problem
     mode: Mode
@@ -77,6 +106,8 @@ class PlanReport:
     modes: ModeComparison
     sizing: SizingResult | None
     range_notes: tuple[RangeNote, ...]
+    ttft_target: TtftTarget | None = None
+    loaded_ttft: "LoadedTtft | None" = None  # the plan's TTFT under the target's load
 
     @property
     def speedup_vs_homogeneous(self) -> float:
@@ -148,8 +179,10 @@ def plan(
     max_prfaas_gpus: int | None = None,
     solver: Solver = Solver.HIGHS,
     range_policy: RangePolicy = RangePolicy.EXTRAPOLATE,
+    ttft: TtftTarget | None = None,
 ) -> PlanReport:
-    """Optimise t and N_p/N_d (or size the PrfaaS cluster), compare with both baselines."""
+    """Optimise t and N_p/N_d (or size the PrfaaS cluster), compare with both baselines.
+    With `ttft`, the plan is the best one whose TTFT under load meets the target."""
     notes = range_notes(problem, range_policy)
     if threshold_tokens is not None and not threshold_tokens >= 0:
         raise ConfigError(f"--threshold-tokens must be >= 0, got {threshold_tokens:g}")
@@ -186,6 +219,20 @@ def plan(
 
     optimum = {m: best(m) for m in Mode}
     chosen = sizing.evaluation if sizing is not None else optimum[mode]
+    loaded = None
+    if ttft is not None:
+        if sizing is not None:
+            raise ConfigError(
+                "a TTFT target cannot be combined with sizing (--target-rps/--max-prfaas-gpus)"
+            )
+        from prfaas_plan.queueing import optimize_with_ttft
+
+        rate_rps = ttft.rate_rps(optimum[Mode.EXACT].system_throughput_rps)
+        space = SearchSpace(prfaas_instances, problem.pd_instances, threshold_tokens)
+        chosen, loaded = optimize_with_ttft(
+            system, workload, space, arrival_rate_rps=rate_rps, ttft_target_s=ttft.target_s,
+            ttft_percentile=ttft.percentile, mode=mode,
+        )  # fmt: skip
     paper_config = optimum[Mode.PAPER].configuration
     modes = ModeComparison(
         paper=optimum[Mode.PAPER],
@@ -209,6 +256,8 @@ def plan(
         modes=modes,
         sizing=sizing,
         range_notes=notes,
+        ttft_target=ttft,
+        loaded_ttft=loaded,
     )
 
 

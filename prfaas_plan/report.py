@@ -127,6 +127,29 @@ def _inputs_json(report) -> dict:
     }
 
 
+def _ttft_constraint_json(report: PlanReport) -> dict | None:
+    t, q = report.ttft_target, report.loaded_ttft
+    if t is None:
+        return None
+    return {
+        "target_s": t.target_s,
+        "percentile": t.percentile,
+        "load_rps": q.arrival_rate_rps,
+        "stable": q.stable,
+        "ttft_under_load": {
+            "mean_s": number(q.mean_s), "p50_s": number(q.p50_s), "p90_s": number(q.p90_s),
+            "p99_s": number(q.p99_s), "queueing_included": True,
+        },
+        "utilization": {
+            "prfaas_prefill": q.prfaas_prefill.utilization, "pd_prefill": q.pd_prefill.utilization,
+            "pd_decode": q.pd_decode.utilization, "link": q.link.utilization,
+        },
+        "mean_wait_s": {"prfaas_prefill": number(q.prfaas_prefill.mean_wait_s),
+                        "pd_prefill": number(q.pd_prefill.mean_wait_s)},
+        "approximation": "M/G/c prefill pools (Allen-Cunneen), M/G/1 processor-sharing link",
+    }  # fmt: skip
+
+
 def plan_to_json(report: PlanReport) -> dict:
     m = report.modes
     out = {
@@ -147,6 +170,7 @@ def plan_to_json(report: PlanReport) -> dict:
             "paper_overstatement": number(m.paper_overstatement),
         },
         "sizing": None,
+        "ttft_constraint": _ttft_constraint_json(report),
         "notes": [TTFT_NOTE],
     }
     if report.sizing is not None:
@@ -290,6 +314,16 @@ def _plan_view(report: PlanReport) -> View:
         f"sustains {m.paper_plan_exact_rps:.3f} req/s with exact mean service times: representative "
         f"lengths overstate it by {fmt(m.paper_overstatement, '.1%')}.",
     ]
+    if report.ttft_target is not None:
+        t, q = report.ttft_target, report.loaded_ttft
+        which = "mean" if t.percentile == "mean" else f"P{t.percentile}"
+        notes.insert(0, (
+            f"TTFT target: {which} TTFT <= {t.target_s:g} s at {q.arrival_rate_rps:.3f} req/s. The plan "
+            f"gives mean {q.mean_s:.2f} s, P50/P90/P99 {q.p50_s:.2f}/{q.p90_s:.2f}/{q.p99_s:.2f} s under "
+            f"that load (queueing included; M/G/c prefill pools + processor-sharing link "
+            f"approximation, within ~2% of the simulator up to 95% load); utilisation PrfaaS "
+            f"{q.prfaas_prefill.utilization:.0%}, PD-P {q.pd_prefill.utilization:.0%}, link {q.link.utilization:.0%}."
+        ))  # fmt: skip
     if report.sizing is not None:
         z = report.sizing
         goal = (

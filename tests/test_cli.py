@@ -279,3 +279,40 @@ def test_mooncake_trace_lengths_are_read(tmp_path):
 def test_log_normal_that_misses_its_interval_is_refused(tmp_path):
     path = scenario_with(tmp_path, **{"workload.input_tokens.mu_log": 30})
     assert_clean_error(run("optimize", path), 3, "workload.input_tokens", "mu_log=30")
+
+
+def test_ttft_target_under_load():
+    """A target the paper plan meets keeps it; a tighter one trades Λ_max for TTFT; one no plan
+    meets fails with exit 6 and names what binds (the model is in tests/test_queueing.py)."""
+    loose = json.loads(
+        run("optimize", "--ttft-target-s", "7", "--ttft-load", "0.8", "-f", "json").stdout
+    )
+    assert loose["plan"]["pd_prefill_instances"] == 3
+    assert loose["ttft_constraint"]["ttft_under_load"]["p90_s"] <= 7
+    tight = json.loads(
+        run("optimize", "--ttft-target-s", "6", "--ttft-load", "0.8", "-f", "json").stdout
+    )
+    assert tight["ttft_constraint"]["ttft_under_load"]["p90_s"] <= 6
+    assert tight["plan"]["throughput_rps"]["system"] < loose["plan"]["throughput_rps"]["system"]
+    assert tight["ttft_constraint"]["load_rps"] == pytest.approx(
+        loose["ttft_constraint"]["load_rps"]
+    )
+    assert_clean_error(run("optimize", "--ttft-target-s", "2", "--ttft-load", "0.8"), 6,
+                       "no plan meets P90 TTFT <= 2 s", "bound by")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--ttft-target-s", "5"], "exactly one of --ttft-load-rps and --ttft-load"),
+        (["--ttft-load", "0.8"], "need --ttft-target-s"),
+        (
+            ["--ttft-target-s", "5", "--ttft-load", "0.8", "--ttft-percentile", "95"],
+            "--ttft-percentile",
+        ),
+        (["--ttft-target-s", "-1", "--ttft-load", "0.8"], "--ttft-target-s"),
+        (["--ttft-target-s", "5", "--ttft-load", "0.8", "--target-rps", "4"], "cannot be combined"),
+    ],
+)
+def test_bad_ttft_target_flags(args, fragment):
+    assert_clean_error(run("optimize", *args), 3, fragment)

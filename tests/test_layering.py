@@ -5,7 +5,7 @@ import sys
 
 CORE = [
     "units", "errors", "choices", "profiles", "workload", "capacity", "optimize", "ttft",
-    "architecture", "egress", "arrivals", "sim_queues", "simulate", "sim_prefix",
+    "architecture", "egress", "arrivals", "sim_queues", "simulate", "sim_prefix", "queueing",
 ]  # fmt: skip
 FORBIDDEN_IN_CORE = [
     "typer",
