@@ -1,13 +1,15 @@
-"""Queue primitives of the simulator: a FIFO multi-server queue and a processor-sharing link.
+"""Queue primitives of the simulator: FIFO multi-server queues and a processor-sharing link.
 
 Units: seconds for times, bytes for transfer sizes, bytes/s for bandwidth.
 
-Both are exact sample-path computations, not approximations:
+All are exact sample-path computations, not approximations:
 
 - `fifo_start_times`: c identical servers, jobs served in the order given (first come, first
   served). Keeping the c server-free times in a heap, job i starts at
   max(arrival_i, earliest free time) and that server is next free at start_i + service_i: one
   heap replacement per job, O(n log c).
+- `ElasticFifo`: the same queue with servers added and removed over time (the long-timescale
+  re-balancing of PD instances between prefill and decode), simulated in resumable epochs.
 - `SharedLink`: transfers share a link's bandwidth B(t) equally (egalitarian processor sharing).
   With n transfers in flight every one of them progresses at B(t) / n bytes/s, so a "virtual
   byte clock" V with dV/dt = B(t) / n(t) makes each transfer's completion a fixed point on V:
@@ -18,6 +20,7 @@ Both are exact sample-path computations, not approximations:
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -77,6 +80,72 @@ def fifo_start_times(
         if progress is not None:
             progress(end / n)
     return np.asarray(starts, dtype=float)
+
+
+class ElasticFifo:
+    """A FIFO queue whose number of servers changes over time, simulated in epochs.
+
+    The same recursion as `fifo_start_times` (job i starts at max(ready_i, earliest free
+    server)), but resumable: `run_until(h)` starts the queued jobs whose start is before h and
+    leaves the others queued, so servers can be added or removed at h before they are placed.
+    `add_servers(k, at_s)` adds k servers free from `at_s`; `remove_servers(k, at_s)` removes
+    the k servers that free up first (each finishes the job it holds) and returns when the last
+    of them is free. Both must come after `run_until(at_s)`. With no change of servers the
+    start times equal `fifo_start_times`, bit for bit, however the time is cut into epochs.
+    A mutable helper of the simulator's event loop, not a result.
+    """
+
+    def __init__(self, servers: int, jobs: int):
+        if servers < 1:
+            raise ConfigError(f"a FIFO queue needs at least 1 server, got {servers}")
+        self.servers = servers
+        self.start_s: list[float] = [math.nan] * jobs  # by job index
+        self.queued_work_s = 0.0  # service time of the jobs queued (not started)
+        self._free = [-math.inf] * servers  # heap of the times the servers become free
+        self._queue: deque[tuple[float, float, int]] = deque()  # (ready, service, index)
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def submit(self, ready_s: float, service_s: float, index: int) -> None:
+        """Queue job `index`; jobs must be submitted in non-decreasing `ready_s`."""
+        self._queue.append((ready_s, service_s, index))
+        self.queued_work_s += service_s
+
+    def run_until(self, horizon_s: float, ends: list[tuple[float, int]] | None = None) -> None:
+        """Start every queued job that starts before `horizon_s`, appending (end, index) of
+        each to `ends` if given."""
+        queue, free, starts = self._queue, self._free, self.start_s
+        replace = heapq.heapreplace
+        while queue:
+            ready, service, index = queue[0]
+            earliest = free[0]
+            start = ready if ready >= earliest else earliest
+            if start >= horizon_s:
+                return
+            queue.popleft()
+            end = start + service
+            replace(free, end)
+            starts[index] = start
+            self.queued_work_s -= service
+            if ends is not None:
+                ends.append((end, index))
+        self.queued_work_s = 0.0  # no rounding residue once the queue is empty
+
+    def add_servers(self, count: int, at_s: float) -> None:
+        for _ in range(count):
+            heapq.heappush(self._free, at_s)
+        self.servers += count
+
+    def remove_servers(self, count: int, at_s: float) -> float:
+        if not 0 <= count < self.servers:
+            raise ValueError(f"cannot remove {count} of {self.servers} servers")
+        last = at_s
+        for _ in range(count):
+            last = max(last, heapq.heappop(self._free))
+        self.servers -= count
+        return last
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,16 +221,24 @@ class SharedLink:
     `add(start_s, size_bytes, index)` announces a transfer (in any order, but never one that
     starts before the time already simulated); `advance(until_s)` simulates up to `until_s`
     (math.inf: until every announced transfer is done). `finish_s[index]` is the time its last
-    byte arrives; `moved_bytes` counts the bytes moved so far. A mutable helper of the
-    simulator's event loop, not a result.
+    byte arrives; `moved_bytes` counts the bytes moved so far. Advancing in steps gives the same
+    finish times, bit for bit, as one advance. A mutable helper of the simulator's event loop,
+    not a result.
     """
 
-    def __init__(self, bandwidth: BandwidthTrace, transfers: int):
+    def __init__(self, bandwidth: BandwidthTrace, transfers: int, *, record_finished=False):
         self.finish_s = np.full(transfers, math.nan)
-        self.moved_bytes = 0.0
-        self.now_s = 0.0
+        self.moved_bytes = 0.0  # up to now_s
+        self.now_s = 0.0  # the time simulated up to (the last `advance`)
+        # indices of finished transfers in order of finish, if asked for (the caller empties it)
+        self.finished: list[int] | None = [] if record_finished else None
         self._pending: list[tuple[float, int, float]] = []  # heap (start, index, size)
         self._active: list[tuple[float, int]] = []  # heap (virtual finish, index)
+        # the exact state as of the last event processed (_event_s); advancing to a time
+        # between events only observes it, so advancing in steps computes the same schedule,
+        # bit for bit, as one advance to the end
+        self._event_s = 0.0
+        self._event_moved_bytes = 0.0
         self._virtual_bytes = 0.0
         self._change_s = bandwidth.start_s[1:].tolist()
         self._rates = bandwidth.bandwidth_bytes_per_s.tolist()
@@ -190,12 +267,12 @@ class SharedLink:
 
     def advance(self, until_s: float, progress: Callable[[float], None] | None = None) -> None:
         pending, active = self._pending, self._active
-        finish = self.finish_s
+        finish, finished = self.finish_s, self.finished
         changes, rates = self._change_s, self._rates
         segment = self._segment
         rate = rates[segment]
         next_change = changes[segment] if segment < len(changes) else math.inf
-        now, virtual, moved = self.now_s, self._virtual_bytes, self.moved_bytes
+        now, virtual, moved = self._event_s, self._virtual_bytes, self._event_moved_bytes
         pop, push, inf = heapq.heappop, heapq.heappush, math.inf
         total = len(pending) + len(active)
         done = 0
@@ -209,18 +286,14 @@ class SharedLink:
                 next_finish = inf
             t = min(next_start, next_finish, next_change)
             if t > until_s or t == inf:
-                if n and until_s > now and until_s < inf:
-                    virtual += (until_s - now) * rate / n
-                    moved += (until_s - now) * rate
-                    now = until_s
-                elif until_s < inf:
-                    now = max(now, until_s)
                 break
             if n:
                 moved += (t - now) * rate
             if next_finish <= next_start and next_finish <= next_change:
                 virtual, index = pop(active)
                 finish[index] = t
+                if finished is not None:
+                    finished.append(index)
                 if not active:
                     virtual = 0.0  # idle: restart the clock, keeps it small and exact
                 done += 1
@@ -237,8 +310,12 @@ class SharedLink:
                     rate = rates[segment]
                     next_change = changes[segment] if segment < len(changes) else inf
             now = t
-        self.now_s, self._virtual_bytes, self.moved_bytes = now, virtual, moved
+        self._event_s, self._virtual_bytes, self._event_moved_bytes = now, virtual, moved
         self._segment = segment
+        # no event in (now, until_s]: the transfers in flight moved at `rate` all along
+        observed = max(self.now_s, until_s if until_s < inf else now)
+        self.now_s = observed
+        self.moved_bytes = moved + (observed - now) * rate if active and observed > now else moved
         if progress is not None:
             progress(1.0)
 

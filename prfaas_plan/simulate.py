@@ -6,7 +6,10 @@ What is simulated, per request (all of it exact for the model below, no fluid ap
 1. Routing: input length l > t goes to the PrfaaS pool, else to the PD-P pool (`StaticThreshold`);
    or t moves with the load (`AdaptiveThreshold`, the paper's short-timescale scheduler); or l is
    the length not already in a cluster's prefix cache (`PrefixAwareThreshold`, sim_prefix.py,
-   with the paper's scarce/abundant-bandwidth rules, for traces with prefix blocks).
+   with the paper's scarce/abundant-bandwidth rules, for traces with prefix blocks); or PD
+   instances also move between the PD-P and PD-D roles (`RoleRebalancing`, sim_rebalance.py,
+   the paper's long-timescale scheduler, optionally with the adaptive threshold on top), which
+   is simulated in epochs between its decisions, exactly as well.
 2. Prefill: each pool is a FIFO queue with one server per instance; a request occupies one
    instance for that pool's profiled latency T(l) (`FittedCurve`).
 3. KV transfer (offloaded requests only): when prefill ends, S_kv(l) bytes cross the shared
@@ -30,7 +33,8 @@ that ends after the horizon (as if the system kept serving once arrivals stop).
 
 Cost: O(n log n) in the number of requests (in practice linear), dominated by one heap
 operation per request and queue (pure Python) plus numpy sorting: about 2 µs per request on the
-case study, 1M requests in ~2 s on one core (benchmarks/bench_simulate.py).
+case study, 1M requests in ~2 s on one core (benchmarks/bench_simulate.py); about 3 µs with
+`RoleRebalancing`, whose decode stage runs inside the epoch loop.
 
 `sustainable_rate` bisects on the arrival rate for the highest rate the deployment sustains,
 to compare with the closed-form Λ_max.
@@ -52,6 +56,13 @@ from prfaas_plan.sim_queues import (
     BandwidthTrace,
     SharedLink,
     fifo_start_times,
+)
+from prfaas_plan.sim_rebalance import (
+    RoleRebalancing,
+    RoleStats,
+    role_stats,
+    run_rebalancing,
+    static_role_stats,
 )
 
 Progress = Callable[[float], None]
@@ -77,7 +88,10 @@ class AdaptiveThreshold:
     the link. If only the PD-P side is hot (raising t has moved too much load onto it), or both
     PrfaaS signals are at or below `release` times their triggers (the pressure has eased),
     t is divided by `step_factor`, never below the planned threshold. When both sides are hot
-    the system is overloaded whatever t is, and t is held.
+    the system is overloaded whatever t is: t is lowered (as above) if PD-P's queue pressure
+    (queue per instance / `queue_trigger`) exceeds the PrfaaS side's (the larger of link
+    utilisation / `link_trigger` and queue per instance / `queue_trigger`), so that raising t
+    cannot leave PD-P swamped for as long as the link stays hot, and held otherwise.
     """
 
     period_s: float = 10.0
@@ -100,8 +114,39 @@ class AdaptiveThreshold:
             if not ok:
                 raise ConfigError(f"adaptive threshold: {name} out of range, got {value:g}")
 
+    def next_threshold(
+        self,
+        threshold_tokens: float,
+        base_tokens: float,
+        link_utilization: float,
+        prfaas_queue_per_instance: float,
+        pd_queue_per_instance: float,
+    ) -> float:
+        """The threshold for the next period, by the rule of the class docstring (`base_tokens`
+        is the floor: the planned threshold)."""
+        remote_hot = (
+            link_utilization >= self.link_trigger or prfaas_queue_per_instance >= self.queue_trigger
+        )
+        local_hot = pd_queue_per_instance >= self.queue_trigger
+        calm = (
+            link_utilization <= self.release * self.link_trigger
+            and prfaas_queue_per_instance <= self.release * self.queue_trigger
+        )
+        if remote_hot and not local_hot:
+            return min(threshold_tokens * self.step_factor, self.max_threshold_tokens)
+        if calm or (local_hot and not remote_hot):
+            return max(threshold_tokens / self.step_factor, base_tokens)
+        if remote_hot and local_hot:
+            remote = max(
+                link_utilization / self.link_trigger,
+                prfaas_queue_per_instance / self.queue_trigger,
+            )
+            if pd_queue_per_instance / self.queue_trigger > remote:
+                return max(threshold_tokens / self.step_factor, base_tokens)
+        return threshold_tokens
 
-Policy = StaticThreshold | AdaptiveThreshold | PrefixAwareThreshold
+
+Policy = StaticThreshold | AdaptiveThreshold | PrefixAwareThreshold | RoleRebalancing
 
 
 @dataclass(frozen=True)
@@ -120,9 +165,9 @@ class LatencyStats:
 class PoolStats:
     """One FIFO pool (PrfaaS prefill, PD prefill, or the decode slots) over the window."""
 
-    servers: int  # instances, or decode slots (N_d · BS_max)
+    servers: int  # instances, or decode slots (N_d · BS_max), at the start
     requests: int  # requests that reached the pool within the window
-    utilization: float  # busy server-time / (servers · window)
+    utilization: float  # busy server-time / server-time the pool had in the window
     mean_queue_length: float  # time-average number waiting (not in service)
     max_queue_length: int
     queued_at_horizon: int  # waiting (not in service) at the horizon
@@ -213,6 +258,7 @@ class SimulationResult:
     threshold_mean_tokens: float  # mean threshold seen by the window's arrivals
     threshold_max_tokens: float
     threshold_changes: int
+    roles: RoleStats  # PD-P / PD-D instances over time and conversions (RoleRebalancing)
     timeline: RequestTimeline = field(repr=False, compare=False)
 
 
@@ -253,14 +299,16 @@ def _occupancy(begin_s, end_s, t0: float, t1: float) -> tuple[float, int]:
     return mean, max(initial, peak)
 
 
-def _pool_stats(arrive_s, start_s, end_s, servers: int, t0: float, t1: float) -> PoolStats:
+def _pool_stats(
+    arrive_s, start_s, end_s, servers: int, t0: float, t1: float, mean_servers: float
+) -> PoolStats:
     in_window = (arrive_s >= t0) & (arrive_s <= t1)
     busy = np.clip(np.minimum(end_s, t1) - np.maximum(start_s, t0), 0.0, None).sum()
     mean_queue, max_queue = _occupancy(arrive_s, start_s, t0, t1)
     return PoolStats(
         servers=servers,
         requests=int(np.count_nonzero(in_window)),
-        utilization=float(busy / (servers * (t1 - t0))) if servers else math.nan,
+        utilization=float(busy / (mean_servers * (t1 - t0))) if mean_servers else math.nan,
         mean_queue_length=mean_queue,
         max_queue_length=max_queue,
         queued_at_horizon=int(np.count_nonzero((arrive_s <= t1) & (start_s > t1))),
@@ -433,19 +481,14 @@ def _route_adaptive(
             for queue in waiting.values():
                 while queue and queue[0] <= next_control:
                     queue.popleft()
-            remote_queue = len(waiting[True]) / c.prfaas_instances
-            local_queue = len(waiting[False]) / c.pd_prefill_instances
-            remote_hot = utilization >= policy.link_trigger or remote_queue >= policy.queue_trigger
-            local_hot = local_queue >= policy.queue_trigger
-            calm = (
-                utilization <= policy.release * policy.link_trigger
-                and remote_queue <= policy.release * policy.queue_trigger
-            )
             old = threshold
-            if remote_hot and not local_hot:
-                threshold = min(threshold * policy.step_factor, policy.max_threshold_tokens)
-            elif calm or (local_hot and not remote_hot):
-                threshold = max(threshold / policy.step_factor, base)
+            threshold = policy.next_threshold(
+                threshold,
+                base,
+                utilization,
+                len(waiting[True]) / c.prfaas_instances,
+                len(waiting[False]) / c.pd_prefill_instances,
+            )
             changes += threshold != old
             next_control += period
         remote = length > threshold
@@ -510,8 +553,29 @@ def simulate(
 
     # 1-3. routing, prefill, KV transfer over the shared link
     thresholds = np.full(n, float(c.threshold_tokens))
-    prefill_tokens, changes = input_tokens, 0
-    if isinstance(policy, AdaptiveThreshold):
+    prefill_tokens, changes, role_changes = input_tokens, 0, None
+    decode_service = output_tokens * system.decode.step_latency_s
+    if isinstance(policy, RoleRebalancing):  # with decode: its slots change over time
+        run = run_rebalancing(
+            system,
+            c,
+            policy,
+            arrival_s,
+            input_tokens,
+            output_tokens,
+            bandwidth,
+            link_latency_s,
+            _stage(progress, 0.0, 0.95),
+        )
+        offloaded, thresholds, changes = run.offloaded, run.threshold_tokens, run.threshold_changes
+        prefill_ready, prefill_start, prefill_end = (
+            arrival_s,
+            run.prefill_start_s,
+            run.prefill_end_s,
+        )
+        link_start, link_finish = run.link_start_s, run.link_finish_s
+        role_changes = run.role_changes
+    elif isinstance(policy, AdaptiveThreshold):
         link = SharedLink(bandwidth, n)
         offloaded, thresholds, prefill_start, prefill_end, changes = _route_adaptive(
             system, c, policy, arrival_s, input_tokens, link, bandwidth, _stage(progress, 0, 0.4)
@@ -555,13 +619,15 @@ def simulate(
     first_token = np.where(offloaded, transfer_end, prefill_end)
 
     # 4. decode slots, FIFO in order of first token
-    order = np.argsort(first_token, kind="stable")
-    decode_service = output_tokens * system.decode.step_latency_s
-    slots = c.pd_decode_instances * system.decode.batch_size
-    decode_start = np.empty(n)
-    decode_start[order] = fifo_start_times(
-        first_token[order], decode_service[order], slots, _stage(progress, 0.7, 0.95)
-    )
+    if role_changes is None:
+        order = np.argsort(first_token, kind="stable")
+        slots = c.pd_decode_instances * system.decode.batch_size
+        decode_start = np.empty(n)
+        decode_start[order] = fifo_start_times(
+            first_token[order], decode_service[order], slots, _stage(progress, 0.7, 0.95)
+        )
+    else:
+        decode_start = run.decode_start_s
     decode_end = decode_start + decode_service
     timeline = RequestTimeline(
         arrival_s=arrival_s,
@@ -578,8 +644,13 @@ def simulate(
         decode_start_s=decode_start,
         decode_end_s=decode_end,
     )
+    roles = (
+        static_role_stats(c)
+        if role_changes is None
+        else role_stats(c, role_changes, warmup_s, horizon)
+    )
     result = _measure(
-        system, c, policy, timeline, bandwidth, link_latency_s, warmup_s, horizon, changes
+        system, c, policy, timeline, bandwidth, link_latency_s, warmup_s, horizon, changes, roles
     )
     if progress is not None:
         progress(1.0)
@@ -587,7 +658,7 @@ def simulate(
 
 
 def _measure(
-    system, c, policy, timeline: RequestTimeline, bandwidth, latency_s, t0, t1, changes
+    system, c, policy, timeline: RequestTimeline, bandwidth, latency_s, t0, t1, changes, roles
 ) -> SimulationResult:
     tl = timeline
     window = t1 - t0
@@ -630,6 +701,7 @@ def _measure(
             c.prfaas_instances,
             t0,
             t1,
+            c.prfaas_instances,
         ),
         pd_prefill=_pool_stats(
             tl.prefill_ready_s[local],
@@ -638,8 +710,17 @@ def _measure(
             c.pd_prefill_instances,
             t0,
             t1,
+            roles.pd_prefill_instances_mean,
         ),
-        pd_decode=_pool_stats(first_token, tl.decode_start_s, tl.decode_end_s, slots, t0, t1),
+        pd_decode=_pool_stats(
+            first_token,
+            tl.decode_start_s,
+            tl.decode_end_s,
+            slots,
+            t0,
+            t1,
+            roles.pd_decode_instances_mean * system.decode.batch_size,
+        ),
         link=_link_stats(
             tl.link_start_s[crossing], tl.link_finish_s[crossing], latency_s, bandwidth, t0, t1
         ),
@@ -649,6 +730,7 @@ def _measure(
         else math.nan,
         threshold_max_tokens=float(tl.threshold_tokens.max()),
         threshold_changes=int(changes),
+        roles=roles,
         timeline=timeline,
     )
 
