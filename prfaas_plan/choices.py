@@ -39,4 +39,6 @@ class RoutingPolicy(StrEnum):
 
     STATIC = "static"
     ADAPTIVE = "adaptive"  # short-term bandwidth- and queue-aware threshold
+    REBALANCE = "rebalance"  # long-term conversion of PD instances between prefill and decode
+    DUAL = "dual"  # both timescales: rebalance + adaptive threshold
     PREFIX = "prefix"  # prefix-cache-aware routing (needs a trace with hash_ids)

@@ -6,6 +6,7 @@ modules are imported inside the commands so `--help` stays fast.
 """
 
 import sys
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -336,6 +337,20 @@ def egress(
     _emit(egress_view(report), egress_json(report), fmt, output)
 
 
+@contextmanager
+def _progress_bar(label: str):
+    """A rich progress bar on stderr (only on a terminal); yields a callback taking 0..1."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn(label), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty(),
+    ) as bar:  # fmt: skip
+        task = bar.add_task(label, total=1.0)
+        yield lambda done: bar.update(task, completed=done)
+
+
 def _percentile(text: str) -> int:
     if text not in ("50", "90", "99"):
         raise ConfigError(f"--ttft-percentile must be mean, 50, 90 or 99, got {text!r}")
@@ -434,19 +449,46 @@ def simulate(
     )  # fmt: skip
     validate(spec)
     problem = _load(scenario, data_dir, bandwidth_gbps)
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("simulating"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty(),
-    ) as bar:  # fmt: skip
-        task = bar.add_task("simulate", total=1.0)
+    with _progress_bar("simulating") as step:
         report = run_simulations(
-            problem, spec, plan_mode=mode, threshold_tokens=threshold_tokens,
-            progress=lambda done: bar.update(task, completed=done),
-        )  # fmt: skip
+            problem, spec, plan_mode=mode, threshold_tokens=threshold_tokens, progress=step
+        )
     _emit(simulation_view(report), simulation_json(report), fmt, output)
+
+
+@app.command("compare-policies")
+def compare_policies_command(
+    scenario: ScenarioArg = None,
+    load: Annotated[
+        float,
+        typer.Option("--load", help="Offered load as a fraction of the plan's exact-mode Λ_max."),
+    ] = 0.8,
+    requests: Annotated[
+        int, typer.Option("--requests", help="Requests per stress scenario.")
+    ] = 20_000,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    trace: Annotated[
+        Path | None,
+        typer.Option("--trace", help="Mooncake JSONL trace: enables the prefix-aware policy."),
+    ] = None,
+    mode: ModeOpt = Mode.PAPER,
+    bandwidth_gbps: BandwidthOpt = None,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Scheduler policies under stress: a burst, a bandwidth dip and an output-length drift,
+    each with the static, adaptive, re-balancing, dual-timescale (and prefix-aware) policies."""
+    from prfaas_plan.report_sim import comparison_json, comparison_view
+    from prfaas_plan.sim_run import compare_policies_for
+
+    problem = _load(scenario, data_dir, bandwidth_gbps)
+    with _progress_bar("comparing policies") as step:
+        report = compare_policies_for(
+            problem, load_fraction=load, requests=requests, seed=seed, trace=trace,
+            plan_mode=mode, progress=step,
+        )  # fmt: skip
+    _emit(comparison_view(report), comparison_json(report), fmt, output)
 
 
 @app.command("check")

@@ -111,11 +111,14 @@ def _requests(problem: Problem, spec: SimulationSpec, rate_rps: float, rng, trac
 
 def _policy(spec: SimulationSpec):
     from prfaas_plan.sim_prefix import PrefixAwareThreshold
+    from prfaas_plan.sim_rebalance import RoleRebalancing
     from prfaas_plan.simulate import AdaptiveThreshold, StaticThreshold
 
     return {
         RoutingPolicy.STATIC: StaticThreshold,
         RoutingPolicy.ADAPTIVE: AdaptiveThreshold,
+        RoutingPolicy.REBALANCE: RoleRebalancing,
+        RoutingPolicy.DUAL: lambda: RoleRebalancing(adaptive=AdaptiveThreshold()),
         RoutingPolicy.PREFIX: PrefixAwareThreshold,
     }[spec.policy]()
 
@@ -184,3 +187,40 @@ def run_simulations(
         unloaded=unloaded_ttft(system, workload, configuration.threshold_tokens),
         runs=tuple(runs),
     )
+
+
+@dataclass(frozen=True)
+class ComparisonReport:
+    problem: Problem
+    plan_mode: Mode
+    comparison: object  # sim_compare.PolicyComparison
+
+
+def compare_policies_for(
+    problem: Problem,
+    *,
+    load_fraction: float = 0.8,
+    requests: int = 20_000,
+    seed: int = 0,
+    trace: Path | None = None,
+    plan_mode: Mode = Mode.PAPER,
+    progress: Progress | None = None,
+) -> ComparisonReport:
+    """Plan the scenario, then run the policy comparison of sim_compare on that plan."""
+    from prfaas_plan.arrivals import read_mooncake_trace
+    from prfaas_plan.sim_compare import compare_policies
+
+    if not (load_fraction > 0 and np.isfinite(load_fraction)):
+        raise ConfigError(f"--load must be a finite fraction > 0, got {load_fraction:g}")
+    if requests < 100:
+        raise ConfigError(f"--requests must be >= 100 per scenario, got {requests}")
+    space = SearchSpace(problem.prfaas_instances, problem.pd_instances)
+    configuration = optimize_fixed_hardware(
+        problem.system, problem.workload, space, plan_mode
+    ).configuration
+    comparison = compare_policies(
+        problem.system, problem.workload, configuration, load_fraction=load_fraction,
+        requests=requests, seed=seed, trace=read_mooncake_trace(trace) if trace else None,
+        progress=progress,
+    )  # fmt: skip
+    return ComparisonReport(problem, plan_mode, comparison)

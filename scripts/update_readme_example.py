@@ -20,6 +20,7 @@ EXAMPLES = {
         "--link-gbps", "10", "--format", "markdown",
     ],
     "check-markdown": ["check", "--format", "markdown"],
+    "compare-markdown": ["compare-policies", "examples/case_study.yaml", "--format", "markdown"],
     "simulate-markdown": [
         "simulate", "examples/case_study.yaml", "--load", "0.5,0.8,0.95", "--requests", "100000",
         "--seed", "0", "--format", "markdown",

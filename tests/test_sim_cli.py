@@ -100,3 +100,17 @@ def test_simulate_table_view():
     result = run("simulate", "--requests", "5000", "--load", "0.5")
     assert result.returncode == 0
     assert "50% of Λ_max" in result.stdout and "unloaded TTFT" in result.stdout
+
+
+def test_compare_policies_cli(tmp_path):
+    result = run("compare-policies", "--requests", "3000", "-f", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    rows = {(r["scenario"], r["policy"]): r for r in doc["rows"]}
+    assert {s for s, _ in rows} == {"burst", "bandwidth_dip", "output_drift"}
+    assert {p for _, p in rows} == {"static", "adaptive", "rebalance", "dual", "prefix"}
+    assert not rows[("burst", "prefix")]["ran"] and "prefix" in rows[("burst", "prefix")]["note"]
+    assert rows[("burst", "static")]["threshold_changes"] == 0
+    again = json.loads(run("compare-policies", "--requests", "3000", "-f", "json").stdout)
+    assert again["rows"] == doc["rows"]
+    assert_clean_error(run("compare-policies", "--load", "-1"), 3, "--load")
