@@ -142,6 +142,15 @@ def test_link_advanced_in_steps_is_bit_for_bit_one_advance(seed, step_s):
 # --- the decision rule ------------------------------------------------------------------------
 
 
+# lengths, PrfaaS work, PD-P work, KV bytes per request, total decode slot-work; then the pools
+HAND_CASE_ARGS = ([3000.0, 1000.0, 4000.0, 2000.0], [1.0] * 4, [2.0] * 4, [10.0] * 4, 8.0)
+HAND_CASE_KWARGS = dict(
+    queued_prfaas_s=0.0, queued_pd_prefill_s=0.0, queued_decode_slot_s=0.0, period_s=10.0,
+    link_capacity_bytes=100.0, prfaas_instances=1, pd_instances=4, decode_slots_per_instance=1,
+    prefill_instances=[1, 2, 3], current_prefill_instances=1, current_threshold_tokens=3500.0,
+)  # fmt: skip
+
+
 def test_split_evaluation_by_hand():
     """Period 10 s, 4 requests of 1, 2, 3, 4 K tokens; PrfaaS work 1 s each (1 instance), PD
     work 2 s each, KV 10 bytes each on a link that could move 100; decode work 8 slot-s in
@@ -151,49 +160,15 @@ def test_split_evaluation_by_hand():
     decode 8 / (10 · 3) = 0.267. N_p = 2: k = 2 gives max(0.2, 0.2, 0.2) = 0.2, t = 2.5K;
     decode 8 / 20 = 0.4 binds. N_p = 3: k = 2 and k = 3 both give 0.2, the first (fewest
     local) is taken, t = 2.5K; decode 8 / 10 = 0.8."""
-    choice = evaluate_splits(
-        [3000.0, 1000.0, 4000.0, 2000.0],
-        [1.0] * 4,
-        [2.0] * 4,
-        [10.0] * 4,
-        8.0,
-        queued_prfaas_s=0.0,
-        queued_pd_prefill_s=0.0,
-        queued_decode_slot_s=0.0,
-        period_s=10.0,
-        link_capacity_bytes=100.0,
-        prfaas_instances=1,
-        pd_instances=4,
-        decode_slots_per_instance=1,
-        prefill_instances=[1, 2, 3],
-        current_prefill_instances=1,
-        current_threshold_tokens=3500.0,
-    )
+    choice = evaluate_splits(*HAND_CASE_ARGS, **HAND_CASE_KWARGS)
     np.testing.assert_allclose(choice.producer_utilization, [0.3, 0.2, 0.2])
     np.testing.assert_allclose(choice.decode_utilization, [8 / 30, 0.4, 0.8])
     np.testing.assert_allclose(choice.utilization, [0.3, 0.4, 0.8])
     assert choice.threshold_tokens.tolist() == [1500.0, 2500.0, 2500.0]
     # in force: N_p = 1 at t = 3.5K (k = 3): max(0.1, 0.1, 0.6) = 0.6
     assert choice.current_utilization == pytest.approx(0.6)
-    fixed = evaluate_splits(
-        [3000.0, 1000.0, 4000.0, 2000.0],
-        [1.0] * 4,
-        [2.0] * 4,
-        [10.0] * 4,
-        8.0,
-        queued_prfaas_s=0.0,
-        queued_pd_prefill_s=0.0,
-        queued_decode_slot_s=0.0,
-        period_s=10.0,
-        link_capacity_bytes=100.0,
-        prfaas_instances=1,
-        pd_instances=4,
-        decode_slots_per_instance=1,
-        prefill_instances=[1, 2, 3],
-        current_prefill_instances=1,
-        current_threshold_tokens=3500.0,
-        reoptimize_threshold=False,
-    )  # every split at k = 3: ρ_pd = 6 / (10 N_p)
+    # every split at k = 3: ρ_pd = 6 / (10 N_p)
+    fixed = evaluate_splits(*HAND_CASE_ARGS, **HAND_CASE_KWARGS, reoptimize_threshold=False)
     np.testing.assert_allclose(fixed.producer_utilization, [0.6, 0.3, 0.2])
     assert fixed.threshold_tokens.tolist() == [3500.0] * 3
     # 2 requests of 1 s of work on either side. Queued work counts in the utilisation (6 s
