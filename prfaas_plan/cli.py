@@ -442,7 +442,7 @@ def simulate(
     )
     spec = SimulationSpec(
         load_fractions=loads, rate_rps=rate_rps,
-        requests=None if duration_s is not None or trace is not None else (100_000 if requests is None else requests),
+        requests=requests if requests is not None or duration_s is not None or trace is not None else 100_000,
         duration_s=duration_s, seed=seed, arrivals=arrivals, burst_cv=burst_cv, period_s=period_s,
         amplitude=amplitude, trace=trace, policy=policy, link_latency_s=link_latency_s,
         dip_start_s=dip_start_s, dip_duration_s=dip_duration_s, dip_fraction=dip_fraction,
@@ -538,6 +538,9 @@ def main() -> None:
     except PlanError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(exc.exit_code)
+    except MemoryError:
+        sys.stderr.write("error: out of memory; ask for fewer requests (--requests/--duration-s)\n")
+        sys.exit(1)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)

@@ -227,7 +227,9 @@ def plan(
             )
         from prfaas_plan.queueing import optimize_with_ttft
 
-        rate_rps = ttft.rate_rps(optimum[Mode.EXACT].system_throughput_rps)
+        # the unconstrained plan's capacity with exact service times (as `simulate --load`)
+        capacity = evaluate(system, workload, optimum[mode].configuration, Mode.EXACT)
+        rate_rps = ttft.rate_rps(capacity.system_throughput_rps)
         space = SearchSpace(prfaas_instances, problem.pd_instances, threshold_tokens)
         chosen, loaded = optimize_with_ttft(
             system, workload, space, arrival_rate_rps=rate_rps, ttft_target_s=ttft.target_s,

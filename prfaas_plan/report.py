@@ -133,7 +133,7 @@ def _ttft_constraint_json(report: PlanReport) -> dict | None:
         return None
     return {
         "target_s": t.target_s,
-        "percentile": t.percentile,
+        "percentile": str(t.percentile),
         "load_rps": q.arrival_rate_rps,
         "stable": q.stable,
         "ttft_under_load": {
@@ -321,7 +321,8 @@ def _plan_view(report: PlanReport) -> View:
             f"TTFT target: {which} TTFT <= {t.target_s:g} s at {q.arrival_rate_rps:.3f} req/s. The plan "
             f"gives mean {q.mean_s:.2f} s, P50/P90/P99 {q.p50_s:.2f}/{q.p90_s:.2f}/{q.p99_s:.2f} s under "
             f"that load (queueing included; M/G/c prefill pools + processor-sharing link "
-            f"approximation, within ~2% of the simulator up to 95% load); utilisation PrfaaS "
+            f"approximation: mean and P90 within ~2% of the simulator up to 95% load, P50/P99 "
+            f"within ~4-6%); utilisation PrfaaS "
             f"{q.prfaas_prefill.utilization:.0%}, PD-P {q.pd_prefill.utilization:.0%}, link {q.link.utilization:.0%}."
         ))  # fmt: skip
     if report.sizing is not None:

@@ -311,13 +311,14 @@ def _run(
 ) -> ComparisonRow:
     lo, hi = req.window_s
     n = int(np.count_nonzero((req.arrival_s >= lo) & (req.arrival_s <= hi)))
-    if name == "prefix" and req.prefix_blocks is None:
+
+    def skipped(note: str) -> ComparisonRow:
         nan = math.nan
         return ComparisonRow(
             scenario=scenario,
             policy=name,
             ran=False,
-            note="skipped: the requests carry no prefix blocks (give a trace with hash_ids)",
+            note=f"skipped: {note}",
             requests=n,
             offered_rps=nan,
             throughput_rps=nan,
@@ -330,13 +331,26 @@ def _run(
             threshold_changes=0,
             conversions=0,
         )
+
+    if name == "prefix" and req.prefix_blocks is None:
+        return skipped("the requests carry no prefix blocks (give a trace with hash_ids)")
+    policy = _make_policy(name, options)
+    if isinstance(policy, RoleRebalancing) and (
+        configuration.pd_prefill_instances < policy.min_prefill_instances
+        or configuration.pd_decode_instances < policy.min_decode_instances
+    ):
+        return skipped(
+            f"the plan has {configuration.pd_prefill_instances} PD-P / "
+            f"{configuration.pd_decode_instances} PD-D instances; re-balancing keeps at least "
+            f"{policy.min_prefill_instances} / {policy.min_decode_instances}"
+        )
     result = simulate(
         system,
         configuration,
         req.arrival_s,
         req.input_tokens,
         req.output_tokens,
-        policy=_make_policy(name, options),
+        policy=policy,
         bandwidth=req.bandwidth,
         warmup_s=req.window_s[0],
         horizon_s=req.window_s[1],

@@ -68,11 +68,33 @@ def validate(spec: SimulationSpec) -> None:
         raise ConfigError(f"--rate-rps must be a finite number > 0, got {spec.rate_rps:g}")
     if spec.rate_rps is None and not spec.load_fractions and spec.trace is None:
         raise ConfigError("give --load or --rate-rps")
+    if spec.rate_rps is not None and spec.load_fractions:
+        raise ConfigError("give --load or --rate-rps, not both")
     for f in spec.load_fractions:
         if not (f > 0 and np.isfinite(f)):
             raise ConfigError(f"--load must be fractions > 0 of the exact-mode Λ_max, got {f:g}")
+    if spec.trace is not None and (spec.requests is not None or spec.duration_s is not None):
+        raise ConfigError("--trace replays its own requests: drop --requests/--duration-s")
     if (spec.requests is None) == (spec.duration_s is None) and spec.trace is None:
         raise ConfigError("give exactly one of --requests and --duration-s")
+    if not (spec.burst_cv > 0 and np.isfinite(spec.burst_cv)):
+        raise ConfigError(f"--burst-cv must be a finite number > 0, got {spec.burst_cv:g}")
+    if not (spec.period_s > 0 and np.isfinite(spec.period_s)):
+        raise ConfigError(f"--period-s must be a finite number > 0, got {spec.period_s:g}")
+    if not 0 <= spec.amplitude <= 1:
+        raise ConfigError(
+            f"--amplitude must be in [0, 1] (a share of the mean rate), got {spec.amplitude:g}"
+        )
+    if not 0 <= spec.dip_fraction <= 1:
+        raise ConfigError(
+            f"--dip-fraction must be in [0, 1] (the share of the link left), got {spec.dip_fraction:g}"
+        )
+    for flag, value in (
+        ("--dip-start-s", spec.dip_start_s),
+        ("--dip-duration-s", spec.dip_duration_s),
+    ):
+        if value is not None and not (value > 0 and np.isfinite(value)):
+            raise ConfigError(f"{flag} must be a finite number > 0, got {value:g}")
     if spec.requests is not None and spec.requests < 1:
         raise ConfigError(f"--requests must be >= 1, got {spec.requests}")
     if spec.duration_s is not None and not (spec.duration_s > 0 and np.isfinite(spec.duration_s)):
@@ -85,6 +107,26 @@ def validate(spec: SimulationSpec) -> None:
         raise ConfigError("--policy prefix needs --trace FILE with hash_ids (prefix blocks)")
     if (spec.dip_start_s is None) != (spec.dip_duration_s is None):
         raise ConfigError("a bandwidth dip needs both --dip-start-s and --dip-duration-s")
+
+
+BYTES_PER_SIMULATED_REQUEST = 400  # measured ~255 B (1M requests: 313 MB peak), with margin
+MEMORY_SHARE = 0.5  # of physical memory a run may plan to use
+
+
+def _check_memory(requests: float) -> None:
+    """Refuse runs that cannot fit in memory, before allocating anything."""
+    import os
+
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not on every platform
+        return
+    limit = int(physical * MEMORY_SHARE / BYTES_PER_SIMULATED_REQUEST)
+    if requests > limit:
+        raise ConfigError(
+            f"{requests:.3g} requests would need ~{requests * BYTES_PER_SIMULATED_REQUEST / 2**30:.0f} GiB; "
+            f"this machine fits about {limit:,} per run (--requests/--duration-s)"
+        )
 
 
 def _requests(problem: Problem, spec: SimulationSpec, rate_rps: float, rng, trace):
@@ -123,6 +165,18 @@ def _policy(spec: SimulationSpec):
     }[spec.policy]()
 
 
+def _with_trace_workload(problem: Problem, path: Path) -> Problem:
+    import dataclasses
+
+    from prfaas_plan.arrivals import read_mooncake_trace
+    from prfaas_plan.workload import ObservedLengths
+
+    trace = read_mooncake_trace(path)
+    system = dataclasses.replace(problem.system, output_tokens=float(np.mean(trace.output_tokens)))
+    workload = ObservedLengths(trace.input_tokens, source=str(path))
+    return dataclasses.replace(problem, system=system, workload=workload)
+
+
 def run_simulations(
     problem: Problem,
     spec: SimulationSpec,
@@ -137,6 +191,8 @@ def run_simulations(
     from prfaas_plan.simulate import simulate
 
     validate(spec)
+    if spec.trace is not None:  # plan and measure capacity on the trace's own requests
+        problem = _with_trace_workload(problem, spec.trace)
     system, workload = problem.system, problem.workload
     space = SearchSpace(problem.prfaas_instances, problem.pd_instances, threshold_tokens)
     configuration = optimize_fixed_hardware(system, workload, space, plan_mode).configuration
@@ -144,7 +200,16 @@ def run_simulations(
     paper = evaluate(system, workload, configuration, Mode.PAPER).system_throughput_rps
     if not exact > 0:
         raise ConfigError("the planned configuration serves no requests; nothing to simulate")
+    most = max(spec.load_fractions, default=0) * exact if spec.rate_rps is None else spec.rate_rps
+    _check_memory(spec.requests if spec.requests is not None else (spec.duration_s or 0) * most)
     trace = read_mooncake_trace(spec.trace) if spec.trace is not None else None
+    if trace is not None:
+        if trace.requests < 2 or not trace.arrival_s[-1] > 0:
+            raise ConfigError(f"{spec.trace}: a replay needs at least two distinct timestamps")
+        if spec.policy is RoutingPolicy.PREFIX and trace.prefix_blocks.values.size == 0:
+            raise ConfigError(
+                f"{spec.trace}: --policy prefix needs hash_ids in the trace, found none"
+            )
     if spec.rate_rps is not None:
         loads = [(spec.rate_rps / exact, spec.rate_rps)]
     elif trace is not None and spec.load_fractions == ():

@@ -40,6 +40,7 @@ case study, 1M requests in ~2 s on one core (benchmarks/bench_simulate.py); abou
 to compare with the closed-form Λ_max.
 """
 
+import dataclasses
 import heapq
 import math
 from collections import deque
@@ -550,6 +551,13 @@ def simulate(
         bandwidth = BandwidthTrace.constant(system.link_bandwidth_bytes_per_s)
     c = configuration
     n = arrival_s.size
+    if c.prfaas_instances == 0 or c.pd_prefill_instances == 0:
+        # one prefill pool is empty: a moving threshold would route requests into it, so the
+        # threshold stays where the plan put it (which already sends nothing there)
+        if isinstance(policy, AdaptiveThreshold):
+            policy = StaticThreshold()
+        elif isinstance(policy, RoleRebalancing) and policy.adaptive is not None:
+            policy = dataclasses.replace(policy, adaptive=None)
 
     # 1-3. routing, prefill, KV transfer over the shared link
     thresholds = np.full(n, float(c.threshold_tokens))

@@ -31,7 +31,7 @@ EXAMPLES = {
 def output(args: list[str]) -> str:
     return subprocess.run(
         [sys.executable, "-m", "prfaas_plan", *args], capture_output=True, text=True,
-        cwd=README.parent,
+        cwd=README.parent, check=True,
     ).stdout  # fmt: skip
 
 

@@ -288,11 +288,11 @@ def test_ttft_target_under_load():
         run("optimize", "--ttft-target-s", "7", "--ttft-load", "0.8", "-f", "json").stdout
     )
     assert loose["plan"]["pd_prefill_instances"] == 3
-    assert loose["ttft_constraint"]["ttft_under_load"]["p90_s"] <= 7
+    assert loose["ttft_constraint"]["ttft_under_load"]["p90_s"] <= 7 * (1 + 1e-9)
     tight = json.loads(
         run("optimize", "--ttft-target-s", "6", "--ttft-load", "0.8", "-f", "json").stdout
     )
-    assert tight["ttft_constraint"]["ttft_under_load"]["p90_s"] <= 6
+    assert tight["ttft_constraint"]["ttft_under_load"]["p90_s"] <= 6 * (1 + 1e-9)
     assert tight["plan"]["throughput_rps"]["system"] < loose["plan"]["throughput_rps"]["system"]
     assert tight["ttft_constraint"]["load_rps"] == pytest.approx(
         loose["ttft_constraint"]["load_rps"]

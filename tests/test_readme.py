@@ -59,6 +59,7 @@ def test_example_blocks_are_current():
     for name, args in module.EXAMPLES.items():
         result = subprocess.run([console_script(), *args], capture_output=True, text=True, cwd=ROOT,
                                 timeout=120)  # fmt: skip
+        assert result.returncode == 0, (name, result.stderr)
         assert result.stdout == blocks[name], name
 
 
