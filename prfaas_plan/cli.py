@@ -425,6 +425,14 @@ def simulate(
         float | None,
         typer.Option("--threshold-tokens", help="Simulate this t instead of the planned one."),
     ] = None,
+    sustainable: Annotated[
+        bool,
+        typer.Option(
+            "--sustainable",
+            help="Also find the highest rate the simulated deployment "
+            "sustains and compare it with the exact- and paper-mode Λ_max (~10 runs).",
+        ),
+    ] = False,
     bandwidth_gbps: BandwidthOpt = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
@@ -451,8 +459,9 @@ def simulate(
     problem = _load(scenario, data_dir, bandwidth_gbps)
     with _progress_bar("simulating") as step:
         report = run_simulations(
-            problem, spec, plan_mode=mode, threshold_tokens=threshold_tokens, progress=step
-        )
+            problem, spec, plan_mode=mode, threshold_tokens=threshold_tokens,
+            find_sustainable=sustainable, progress=step,
+        )  # fmt: skip
     _emit(simulation_view(report), simulation_json(report), fmt, output)
 
 

@@ -70,6 +70,14 @@ def simulation_view(report: SimulationReport) -> View:
         "excluded (decode-slot waits are reported separately). Requests still in the system at "
         "the end are counted, never dropped.",
     ]  # fmt: skip
+    z = report.sustainable
+    if z is not None:
+        notes.insert(1, (
+            f"Highest sustainable rate in simulation: {z.rate_rps:.3f} req/s (bracket {z.stable_rps:.3f}–"
+            f"{z.unstable_rps:.3f}, {z.requests:,} requests, backlog ≤ {z.backlog_fraction:.1%}): exact-mode "
+            f"Λ_max {report.exact_capacity_rps:.3f} is {report.exact_capacity_rps / z.rate_rps - 1:+.2%} from "
+            f"it, paper-mode {report.paper_capacity_rps:.3f} is {report.paper_capacity_rps / z.rate_rps - 1:+.2%}."
+        ))  # fmt: skip
     title = f"prfaas-plan simulate · {report.problem.scenario.name}"
     return View(title, columns, rows, notes)
 
@@ -102,6 +110,7 @@ def simulation_json(report: SimulationReport) -> dict:
         "exact_capacity_rps": report.exact_capacity_rps,
         "paper_capacity_rps": report.paper_capacity_rps,
         "unloaded_ttft": _jsonable(report.unloaded),
+        "sustainable": _jsonable(report.sustainable),
         "spec": _jsonable(report.spec),
         "runs": [
             {

@@ -60,6 +60,7 @@ class SimulationReport:
     paper_capacity_rps: float  # ... paper mode
     unloaded: TtftSummary  # the model's unloaded TTFT of the configuration
     runs: tuple[SimulationRun, ...]
+    sustainable: object = None  # simulate.SustainableRate, when asked for
 
 
 def validate(spec: SimulationSpec) -> None:
@@ -165,6 +166,25 @@ def _policy(spec: SimulationSpec):
     }[spec.policy]()
 
 
+def _sustainable(problem: Problem, configuration, spec: SimulationSpec, exact_rps: float, trace):
+    """simulate.sustainable_rate on Poisson arrivals with stratified lengths (sampling noise
+    in the pools' capacity otherwise moves the answer by ~0.7% between seeds)."""
+    from prfaas_plan.arrivals import poisson_arrivals, sample_lengths
+    from prfaas_plan.simulate import sustainable_rate
+
+    rng = np.random.default_rng(spec.seed)
+    count = spec.requests or 100_000
+    unit_arrival_s = poisson_arrivals(1.0, rng=rng, count=count)
+    if trace is not None:
+        input_tokens = rng.choice(trace.input_tokens, size=count)
+    else:
+        input_tokens = sample_lengths(problem.workload, count, rng, stratified=True)
+    return sustainable_rate(
+        problem.system, configuration, unit_arrival_s, input_tokens,
+        low_rps=0.9 * exact_rps, high_rps=1.1 * exact_rps, link_latency_s=spec.link_latency_s,
+    )  # fmt: skip
+
+
 def _with_trace_workload(problem: Problem, path: Path) -> Problem:
     import dataclasses
 
@@ -183,9 +203,12 @@ def run_simulations(
     *,
     plan_mode: Mode = Mode.PAPER,
     threshold_tokens: float | None = None,
+    find_sustainable: bool = False,
     progress: Progress | None = None,
 ) -> SimulationReport:
-    """Plan the scenario (as `optimize` does, in `plan_mode`), then simulate that deployment."""
+    """Plan the scenario (as `optimize` does, in `plan_mode`), then simulate that deployment.
+    With `find_sustainable`, also search the highest rate the simulated deployment sustains
+    (bisection on the rate with common random numbers), to set against both modes' Λ_max."""
     from prfaas_plan.arrivals import read_mooncake_trace
     from prfaas_plan.sim_queues import BandwidthTrace
     from prfaas_plan.simulate import simulate
@@ -224,6 +247,9 @@ def run_simulations(
             spec.dip_duration_s,
             spec.dip_fraction,
         )
+    sustainable = None
+    if find_sustainable:
+        sustainable = _sustainable(problem, configuration, spec, exact, trace)
     runs = []
     for i, (fraction, rate_rps) in enumerate(loads):
         rng = np.random.default_rng(spec.seed)
@@ -251,6 +277,7 @@ def run_simulations(
         paper_capacity_rps=paper,
         unloaded=unloaded_ttft(system, workload, configuration.threshold_tokens),
         runs=tuple(runs),
+        sustainable=sustainable,
     )
 
 

@@ -129,3 +129,14 @@ def test_compare_policies_cli(tmp_path):
     again = json.loads(run("compare-policies", "--requests", "3000", "-f", "json").stdout)
     assert again["rows"] == doc["rows"]
     assert_clean_error(run("compare-policies", "--load", "-1"), 3, "--load")
+
+
+def test_sustainable_rate_is_reported_against_both_modes():
+    """The simulator's highest sustainable rate sits next to the exact-mode Λ_max (within 2%,
+    the validation tolerance of tests/test_simulate.py) and further from the paper mode."""
+    doc = simulate_json("--sustainable", "--load", "0.5")
+    z = doc["sustainable"]
+    assert z["stable_rps"] <= z["rate_rps"] <= z["unstable_rps"]
+    exact_gap = abs(doc["exact_capacity_rps"] / z["rate_rps"] - 1)
+    paper_gap = abs(doc["paper_capacity_rps"] / z["rate_rps"] - 1)
+    assert exact_gap < 0.02 and paper_gap > exact_gap
