@@ -12,6 +12,7 @@ CSV headers carry units; the KV table is in MiB (the paper's unit) and converted
 
 import csv
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -289,6 +290,10 @@ class Catalog:
         return spec
 
     def models(self) -> dict[str, ModelSpec]:
+        return self._models
+
+    @cached_property
+    def _models(self) -> dict[str, ModelSpec]:  # read once: model() is called per table
         data = read_yaml(self.models_file, "model catalog")
         return parse(ModelCatalogFile, data, str(self.models_file)).models
 

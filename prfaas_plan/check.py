@@ -127,9 +127,8 @@ def _check_prefill(catalog: Catalog, model: str, key: str, findings: list[Findin
             f"{gpu.name} BF16 peak (floor {MFU_FLOOR:g}), far too slow for a prefill: is the "
             "column in ms instead of s?"
         )))  # fmt: skip
-    meta = read_yaml(folder / "meta.yaml", "profile metadata")
     derivation = folder / "kv_throughput.csv"
-    if meta.get("provenance") == "derived" and not derivation.is_file():
+    if curve.provenance == "derived" and not derivation.is_file():
         findings.append(
             Finding(
                 str(derivation), "a derived prefill table needs the Φ_kv table it was derived from"
@@ -168,7 +167,7 @@ def _check_kv(catalog: Catalog, model: str, kv_dtype: str, findings: list[Findin
     footprint = kv_footprint(catalog.model(model).layer_groups(), kv_dtype, state_dtype)
     estimate = footprint.size_bytes(tokens)
     deviation = units.mib_to_bytes(size_mib) / estimate - 1
-    tolerance = DERIVED_TOLERANCE if meta.get("provenance") == "derived" else KV_TOLERANCE
+    tolerance = DERIVED_TOLERANCE if curve.provenance == "derived" else KV_TOLERANCE
     worst = int(np.argmax(np.abs(deviation)))
     if abs(deviation[worst]) > tolerance:
         findings.append(Finding(curve.source, (

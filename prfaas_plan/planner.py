@@ -26,7 +26,7 @@ from prfaas_plan.optimize import (
     optimize_fixed_hardware,
 )
 from prfaas_plan.profiles import FittedCurve
-from prfaas_plan.scenario import Problem
+from prfaas_plan.scenario import Problem, build_problem, load_scenario
 from prfaas_plan.sizing import SizingResult, size_prfaas_cluster
 from prfaas_plan.ttft import TtftSummary, unloaded_ttft
 
@@ -315,8 +315,6 @@ def egress_report(
 ) -> EgressReport:
     """Eq. 2 across catalog models at one length, or for one scenario's distribution at a
     threshold (with the smallest threshold that fits its link)."""
-    from prfaas_plan.scenario import build_problem, load_scenario
-
     if link_gbps is not None and not (link_gbps > 0 and math.isfinite(link_gbps)):
         raise ConfigError(f"--link-gbps must be a finite number > 0, got {link_gbps:g}")
     if gpus_per_instance is not None and gpus_per_instance < 1:

@@ -185,13 +185,11 @@ def _sustainable(problem: Problem, configuration, spec: SimulationSpec, exact_rp
     )  # fmt: skip
 
 
-def _with_trace_workload(problem: Problem, path: Path) -> Problem:
+def _with_trace_workload(problem: Problem, trace, path: Path) -> Problem:
     import dataclasses
 
-    from prfaas_plan.arrivals import read_mooncake_trace
     from prfaas_plan.workload import ObservedLengths
 
-    trace = read_mooncake_trace(path)
     system = dataclasses.replace(problem.system, output_tokens=float(np.mean(trace.output_tokens)))
     workload = ObservedLengths(trace.input_tokens, source=str(path))
     return dataclasses.replace(problem, system=system, workload=workload)
@@ -214,8 +212,16 @@ def run_simulations(
     from prfaas_plan.simulate import simulate
 
     validate(spec)
-    if spec.trace is not None:  # plan and measure capacity on the trace's own requests
-        problem = _with_trace_workload(problem, spec.trace)
+    trace = read_mooncake_trace(spec.trace) if spec.trace is not None else None
+    if trace is not None:
+        if trace.requests < 2 or not trace.arrival_s[-1] > 0:
+            raise ConfigError(f"{spec.trace}: a replay needs at least two distinct timestamps")
+        if spec.policy is RoutingPolicy.PREFIX and trace.prefix_blocks.values.size == 0:
+            raise ConfigError(
+                f"{spec.trace}: --policy prefix needs hash_ids in the trace, found none"
+            )
+        # plan and measure capacity on the trace's own requests
+        problem = _with_trace_workload(problem, trace, spec.trace)
     system, workload = problem.system, problem.workload
     space = SearchSpace(problem.prfaas_instances, problem.pd_instances, threshold_tokens)
     configuration = optimize_fixed_hardware(system, workload, space, plan_mode).configuration
@@ -225,14 +231,6 @@ def run_simulations(
         raise ConfigError("the planned configuration serves no requests; nothing to simulate")
     most = max(spec.load_fractions, default=0) * exact if spec.rate_rps is None else spec.rate_rps
     _check_memory(spec.requests if spec.requests is not None else (spec.duration_s or 0) * most)
-    trace = read_mooncake_trace(spec.trace) if spec.trace is not None else None
-    if trace is not None:
-        if trace.requests < 2 or not trace.arrival_s[-1] > 0:
-            raise ConfigError(f"{spec.trace}: a replay needs at least two distinct timestamps")
-        if spec.policy is RoutingPolicy.PREFIX and trace.prefix_blocks.values.size == 0:
-            raise ConfigError(
-                f"{spec.trace}: --policy prefix needs hash_ids in the trace, found none"
-            )
     if spec.rate_rps is not None:
         loads = [(spec.rate_rps / exact, spec.rate_rps)]
     elif trace is not None and spec.load_fractions == ():
