@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan.capacity import rates
-from prfaas_plan.catalog import Catalog
+from prfaas_plan.analytic.capacity import rates
 from prfaas_plan.choices import Mode
-from prfaas_plan.optimize import SearchSpace, exhaustive_grid_search, optimize_fixed_hardware
-from prfaas_plan.resources import default_scenario_file
-from prfaas_plan.scenario import build_problem, load_scenario
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.resources import default_scenario_file
+from prfaas_plan.inputs.scenario import build_problem, load_scenario
+from prfaas_plan.solve.threshold import SearchSpace, exhaustive_grid_search, optimize_fixed_hardware
 
 GRID_STEP_TOKENS = 100.0  # the paper's 0.1K grid
 

@@ -14,15 +14,15 @@ import time
 
 import numpy as np
 
-from prfaas_plan.arrivals import poisson_arrivals, sample_lengths
-from prfaas_plan.catalog import Catalog
+from prfaas_plan.analytic.loaded_ttft import loaded_ttft, optimize_with_ttft
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import InfeasibleError
-from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
-from prfaas_plan.queueing import loaded_ttft, optimize_with_ttft
-from prfaas_plan.resources import default_scenario_file
-from prfaas_plan.scenario import build_problem, load_scenario
-from prfaas_plan.simulate import simulate
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.resources import default_scenario_file
+from prfaas_plan.inputs.scenario import build_problem, load_scenario
+from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
+from prfaas_plan.sim.engine import simulate
+from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 SEED = 2026
 

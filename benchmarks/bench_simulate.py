@@ -13,13 +13,13 @@ import time
 
 import numpy as np
 
-from prfaas_plan.arrivals import poisson_arrivals, sample_lengths
-from prfaas_plan.catalog import Catalog
 from prfaas_plan.choices import Mode
-from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
-from prfaas_plan.resources import default_scenario_file
-from prfaas_plan.scenario import build_problem, load_scenario
-from prfaas_plan.simulate import AdaptiveThreshold, StaticThreshold, simulate
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.resources import default_scenario_file
+from prfaas_plan.inputs.scenario import build_problem, load_scenario
+from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
+from prfaas_plan.sim.engine import AdaptiveThreshold, StaticThreshold, simulate
+from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 LOAD = 0.8  # fraction of Λ_max
 SEED = 2026

@@ -66,9 +66,9 @@ RangeOpt = Annotated[
 
 
 def _load(scenario: Path | None, data_dir: Path | None, bandwidth_gbps: float | None):
-    from prfaas_plan.catalog import Catalog
-    from prfaas_plan.resources import default_scenario_file
-    from prfaas_plan.scenario import build_problem, load_scenario
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.inputs.resources import default_scenario_file
+    from prfaas_plan.inputs.scenario import build_problem, load_scenario
 
     path = scenario if scenario is not None else default_scenario_file()
     return build_problem(load_scenario(path), path, Catalog.open(data_dir), bandwidth_gbps)
@@ -76,7 +76,7 @@ def _load(scenario: Path | None, data_dir: Path | None, bandwidth_gbps: float | 
 
 def _emit(view, document: dict, fmt: OutputFormat, output: Path | None) -> None:
     """Write a result: `view` (views.View) for table/Markdown, `document` for JSON."""
-    from prfaas_plan import views
+    from prfaas_plan.render import views
 
     if fmt is OutputFormat.TABLE:
         from rich.console import Console
@@ -96,13 +96,13 @@ def _emit(view, document: dict, fmt: OutputFormat, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
     else:
-        from prfaas_plan.files import write_atomically
+        from prfaas_plan.inputs.files import write_atomically
 
         write_atomically(output, lambda tmp: tmp.write_text(text), "--output")
 
 
 def _emit_report(report, fmt: OutputFormat, output: Path | None) -> None:
-    from prfaas_plan import report as render
+    from prfaas_plan.render import plan as render
 
     _emit(render.view(report), render.to_json(report), fmt, output)
 
@@ -172,11 +172,11 @@ def optimize(
     compare with the homogeneous PD and naive heterogeneous baselines."""
     from contextlib import nullcontext
 
-    from prfaas_plan.planner import plan
+    from prfaas_plan.commands.plan import plan
 
     ttft = None
     if ttft_target_s is not None:
-        from prfaas_plan.planner import TtftTarget
+        from prfaas_plan.commands.plan import TtftTarget
 
         percentile = ttft_percentile if ttft_percentile == "mean" else _percentile(ttft_percentile)
         ttft = TtftTarget(ttft_target_s, percentile, ttft_load_rps, ttft_load)
@@ -201,7 +201,7 @@ def optimize(
             ttft=ttft,
         )
     if plot is not None:
-        from prfaas_plan.plot import plot_threshold_balance
+        from prfaas_plan.render.plot import plot_threshold_balance
 
         plot_threshold_balance(report, plot)
     _emit_report(report, fmt, output)
@@ -227,7 +227,7 @@ def evaluate(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Evaluate one given configuration (t, N_p, N_d = rest of the PD cluster) without optimising."""
-    from prfaas_plan.planner import evaluate_configuration
+    from prfaas_plan.commands.plan import evaluate_configuration
 
     problem = _load(scenario, data_dir, bandwidth_gbps)
     report = evaluate_configuration(
@@ -273,16 +273,16 @@ def kv(
 ) -> None:
     """KV footprint per model from its architecture: bytes per token, fixed state, S_kv and
     Φ_kv at chosen lengths, and what full attention everywhere would cost."""
-    from prfaas_plan.catalog import Catalog
-    from prfaas_plan.kvcache import kv_report
-    from prfaas_plan.report_catalog import kv_json, kv_view
+    from prfaas_plan.commands.kv import kv_report
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.render.catalog import kv_json, kv_view
 
     report = kv_report(
         Catalog.open(data_dir), models, _int_list(lengths, "--lengths"), kv_dtype=kv_dtype,
         state_dtype=state_dtype, gpu=gpu, gpus_per_instance=gpus_per_instance,
     )  # fmt: skip
     if plot is not None:
-        from prfaas_plan.plot import plot_kv_throughput
+        from prfaas_plan.render.plot import plot_kv_throughput
 
         plot_kv_throughput(report, plot)
     _emit(kv_view(report), kv_json(report), fmt, output)
@@ -325,9 +325,9 @@ def egress(
 ) -> None:
     """The bandwidth wall: KV egress a saturated prefill cluster needs (reference eq. 2),
     whether a link carries it and, for a scenario, the smallest threshold that fits."""
-    from prfaas_plan.catalog import Catalog
-    from prfaas_plan.planner import egress_report
-    from prfaas_plan.report_catalog import egress_json, egress_view
+    from prfaas_plan.commands.plan import egress_report
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.render.catalog import egress_json, egress_view
 
     report = egress_report(
         Catalog.open(data_dir), models=models, scenario=scenario, prfaas_gpus=prfaas_gpus,
@@ -440,8 +440,8 @@ def simulate(
 ) -> None:
     """Discrete-event simulation of the planned deployment: throughput, TTFT under load, queues,
     utilisation and link load, next to the closed-form model."""
-    from prfaas_plan.report_sim import simulation_json, simulation_view
-    from prfaas_plan.sim_run import SimulationSpec, run_simulations, validate
+    from prfaas_plan.commands.simulate import SimulationSpec, run_simulations, validate
+    from prfaas_plan.render.simulation import simulation_json, simulation_view
 
     if trace is not None:
         arrivals = ArrivalProcess.TRACE
@@ -488,8 +488,8 @@ def compare_policies_command(
 ) -> None:
     """Scheduler policies under stress: a burst, a bandwidth dip and an output-length drift,
     each with the static, adaptive, re-balancing, dual-timescale (and prefix-aware) policies."""
-    from prfaas_plan.report_sim import comparison_json, comparison_view
-    from prfaas_plan.sim_run import compare_policies_for
+    from prfaas_plan.commands.simulate import compare_policies_for
+    from prfaas_plan.render.simulation import comparison_json, comparison_view
 
     problem = _load(scenario, data_dir, bandwidth_gbps)
     with _progress_bar("comparing policies") as step:
@@ -522,11 +522,11 @@ def check_command(
 ) -> None:
     """CI regression check: validate every table against schema and physics, re-plan the golden
     scenarios and compare with the committed expectations. Exits 8 when anything fails."""
-    from prfaas_plan.catalog import Catalog
-    from prfaas_plan.check import check
+    from prfaas_plan.commands.check import check
     from prfaas_plan.errors import CHECK_FAILED_EXIT_CODE
-    from prfaas_plan.report_catalog import check_json, check_view
-    from prfaas_plan.resources import is_installed_copy, resource_root
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.inputs.resources import is_installed_copy, resource_root
+    from prfaas_plan.render.catalog import check_json, check_view
 
     catalog = Catalog.open(data_dir)
     if update and is_installed_copy(catalog.data_dir):

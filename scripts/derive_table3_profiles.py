@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from prfaas_plan import units
-from prfaas_plan.architecture import kv_footprint
-from prfaas_plan.catalog import Catalog
-from prfaas_plan.derive import prefill_latency_from_kv_throughput
+from prfaas_plan.analytic.architecture import kv_footprint
+from prfaas_plan.analytic.derive import prefill_latency_from_kv_throughput
+from prfaas_plan.inputs.catalog import Catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE3_TOKENS = (1024, 8192, 32768, 131072)

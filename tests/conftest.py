@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from prfaas_plan import units
-from prfaas_plan.capacity import ServingSystem
-from prfaas_plan.catalog import Catalog
-from prfaas_plan.profiles import DecodePoint, FittedCurve
-from prfaas_plan.resources import default_scenario_file
-from prfaas_plan.scenario import build_problem, load_scenario
+from prfaas_plan.analytic.capacity import ServingSystem
+from prfaas_plan.analytic.profiles import DecodePoint, FittedCurve
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.resources import default_scenario_file
+from prfaas_plan.inputs.scenario import build_problem, load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("MPLCONFIGDIR", "/tmp/prfaas-plan-mpl")

@@ -3,9 +3,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.capacity import Bound, Configuration, evaluate
+from prfaas_plan.analytic.capacity import Bound, Configuration, evaluate
+from prfaas_plan.analytic.distributions import Histogram, ObservedLengths
 from prfaas_plan.choices import Mode
-from prfaas_plan.workload import Histogram, ObservedLengths
 
 from .conftest import toy_system
 

@@ -12,9 +12,9 @@ the PrfaaS side (measured H200 and KV tables) and the chosen t/split are indepen
 import pytest
 
 from prfaas_plan import units
-from prfaas_plan.capacity import Bound
+from prfaas_plan.analytic.capacity import Bound
 from prfaas_plan.choices import Mode
-from prfaas_plan.planner import plan
+from prfaas_plan.commands.plan import plan
 
 REL = 0.01
 

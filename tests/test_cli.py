@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prfaas_plan.resources import default_data_dir, default_scenario_file
+from prfaas_plan.inputs.resources import default_data_dir, default_scenario_file
 
 CASE = default_scenario_file()
 

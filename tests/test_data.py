@@ -4,8 +4,8 @@ import pytest
 import yaml
 
 from prfaas_plan import units
-from prfaas_plan.catalog import Catalog, ProfileMeta
-from prfaas_plan.resources import default_data_dir
+from prfaas_plan.inputs.catalog import Catalog, ProfileMeta
+from prfaas_plan.inputs.resources import default_data_dir
 
 DATA = default_data_dir()
 CATALOG = Catalog.open()

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_installed_package_finds_its_data(tmp_path):
     code = (
-        "import prfaas_plan.resources as r; print(r.resource_root()); "
+        "import prfaas_plan.inputs.resources as r; print(r.resource_root()); "
         "print(r.default_scenario_file().is_file())"
     )
     out = subprocess.run(

@@ -4,15 +4,15 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.capacity import Bound, Configuration, evaluate, rates
+from prfaas_plan.analytic.capacity import Bound, Configuration, evaluate, rates
+from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, TruncatedLogNormal
 from prfaas_plan.choices import Mode
-from prfaas_plan.optimize import (
+from prfaas_plan.solve.threshold import (
     SearchSpace,
     exhaustive_grid_search,
     homogeneous_baseline,
     optimize_fixed_hardware,
 )
-from prfaas_plan.workload import Histogram, ObservedLengths, TruncatedLogNormal
 
 from .conftest import toy_system
 

@@ -14,23 +14,23 @@ import math
 import numpy as np
 import pytest
 
-from prfaas_plan.arrivals import poisson_arrivals, sample_lengths
-from prfaas_plan.capacity import Bound, Configuration, evaluate
-from prfaas_plan.choices import Mode
-from prfaas_plan.errors import ConfigError, InfeasibleError
-from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
-from prfaas_plan.queueing import (
+from prfaas_plan.analytic.capacity import Bound, Configuration, evaluate
+from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, TruncatedLogNormal
+from prfaas_plan.analytic.loaded_ttft import (
     erlang_c,
     length_moments,
     loaded_ttft,
     mgc_mean_wait,
     optimize_with_ttft,
 )
-from prfaas_plan.simulate import simulate
-from prfaas_plan.ttft import unloaded_ttft
-from prfaas_plan.workload import Histogram, ObservedLengths, TruncatedLogNormal
+from prfaas_plan.analytic.ttft import unloaded_ttft
+from prfaas_plan.choices import Mode
+from prfaas_plan.errors import ConfigError, InfeasibleError
+from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
+from prfaas_plan.sim.engine import simulate
+from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
-from .test_layering import FORBIDDEN_IN_CORE, loaded_after
+from .test_layering import NOT_IN_PURE, loaded_after
 
 # --- queueing formulas ----------------------------------------------------------------------
 
@@ -451,8 +451,8 @@ def test_other_search_spaces_and_distributions(case_problem):
 
 
 def test_module_imports_no_solver_or_ui_library():
-    loaded = loaded_after("import prfaas_plan.queueing")
-    assert not loaded & set(FORBIDDEN_IN_CORE)
+    loaded = loaded_after("import prfaas_plan.analytic.loaded_ttft")
+    assert not loaded & NOT_IN_PURE
 
 
 def test_case_study_target_that_binds(case_problem, exact_plan):

@@ -17,21 +17,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.arrivals import PrefixBlocks, RequestTrace, poisson_arrivals, sample_lengths
-from prfaas_plan.capacity import Configuration
+from prfaas_plan.analytic.capacity import Configuration
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
-from prfaas_plan.sim_compare import POLICIES, SCENARIOS, compare_policies
-from prfaas_plan.sim_queues import (
+from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace, poisson_arrivals, sample_lengths
+from prfaas_plan.sim.compare import POLICIES, SCENARIOS, compare_policies
+from prfaas_plan.sim.engine import AdaptiveThreshold, simulate
+from prfaas_plan.sim.queues import (
     BandwidthTrace,
     ElasticFifo,
     SharedLink,
     fifo_start_times,
     processor_sharing_finish_times,
 )
-from prfaas_plan.sim_rebalance import Role, RoleChange, RoleRebalancing, evaluate_splits
-from prfaas_plan.simulate import AdaptiveThreshold, simulate
+from prfaas_plan.sim.rebalance import Role, RoleChange, RoleRebalancing, evaluate_splits
+from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 from .conftest import toy_system
 

@@ -16,7 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from prfaas_plan.arrivals import (
+from prfaas_plan.analytic.capacity import Configuration, evaluate
+from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, TruncatedLogNormal
+from prfaas_plan.analytic.ttft import unloaded_ttft
+from prfaas_plan.choices import Mode
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.sim.arrivals import (
     PrefixBlocks,
     gamma_arrivals,
     parse_mooncake_trace,
@@ -25,24 +30,19 @@ from prfaas_plan.arrivals import (
     sample_lengths,
     sinusoidal_arrivals,
 )
-from prfaas_plan.capacity import Configuration, evaluate
-from prfaas_plan.choices import Mode
-from prfaas_plan.errors import ConfigError
-from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
-from prfaas_plan.sim_prefix import BandwidthRegime, PrefixAwareThreshold, route_with_prefix_cache
-from prfaas_plan.sim_queues import (
-    BandwidthTrace,
-    fifo_start_times,
-    processor_sharing_finish_times,
-)
-from prfaas_plan.simulate import (
+from prfaas_plan.sim.engine import (
     AdaptiveThreshold,
     StaticThreshold,
     simulate,
     sustainable_rate,
 )
-from prfaas_plan.ttft import unloaded_ttft
-from prfaas_plan.workload import Histogram, ObservedLengths, TruncatedLogNormal
+from prfaas_plan.sim.prefix import BandwidthRegime, PrefixAwareThreshold, route_with_prefix_cache
+from prfaas_plan.sim.queues import (
+    BandwidthTrace,
+    fifo_start_times,
+    processor_sharing_finish_times,
+)
+from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 from .conftest import toy_system
 

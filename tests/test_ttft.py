@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from prfaas_plan.ttft import unloaded_ttft
-from prfaas_plan.workload import ObservedLengths
+from prfaas_plan.analytic.distributions import ObservedLengths
+from prfaas_plan.analytic.ttft import unloaded_ttft
 
 from .conftest import toy_system
 

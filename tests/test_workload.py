@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
 
-from prfaas_plan.workload import Histogram, ObservedLengths, TruncatedLogNormal
+from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, TruncatedLogNormal
 
 LOGNORMAL = TruncatedLogNormal(9.9, 1.0, 128, 131072)
 

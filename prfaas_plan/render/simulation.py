@@ -3,8 +3,8 @@
 import dataclasses
 
 from prfaas_plan import __version__, units
-from prfaas_plan.sim_run import SimulationReport
-from prfaas_plan.views import View, fmt, number
+from prfaas_plan.commands.simulate import SimulationReport
+from prfaas_plan.render.views import View, fmt, number
 
 
 def _stats(s) -> str:

@@ -20,9 +20,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.profiles import DecodePoint, FittedCurve
 from prfaas_plan.choices import Mode
-from prfaas_plan.profiles import DecodePoint, FittedCurve
-from prfaas_plan.workload import LengthDistribution
 
 
 class Bound(StrEnum):

@@ -3,10 +3,10 @@
 import numpy as np
 
 from prfaas_plan import __version__, units
-from prfaas_plan.check import CheckReport
-from prfaas_plan.egress import Egress, EgressReport
-from prfaas_plan.kvcache import KvReport
-from prfaas_plan.views import View, fmt, number
+from prfaas_plan.analytic.egress import Egress, EgressReport
+from prfaas_plan.commands.check import CheckReport
+from prfaas_plan.commands.kv import KvReport
+from prfaas_plan.render.views import View, fmt, number
 
 
 def kv_view(report: KvReport) -> View:

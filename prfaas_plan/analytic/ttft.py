@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan.capacity import ServingSystem
-from prfaas_plan.workload import LengthDistribution
+from prfaas_plan.analytic.capacity import ServingSystem
+from prfaas_plan.analytic.distributions import LengthDistribution
 
 PERCENTILES = (50, 90, 99)
 

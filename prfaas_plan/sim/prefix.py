@@ -32,8 +32,8 @@ from enum import StrEnum
 
 import numpy as np
 
-from prfaas_plan.arrivals import MOONCAKE_BLOCK_TOKENS, PrefixBlocks
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.sim.arrivals import MOONCAKE_BLOCK_TOKENS, PrefixBlocks
 
 
 class BandwidthRegime(StrEnum):

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from prfaas_plan import units
-from prfaas_plan.capacity import rates
+from prfaas_plan.analytic.capacity import rates
+from prfaas_plan.commands.kv import KvReport
+from prfaas_plan.commands.plan import PlanReport
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.files import write_atomically
-from prfaas_plan.kvcache import KvReport
-from prfaas_plan.planner import PlanReport
+from prfaas_plan.inputs.files import write_atomically
 
 PLOT_POINTS = 400
 FORMATS = (".png", ".svg", ".pdf")

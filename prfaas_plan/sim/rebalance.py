@@ -56,12 +56,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from prfaas_plan.capacity import Configuration, ServingSystem
+from prfaas_plan.analytic.capacity import Configuration, ServingSystem
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.sim_queues import PROGRESS_CHUNK, BandwidthTrace, ElasticFifo, SharedLink
+from prfaas_plan.sim.queues import PROGRESS_CHUNK, BandwidthTrace, ElasticFifo, SharedLink
 
 if TYPE_CHECKING:
-    from prfaas_plan.simulate import AdaptiveThreshold
+    from prfaas_plan.sim.engine import AdaptiveThreshold
 
 
 class Role(StrEnum):

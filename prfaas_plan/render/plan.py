@@ -6,10 +6,10 @@ The table and Markdown views convert at this edge only: K tokens, Gbps, MiB.
 """
 
 from prfaas_plan import __version__, units
-from prfaas_plan.capacity import Evaluation
-from prfaas_plan.planner import Deployment, EvaluationReport, PlanReport, RangeNote
-from prfaas_plan.ttft import TtftSummary
-from prfaas_plan.views import View, fmt, number
+from prfaas_plan.analytic.capacity import Evaluation
+from prfaas_plan.analytic.ttft import TtftSummary
+from prfaas_plan.commands.plan import Deployment, EvaluationReport, PlanReport, RangeNote
+from prfaas_plan.render.views import View, fmt, number
 
 TTFT_NOTE = (
     "TTFT is unloaded: own prefill (+ KV transfer if offloaded), no queueing, no decode step."

@@ -10,28 +10,28 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prfaas_plan import units
-from prfaas_plan.capacity import Configuration, Evaluation, evaluate
-from prfaas_plan.choices import Mode, RangePolicy, Solver
-from prfaas_plan.egress import (
+from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate
+from prfaas_plan.analytic.egress import (
     EgressReport,
     egress_at_length,
     egress_at_threshold,
     smallest_fitting_threshold,
 )
+from prfaas_plan.analytic.profiles import FittedCurve
+from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
+from prfaas_plan.choices import Mode, RangePolicy, Solver
 from prfaas_plan.errors import ConfigError, RangeError
-from prfaas_plan.optimize import (
+from prfaas_plan.inputs.scenario import Problem, build_problem, load_scenario
+from prfaas_plan.solve.sizing import SizingResult, size_prfaas_cluster
+from prfaas_plan.solve.threshold import (
     SearchSpace,
     homogeneous_baseline,
     naive_heterogeneous,
     optimize_fixed_hardware,
 )
-from prfaas_plan.profiles import FittedCurve
-from prfaas_plan.scenario import Problem, build_problem, load_scenario
-from prfaas_plan.sizing import SizingResult, size_prfaas_cluster
-from prfaas_plan.ttft import TtftSummary, unloaded_ttft
 
 if TYPE_CHECKING:  # queueing is imported only when a TTFT target is given
-    from prfaas_plan.queueing import LoadedTtft
+    from prfaas_plan.analytic.loaded_ttft import LoadedTtft
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ def plan(
             raise ConfigError(
                 "a TTFT target cannot be combined with sizing (--target-rps/--max-prfaas-gpus)"
             )
-        from prfaas_plan.queueing import optimize_with_ttft
+        from prfaas_plan.analytic.loaded_ttft import optimize_with_ttft
 
         # the unconstrained plan's capacity with exact service times (as `simulate --load`)
         capacity = evaluate(system, workload, optimum[mode].configuration, Mode.EXACT)

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import Mode
-from prfaas_plan.profiles import FittedCurve
-from prfaas_plan.workload import LengthDistribution
 
 THRESHOLD_GRID_POINTS = 2049
 BISECTION_STEPS = 60

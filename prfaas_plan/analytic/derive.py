@@ -9,7 +9,7 @@ paper's convention) the prefill latency follows: T_prefill(l) = S_kv(l) / Φ_kv(
 import numpy as np
 
 from prfaas_plan import units
-from prfaas_plan.architecture import KvFootprint
+from prfaas_plan.analytic.architecture import KvFootprint
 
 
 def prefill_latency_from_kv_throughput(

@@ -57,7 +57,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from prfaas_plan.capacity import (
+from prfaas_plan.analytic.capacity import (
     BOUND_ORDER,
     Bound,
     Configuration,
@@ -66,17 +66,17 @@ from prfaas_plan.capacity import (
     evaluate,
     rates,
 )
-from prfaas_plan.choices import Mode
-from prfaas_plan.errors import ConfigError, InfeasibleError
-from prfaas_plan.optimize import SearchSpace
-from prfaas_plan.profiles import FittedCurve
-from prfaas_plan.ttft import TtftSummary, unloaded_ttft
-from prfaas_plan.workload import (
+from prfaas_plan.analytic.distributions import (
     Histogram,
     LengthDistribution,
     ObservedLengths,
     TruncatedLogNormal,
 )
+from prfaas_plan.analytic.profiles import FittedCurve
+from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
+from prfaas_plan.choices import Mode
+from prfaas_plan.errors import ConfigError, InfeasibleError
+from prfaas_plan.solve.threshold import SearchSpace
 
 PERCENTILES = (50, 90, 99)
 TTFT_METRICS = ("mean", 50, 90, 99)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan.capacity import (
+from prfaas_plan.analytic.capacity import (
     Configuration,
     Evaluation,
     Mode,
@@ -25,8 +25,8 @@ from prfaas_plan.capacity import (
     evaluate,
     rates,
 )
+from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.workload import LengthDistribution
 
 COARSE_GRID_POINTS = 65
 ROOT_MAX_STEPS = 60

@@ -7,7 +7,7 @@ layouts are looked up here and nowhere else.
 
 from pathlib import Path
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # prfaas_plan/
 _CANDIDATE_ROOTS = (_PACKAGE_DIR / "_bundled", _PACKAGE_DIR.parent)
 
 

@@ -49,16 +49,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from prfaas_plan.arrivals import PrefixBlocks
-from prfaas_plan.capacity import Configuration, ServingSystem
+from prfaas_plan.analytic.capacity import Configuration, ServingSystem
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.sim_prefix import PrefixAwareThreshold, route_with_prefix_cache
-from prfaas_plan.sim_queues import (
+from prfaas_plan.sim.arrivals import PrefixBlocks
+from prfaas_plan.sim.prefix import PrefixAwareThreshold, route_with_prefix_cache
+from prfaas_plan.sim.queues import (
     BandwidthTrace,
     SharedLink,
     fifo_start_times,
 )
-from prfaas_plan.sim_rebalance import (
+from prfaas_plan.sim.rebalance import (
     RoleRebalancing,
     RoleStats,
     role_stats,

@@ -21,16 +21,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from prfaas_plan import units
-from prfaas_plan.architecture import LayerGroup
-from prfaas_plan.errors import ConfigError, ProfileError
-from prfaas_plan.profiles import (
+from prfaas_plan.analytic.architecture import LayerGroup
+from prfaas_plan.analytic.profiles import (
     KV_CACHE_SIZE_DEGREE,
     PREFILL_LATENCY_DEGREE,
     FittedCurve,
     fit_curve,
     validate_table,
 )
-from prfaas_plan.resources import default_data_dir, default_models_file
+from prfaas_plan.errors import ConfigError, ProfileError
+from prfaas_plan.inputs.resources import default_data_dir, default_models_file
 
 
 class _Strict(BaseModel):

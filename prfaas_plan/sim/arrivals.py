@@ -32,8 +32,13 @@ from statistics import NormalDist
 import numpy as np
 
 from prfaas_plan import units
+from prfaas_plan.analytic.distributions import (
+    Histogram,
+    LengthDistribution,
+    ObservedLengths,
+    TruncatedLogNormal,
+)
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.workload import Histogram, LengthDistribution, ObservedLengths, TruncatedLogNormal
 
 MOONCAKE_BLOCK_TOKENS = 512  # tokens per hash_ids block in the Mooncake traces
 

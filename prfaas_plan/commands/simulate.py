@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan.capacity import Configuration, evaluate
+from prfaas_plan.analytic.capacity import Configuration, evaluate
+from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
 from prfaas_plan.choices import ArrivalProcess, Mode, RoutingPolicy
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
-from prfaas_plan.scenario import Problem
-from prfaas_plan.ttft import TtftSummary, unloaded_ttft
+from prfaas_plan.inputs.scenario import Problem
+from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 Progress = Callable[[float], None]
 
@@ -132,7 +132,7 @@ def _check_memory(requests: float) -> None:
 
 def _requests(problem: Problem, spec: SimulationSpec, rate_rps: float, rng, trace):
     """(arrival_s, input_tokens, output_tokens, prefix_blocks) for one run."""
-    from prfaas_plan import arrivals
+    from prfaas_plan.sim import arrivals
 
     if trace is not None:
         speedup = 1.0 if rate_rps is None else rate_rps / (trace.requests / trace.arrival_s[-1])
@@ -153,9 +153,9 @@ def _requests(problem: Problem, spec: SimulationSpec, rate_rps: float, rng, trac
 
 
 def _policy(spec: SimulationSpec):
-    from prfaas_plan.sim_prefix import PrefixAwareThreshold
-    from prfaas_plan.sim_rebalance import RoleRebalancing
-    from prfaas_plan.simulate import AdaptiveThreshold, StaticThreshold
+    from prfaas_plan.sim.engine import AdaptiveThreshold, StaticThreshold
+    from prfaas_plan.sim.prefix import PrefixAwareThreshold
+    from prfaas_plan.sim.rebalance import RoleRebalancing
 
     return {
         RoutingPolicy.STATIC: StaticThreshold,
@@ -169,8 +169,8 @@ def _policy(spec: SimulationSpec):
 def _sustainable(problem: Problem, configuration, spec: SimulationSpec, exact_rps: float, trace):
     """simulate.sustainable_rate on Poisson arrivals with stratified lengths (sampling noise
     in the pools' capacity otherwise moves the answer by ~0.7% between seeds)."""
-    from prfaas_plan.arrivals import poisson_arrivals, sample_lengths
-    from prfaas_plan.simulate import sustainable_rate
+    from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
+    from prfaas_plan.sim.engine import sustainable_rate
 
     rng = np.random.default_rng(spec.seed)
     count = spec.requests or 100_000
@@ -188,7 +188,7 @@ def _sustainable(problem: Problem, configuration, spec: SimulationSpec, exact_rp
 def _with_trace_workload(problem: Problem, trace, path: Path) -> Problem:
     import dataclasses
 
-    from prfaas_plan.workload import ObservedLengths
+    from prfaas_plan.analytic.distributions import ObservedLengths
 
     system = dataclasses.replace(problem.system, output_tokens=float(np.mean(trace.output_tokens)))
     workload = ObservedLengths(trace.input_tokens, source=str(path))
@@ -207,9 +207,9 @@ def run_simulations(
     """Plan the scenario (as `optimize` does, in `plan_mode`), then simulate that deployment.
     With `find_sustainable`, also search the highest rate the simulated deployment sustains
     (bisection on the rate with common random numbers), to set against both modes' Λ_max."""
-    from prfaas_plan.arrivals import read_mooncake_trace
-    from prfaas_plan.sim_queues import BandwidthTrace
-    from prfaas_plan.simulate import simulate
+    from prfaas_plan.sim.arrivals import read_mooncake_trace
+    from prfaas_plan.sim.engine import simulate
+    from prfaas_plan.sim.queues import BandwidthTrace
 
     validate(spec)
     trace = read_mooncake_trace(spec.trace) if spec.trace is not None else None
@@ -297,8 +297,8 @@ def compare_policies_for(
     progress: Progress | None = None,
 ) -> ComparisonReport:
     """Plan the scenario, then run the policy comparison of sim_compare on that plan."""
-    from prfaas_plan.arrivals import read_mooncake_trace
-    from prfaas_plan.sim_compare import compare_policies
+    from prfaas_plan.sim.arrivals import read_mooncake_trace
+    from prfaas_plan.sim.compare import compare_policies
 
     if not (load_fraction > 0 and np.isfinite(load_fraction)):
         raise ConfigError(f"--load must be a finite fraction > 0, got {load_fraction:g}")

@@ -27,21 +27,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan.arrivals import (
+from prfaas_plan.analytic.capacity import Configuration, ServingSystem, evaluate
+from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.choices import Mode
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.sim.arrivals import (
     PrefixBlocks,
     RequestTrace,
     gamma_arrivals,
     poisson_arrivals,
     sample_lengths,
 )
-from prfaas_plan.capacity import Configuration, ServingSystem, evaluate
-from prfaas_plan.choices import Mode
-from prfaas_plan.errors import ConfigError
-from prfaas_plan.sim_prefix import PrefixAwareThreshold
-from prfaas_plan.sim_queues import BandwidthTrace
-from prfaas_plan.sim_rebalance import RoleRebalancing
-from prfaas_plan.simulate import AdaptiveThreshold, Policy, StaticThreshold, simulate
-from prfaas_plan.workload import LengthDistribution
+from prfaas_plan.sim.engine import AdaptiveThreshold, Policy, StaticThreshold, simulate
+from prfaas_plan.sim.prefix import PrefixAwareThreshold
+from prfaas_plan.sim.queues import BandwidthTrace
+from prfaas_plan.sim.rebalance import RoleRebalancing
 
 SCENARIOS = ("burst", "bandwidth_dip", "output_drift")
 POLICIES = ("static", "adaptive", "rebalance", "dual", "prefix")

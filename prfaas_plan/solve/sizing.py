@@ -25,11 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan.capacity import Configuration, Evaluation, ServingSystem, evaluate, rates
+from prfaas_plan.analytic.capacity import Configuration, Evaluation, ServingSystem, evaluate, rates
+from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError, SolverError
-from prfaas_plan.optimize import SearchSpace, optimize_fixed_hardware
-from prfaas_plan.workload import LengthDistribution
+from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 MILP_THRESHOLDS = 129
 MAX_OBSERVED_THRESHOLDS = 2000

@@ -7,10 +7,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan.architecture import DTYPE_BYTES, KvFootprint, all_full_attention, kv_footprint
-from prfaas_plan.catalog import Catalog, ModelSpec
+from prfaas_plan.analytic.architecture import (
+    DTYPE_BYTES,
+    KvFootprint,
+    all_full_attention,
+    kv_footprint,
+)
+from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.profiles import FittedCurve
+from prfaas_plan.inputs.catalog import Catalog, ModelSpec
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,16 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from prfaas_plan import units
-from prfaas_plan.capacity import ServingSystem
-from prfaas_plan.catalog import Catalog, _Strict, parse, read_text, read_yaml
+from prfaas_plan.analytic.capacity import ServingSystem
+from prfaas_plan.analytic.distributions import (
+    Histogram,
+    LengthDistribution,
+    ObservedLengths,
+    TruncatedLogNormal,
+)
+from prfaas_plan.analytic.profiles import decode_point_for_slo
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.profiles import decode_point_for_slo
-from prfaas_plan.workload import Histogram, LengthDistribution, ObservedLengths, TruncatedLogNormal
+from prfaas_plan.inputs.catalog import Catalog, _Strict, parse, read_text, read_yaml
 
 
 class ClusterSpec(_Strict):

@@ -16,6 +16,7 @@ Units: SI inside; the report converts.
 """
 
 import hashlib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,12 +25,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from prfaas_plan import units
-from prfaas_plan.architecture import DTYPE_BYTES, kv_footprint
-from prfaas_plan.catalog import Catalog, parse, read_csv_columns, read_yaml
+from prfaas_plan.analytic.architecture import DTYPE_BYTES, kv_footprint
+from prfaas_plan.analytic.derive import prefill_latency_from_kv_throughput
 from prfaas_plan.choices import Mode
-from prfaas_plan.derive import prefill_latency_from_kv_throughput
 from prfaas_plan.errors import ConfigError, PlanError, ProfileError
-from prfaas_plan.files import write_atomically
+from prfaas_plan.inputs.catalog import Catalog, parse, read_csv_columns, read_yaml
+from prfaas_plan.inputs.files import write_atomically
 
 MFU_FLOOR = 5e-4  # 0.05% of BF16 peak: ~10x below the slowest real 1K-token prefill we know
 KV_TOLERANCE = 0.05  # measured KV table vs an (inferred) architecture
@@ -231,12 +232,17 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _finite_or_none(x) -> float | None:
+    """A golden value: the number, or None where it does not exist (nan, inf)."""
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
 def golden_values(catalog: Catalog, scenario: Path) -> _Golden:
     """The key outputs of planning one scenario (paper mode), flat and in SI units, and the
     fingerprints of the tables they came from."""
-    from prfaas_plan.planner import plan
-    from prfaas_plan.scenario import build_problem, load_scenario
-    from prfaas_plan.views import number
+    from prfaas_plan.commands.plan import plan
+    from prfaas_plan.inputs.scenario import build_problem, load_scenario
 
     problem = build_problem(load_scenario(scenario), scenario, catalog)
     report = plan(problem, mode=Mode.PAPER)
@@ -246,13 +252,13 @@ def golden_values(catalog: Catalog, scenario: Path) -> _Golden:
         e = deployment.evaluation
         c = e.configuration
         out[f"{name}.threshold_tokens"] = (
-            number(c.threshold_tokens) if 0 < e.offload_fraction < 1 else None
+            _finite_or_none(c.threshold_tokens) if 0 < e.offload_fraction < 1 else None
         )
         out[f"{name}.prfaas_instances"] = c.prfaas_instances
         out[f"{name}.pd_prefill_instances"] = c.pd_prefill_instances
         out[f"{name}.pd_decode_instances"] = c.pd_decode_instances
-        out[f"{name}.system_rps"] = number(e.system_throughput_rps)
-        out[f"{name}.kv_egress_bytes_per_s"] = number(e.kv_egress_bytes_per_s)
+        out[f"{name}.system_rps"] = _finite_or_none(e.system_throughput_rps)
+        out[f"{name}.kv_egress_bytes_per_s"] = _finite_or_none(e.kv_egress_bytes_per_s)
     s = problem.system
     tables = [catalog.resolve(t) for t in (
         s.prfaas_prefill_latency.source, s.pd_prefill_latency.source, s.kv_cache_size.source, s.decode.source,
