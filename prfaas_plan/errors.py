@@ -1,7 +1,10 @@
 """Exceptions a user can act on, each mapped to a distinct process exit code.
 
 Exit codes: 0 ok, 1 unexpected bug, 2 command-line usage (typer/click), and the codes below.
-Messages are one line: where (file:field or --flag), what was expected, what was found.
+Messages are one line: where, what was expected, what was found. The library speaks in its own
+terms: a message names the file field (`scenario.yaml: link.bandwidth_gbps`) or the Python
+parameter (`max_prfaas_gpus`), never a command-line flag; an error about a parameter carries
+its name in `parameter`, and the CLI alone rewrites that name into its flag.
 """
 
 
@@ -9,6 +12,10 @@ class PlanError(Exception):
     """Base of all expected failures; never shown with a traceback."""
 
     exit_code = 1
+
+    def __init__(self, message: str, *, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter  # the library parameter the message is about, if any
 
 
 class ConfigError(PlanError):
