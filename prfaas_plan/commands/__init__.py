@@ -1,0 +1,3 @@
+"""One use-case per command: takes typed inputs, returns a typed result; parses nothing, prints
+nothing.
+"""

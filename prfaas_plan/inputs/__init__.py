@@ -1,0 +1,3 @@
+"""Everything read from or written to disk: atomic writes, bundled resources, the data catalog,
+scenario files, trace readers.
+"""

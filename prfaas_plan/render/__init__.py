@@ -1,0 +1,2 @@
+"""Views of each command's result (rich table, Markdown, JSON) and figures.
+"""
