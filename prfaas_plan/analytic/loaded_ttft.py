@@ -1,5 +1,6 @@
-"""Time to first token under load: an analytic queueing approximation (the queueing formulas
-are in queueing.py, the planner's TTFT-constrained search in solve/ttft_target.py).
+"""Time to first token under load: an analytic queueing approximation. The queueing formulas
+are in queueing.py, the deployment's queues in deployment_load.py, the TTFT distribution and
+the result here; the planner's TTFT-constrained search is solve/ttft_target.py.
 
 Units: seconds, requests/s, tokens, bytes, bytes/s. Poisson arrivals at rate λ; requests with
 L > t (share p) are prefilled on PrfaaS, the rest on PD-P (prfaas-model.md §2).
