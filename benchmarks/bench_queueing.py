@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from prfaas_plan.analytic.loaded_ttft import loaded_ttft, optimize_with_ttft
+from prfaas_plan.analytic.loaded_ttft import loaded_ttft
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.inputs.catalog import Catalog
@@ -23,6 +23,7 @@ from prfaas_plan.inputs.scenario import build_problem, load_scenario
 from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
 from prfaas_plan.sim.engine import simulate
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
+from prfaas_plan.solve.ttft_target import optimize_with_ttft
 
 SEED = 2026
 

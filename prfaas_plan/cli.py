@@ -541,11 +541,27 @@ def check_command(
         raise typer.Exit(CHECK_FAILED_EXIT_CODE)
 
 
+# library parameter -> flag: the library names its parameters, the command line its flags
+# (a minimal stand-in; the lead merges the CLI's own mapping)
+_FLAGS = {
+    "target_rps": "--target-rps",
+    "max_prfaas_instances": "--max-prfaas-gpus",
+    "link_bandwidth_bytes_per_s": "--bandwidth-gbps",
+}
+
+
+def _in_flags(message: str) -> str:
+    """`message` with every library parameter name replaced by its command-line flag."""
+    import re
+
+    return re.sub(r"\b(" + "|".join(_FLAGS) + r")\b", lambda m: _FLAGS[m.group(1)], message)
+
+
 def main() -> None:
     try:
         app()
     except PlanError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {_in_flags(str(exc))}\n")
         sys.exit(exc.exit_code)
     except MemoryError:
         sys.stderr.write("error: out of memory; ask for fewer requests (--requests/--duration-s)\n")

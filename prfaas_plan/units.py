@@ -4,7 +4,17 @@ Inside the package: seconds, bytes, bytes/s, FLOP/s, tokens, requests/s. The pap
 sizes in MiB (2^20 bytes) and link rates in Gbps (10^9 bit/s); people type thousands of tokens
 as "19.4K" (10^3 tokens). Each conversion is one tested function here; no other module
 multiplies by 8, 1e9, 2**20 or 1000 to change units.
+
+Each conversion takes a number or a float array and returns the same kind.
 """
+
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:  # numpy stays out of the CLI's start-up
+    import numpy as np
+    import numpy.typing as npt
+
+Quantity = TypeVar("Quantity", float, "npt.NDArray[np.float64]")
 
 BITS_PER_BYTE = 8
 GIGA = 10**9
@@ -15,61 +25,61 @@ MILLI = 10**-3
 TERA = 10**12
 
 
-def gbps_to_bytes_per_s(gbps):
+def gbps_to_bytes_per_s(gbps: Quantity) -> Quantity:
     """Gbps (10^9 bit/s) -> bytes/s."""
     return gbps * GIGA / BITS_PER_BYTE
 
 
-def bytes_per_s_to_gbps(bytes_per_s):
+def bytes_per_s_to_gbps(bytes_per_s: Quantity) -> Quantity:
     """bytes/s -> Gbps (10^9 bit/s)."""
     return bytes_per_s * BITS_PER_BYTE / GIGA
 
 
-def mib_to_bytes(mib):
+def mib_to_bytes(mib: Quantity) -> Quantity:
     """MiB (2^20 bytes) -> bytes."""
     return mib * MEBI
 
 
-def bytes_to_mib(n_bytes):
+def bytes_to_mib(n_bytes: Quantity) -> Quantity:
     """bytes -> MiB (2^20 bytes)."""
     return n_bytes / MEBI
 
 
-def gib_to_bytes(gib):
+def gib_to_bytes(gib: Quantity) -> Quantity:
     """GiB (2^30 bytes) -> bytes."""
     return gib * GIBI
 
 
-def gb_to_bytes(gb):
+def gb_to_bytes(gb: Quantity) -> Quantity:
     """GB (10^9 bytes, as on GPU datasheets) -> bytes."""
     return gb * GIGA
 
 
-def tbytes_per_s_to_bytes_per_s(tb_per_s):
+def tbytes_per_s_to_bytes_per_s(tb_per_s: Quantity) -> Quantity:
     """TB/s (10^12 bytes/s, datasheet memory bandwidth) -> bytes/s."""
     return tb_per_s * TERA
 
 
-def tflops_to_flops(tflops):
+def tflops_to_flops(tflops: Quantity) -> Quantity:
     """TFLOP/s (10^12) -> FLOP/s."""
     return tflops * TERA
 
 
-def ms_to_s(ms):
+def ms_to_s(ms: Quantity) -> Quantity:
     """milliseconds -> seconds."""
     return ms * MILLI
 
 
-def s_to_ms(s):
+def s_to_ms(s: Quantity) -> Quantity:
     """seconds -> milliseconds."""
     return s / MILLI
 
 
-def tokens_to_ktokens(tokens):
+def tokens_to_ktokens(tokens: Quantity) -> Quantity:
     """tokens -> thousands of tokens (the paper's "19.4K")."""
     return tokens / KILO
 
 
-def ktokens_to_tokens(ktokens):
+def ktokens_to_tokens(ktokens: Quantity) -> Quantity:
     """thousands of tokens -> tokens."""
     return ktokens * KILO

@@ -169,3 +169,22 @@ def test_more_hardware_or_bandwidth_never_lowers_optimum(case_problem, n_pf, n_p
     assert optimize_fixed_hardware(
         wider, w, SearchSpace(n_pf, n_pd)
     ).system_throughput_rps >= base * (1 - 1e-9)
+
+
+def test_search_helpers_against_closed_forms():
+    """solve/search.py: golden section finds the vertex of parabolas (one per row) to its
+    bracket's resolution; bisection brackets a step; the grids cover both routing extremes."""
+    from prfaas_plan.solve.search import bisect, golden_section_max, threshold_grid
+
+    peaks = np.array([0.3, 2.0, -1.5])
+    x, fx = golden_section_max(
+        lambda t: 5.0 - (t - peaks) ** 2, np.full(3, -4.0), np.full(3, 4.0), steps=60
+    )
+    np.testing.assert_allclose(x, peaks, atol=1e-7)
+    np.testing.assert_allclose(fx, 5.0, atol=1e-12)
+    lo, hi = bisect(np.zeros(3), np.full(3, 10.0), lambda t: t < peaks + 5, steps=50)
+    assert np.all(lo <= peaks + 5) and np.all(peaks + 5 <= hi) and np.all(hi - lo < 1e-13)
+    continuous = threshold_grid(TruncatedLogNormal(9.9, 1.0, 128, 131072), 65)
+    assert continuous.size == 65 and continuous[0] == 128 and continuous[-1] == 131072
+    observed = threshold_grid(ObservedLengths(np.array([5.0, 3.0, 3.0, 9.0])), 65)
+    np.testing.assert_array_equal(observed, [2.0, 3.0, 5.0, 9.0])  # below all, then each length

@@ -16,19 +16,15 @@ import pytest
 
 from prfaas_plan.analytic.capacity import Bound, Configuration, evaluate
 from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, TruncatedLogNormal
-from prfaas_plan.analytic.loaded_ttft import (
-    erlang_c,
-    length_moments,
-    loaded_ttft,
-    mgc_mean_wait,
-    optimize_with_ttft,
-)
+from prfaas_plan.analytic.loaded_ttft import loaded_ttft
+from prfaas_plan.analytic.queueing import erlang_c, mgc_mean_wait
 from prfaas_plan.analytic.ttft import unloaded_ttft
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError, InfeasibleError
 from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
 from prfaas_plan.sim.engine import simulate
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
+from prfaas_plan.solve.ttft_target import optimize_with_ttft
 
 from .test_layering import NOT_IN_PURE, loaded_after
 
@@ -109,8 +105,8 @@ def test_overloaded_and_idle_queues():
 # --- moments ----------------------------------------------------------------------------------
 
 
-def test_length_moments_extend_partial_moments():
-    """Orders 0-2 equal workload.partial_moments; orders 3-4 match direct integration: a
+def test_higher_partial_moments_extend_the_default_orders():
+    """Orders 0-2 of partial_moments(..., max_order=4) equal the default ones; orders 3-4 match direct integration: a
     fine quadrature in ln L for the log-normal, exact sums for observed lengths, the
     polynomial integral by hand for a one-bin histogram."""
     a = np.array([-np.inf, 128.0, 5000.0, 19_658.0, 200_000.0])
@@ -119,22 +115,24 @@ def test_length_moments_extend_partial_moments():
     observed = ObservedLengths(np.random.default_rng(0).integers(100, 100_000, 5000))
     histogram = Histogram((100.0, 1000.0, 8000.0, 60_000.0), (1.0, 3.0, 2.0))
     for d in (lognormal, observed, histogram):
-        m = length_moments(d, a, b)
+        m = d.partial_moments(a, b, max_order=4)
         assert m.shape == (5, a.size)
         np.testing.assert_allclose(m[:3], d.partial_moments(a, b), rtol=1e-12, atol=1e-300)
     # log-normal: integrate x^k f(x) over ln x with a 400K-point trapezoid on [ln 5000, ln 6e4]
     y = np.linspace(math.log(5000.0), math.log(60_000.0), 400_001)
     density = np.exp(-0.5 * ((y - 9.9) / 1.0) ** 2) / math.sqrt(2 * math.pi)
     norm = lognormal.untruncated_mass
-    m = length_moments(lognormal, 5000.0, 60_000.0)
+    m = lognormal.partial_moments(5000.0, 60_000.0, max_order=4)
     for k in (3, 4):
         assert m[k] == pytest.approx(np.trapezoid(np.exp(k * y) * density, y) / norm, rel=1e-9)
     x = observed.lengths_tokens
     inside = x[(x > 5000) & (x <= 60_000)]
-    m = length_moments(observed, 5000.0, 60_000.0)
+    m = observed.partial_moments(5000.0, 60_000.0, max_order=4)
     assert m[4] == pytest.approx((inside**4).sum() / x.size, rel=1e-12)
     one_bin = Histogram((0.0, 10.0), (1.0,))
-    assert length_moments(one_bin, 2.0, 4.0)[4] == pytest.approx((4**5 - 2**5) / 5 / 10, rel=1e-14)
+    assert one_bin.partial_moments(2.0, 4.0, max_order=4)[4] == pytest.approx(
+        (4**5 - 2**5) / 5 / 10, rel=1e-14
+    )
 
 
 # --- the case study ---------------------------------------------------------------------------

@@ -116,8 +116,9 @@ def test_cbc_agrees_with_highs(case_problem, kwargs):
 
 def test_unreachable_target_names_the_binding_constraint(case_problem):
     # 8 PD instances decode at most 8 x 0.78 = 6.25 req/s whatever PrfaaS does
-    with pytest.raises(InfeasibleError, match=r"no plan reaches 7 req/s.*bound by pd_decode"):
+    with pytest.raises(InfeasibleError, match=r"no plan reaches 7 req/s.*bound by pd_decode") as e:
         size_prfaas_cluster(case_problem.system, case_problem.workload, 8, target_rps=7.0)
+    assert str(e.value).endswith("relax target_rps") and e.value.parameter == "target_rps"
 
 
 def test_target_beyond_cap_is_infeasible(case_problem):
@@ -128,5 +129,14 @@ def test_target_beyond_cap_is_infeasible(case_problem):
 
 
 def test_sizing_needs_a_goal(case_problem):
-    with pytest.raises(ConfigError, match="--target-rps"):
-        size_prfaas_cluster(case_problem.system, case_problem.workload, 8)
+    """Messages name the library's parameters (the CLI maps them to its flags)."""
+    s, w = case_problem.system, case_problem.workload
+    with pytest.raises(ConfigError, match="target_rps or max_prfaas_instances") as e:
+        size_prfaas_cluster(s, w, 8)
+    assert e.value.parameter == "target_rps" and "--" not in str(e.value)
+    with pytest.raises(ConfigError, match="target_rps must be a finite number > 0, got inf") as e:
+        size_prfaas_cluster(s, w, 8, target_rps=float("inf"))
+    assert e.value.parameter == "target_rps"
+    with pytest.raises(ConfigError, match="max_prfaas_instances must allow >= 0 instances") as e:
+        size_prfaas_cluster(s, w, 8, max_prfaas_instances=-1)
+    assert e.value.parameter == "max_prfaas_instances"

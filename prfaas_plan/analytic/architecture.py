@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
+
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 CONV_STATE_DTYPE = "bf16"  # the short-conv state stays at model precision whatever the KV dtype
 
@@ -55,15 +57,16 @@ class KvFootprint:
     swa_bytes_per_token: float  # sliding-window layers, up to `swa_window_tokens`
     swa_window_tokens: int
 
-    def size_bytes(self, tokens):
+    def size_bytes(self, tokens: ArrayLike) -> FloatArray:
         """S_kv(l) in bytes."""
         tokens = np.asarray(tokens, dtype=float)
         window = np.minimum(tokens, self.swa_window_tokens)
-        return (
+        size: FloatArray = (
             self.fixed_state_bytes
             + self.per_token_bytes * tokens
             + self.swa_bytes_per_token * window
         )
+        return size
 
 
 def kv_footprint(layers: tuple[LayerGroup, ...], kv_dtype: str, state_dtype: str) -> KvFootprint:

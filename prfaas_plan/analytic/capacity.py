@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.analytic.profiles import DecodePoint, FittedCurve
 from prfaas_plan.choices import Mode
@@ -66,36 +67,40 @@ class Configuration:
 class Rates(NamedTuple):
     """Vectorised capacity terms (arrays broadcast over thresholds and instance counts)."""
 
-    offload_fraction: np.ndarray  # p
-    long_mean_tokens: np.ndarray  # l_long (nan when p = 0)
-    short_mean_tokens: np.ndarray  # l_short (nan when p = 1)
-    prfaas_service_time_s: np.ndarray
-    pd_prefill_service_time_s: np.ndarray
-    long_kv_cache_bytes: np.ndarray  # S_kv used for the link term
-    prfaas_compute_rps: np.ndarray
-    prfaas_link_rps: np.ndarray
-    pd_prefill_rps: np.ndarray
-    pd_decode_rps: np.ndarray
+    offload_fraction: FloatArray  # p
+    long_mean_tokens: FloatArray  # l_long (nan when p = 0)
+    short_mean_tokens: FloatArray  # l_short (nan when p = 1)
+    prfaas_service_time_s: FloatArray
+    pd_prefill_service_time_s: FloatArray
+    long_kv_cache_bytes: FloatArray  # S_kv used for the link term
+    prfaas_compute_rps: FloatArray
+    prfaas_link_rps: FloatArray
+    pd_prefill_rps: FloatArray
+    pd_decode_rps: FloatArray
     # system throughput each term allows once divided by the share of requests it serves
-    limits_rps: np.ndarray  # stacked in Bound order, shape (4, ...)
+    limits_rps: FloatArray  # stacked in Bound order, shape (4, ...)
 
     @property
-    def prfaas_rps(self):
+    def prfaas_rps(self) -> FloatArray:
         return np.minimum(self.prfaas_compute_rps, self.prfaas_link_rps)
 
     @property
-    def system_rps(self):
-        return self.limits_rps.min(axis=0)
+    def system_rps(self) -> FloatArray:
+        lowest: FloatArray = self.limits_rps.min(axis=0)
+        return lowest
 
 
-def _per_share(capacity_rps, share):
+def _per_share(capacity_rps: ArrayLike, share: FloatArray) -> FloatArray:
     """capacity / share, with capacity / 0 = inf (a role that serves nobody never binds)."""
-    capacity_rps, share = np.broadcast_arrays(np.asarray(capacity_rps, float), share)
+    capacity, share = np.broadcast_arrays(np.asarray(capacity_rps, float), share)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(share > 0, capacity_rps / np.where(share > 0, share, 1.0), np.inf)
+        limit: FloatArray = np.where(share > 0, capacity / np.where(share > 0, share, 1.0), np.inf)
+    return limit
 
 
-def _service_time(curve: FittedCurve, moments, mode: Mode):
+def _service_time(
+    curve: FittedCurve, moments: FloatArray, mode: Mode
+) -> tuple[FloatArray, FloatArray]:
     """Mean service time of the requests described by `moments` (nan if there are none)."""
     m0 = moments[0]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -107,10 +112,10 @@ def _service_time(curve: FittedCurve, moments, mode: Mode):
 def rates(
     system: ServingSystem,
     workload: LengthDistribution,
-    threshold_tokens,
-    prfaas_instances,
-    pd_prefill_instances,
-    pd_decode_instances,
+    threshold_tokens: ArrayLike,
+    prfaas_instances: ArrayLike,
+    pd_prefill_instances: ArrayLike,
+    pd_decode_instances: ArrayLike,
     mode: Mode,
 ) -> Rates:
     """All capacity terms of equations (3)-(6), broadcast over the inputs."""
@@ -121,9 +126,9 @@ def rates(
     # S_kv is affine, so E[S_kv(L) | L > t] = S_kv(l_long): both modes agree on the link term.
     s_long, _ = _service_time(system.kv_cache_size, long, mode)
     # nan where a role serves nobody (p = 0 or p = 1): its capacity is then undefined
-    compute = prfaas_instances / t_long
+    compute = np.asarray(prfaas_instances, float) / t_long
     link = system.link_bandwidth_bytes_per_s / s_long
-    pd_prefill = pd_prefill_instances / t_short
+    pd_prefill = np.asarray(pd_prefill_instances, float) / t_short
     decode = np.asarray(pd_decode_instances, float) * system.decode_rps_per_instance
     limits = np.broadcast_arrays(
         _per_share(compute, p), _per_share(link, p), _per_share(pd_prefill, short[0]), decode

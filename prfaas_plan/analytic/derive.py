@@ -10,10 +10,13 @@ import numpy as np
 
 from prfaas_plan import units
 from prfaas_plan.analytic.architecture import KvFootprint
+from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
 
 
 def prefill_latency_from_kv_throughput(
-    footprint: KvFootprint, tokens, kv_throughput_gbps
-) -> np.ndarray:
+    footprint: KvFootprint, tokens: ArrayLike, kv_throughput_gbps: ArrayLike
+) -> FloatArray:
     """T_prefill(l) = S_kv(l) / Φ_kv(l), seconds."""
-    return footprint.size_bytes(tokens) / units.gbps_to_bytes_per_s(np.asarray(kv_throughput_gbps))
+    rate = units.gbps_to_bytes_per_s(np.asarray(kv_throughput_gbps, dtype=np.float64))
+    latency: FloatArray = footprint.size_bytes(tokens) / rate
+    return latency

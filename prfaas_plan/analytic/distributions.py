@@ -1,9 +1,12 @@
-"""Input-length distributions (tokens) and their split at a routing threshold.
+"""Input-length distributions (tokens): moments, split at a routing threshold, quantiles and
+samples. One home per distribution: each class owns its closed forms.
 
-Every distribution answers one question, vectorised over interval ends:
-partial_moments(a, b)[k] = E[L^k ; a < L <= b] for k = 0, 1, 2 (probability-weighted, not
-conditional). With those, p = P(L > t) = m0, l_long = E[L | L > t] = m1 / m0, and, because
-profiles are polynomials, the exact conditional mean service time E[T(L) | L > t] too.
+Every distribution answers, vectorised over interval ends,
+partial_moments(a, b, max_order)[k] = E[L^k ; a < L <= b] for k = 0..max_order
+(probability-weighted, not conditional). With those, p = P(L > t) = m0, l_long = E[L | L > t]
+= m1 / m0, and, because profiles are polynomials, the exact conditional mean service time
+E[T(L) | L > t] (order 2 for a quadratic fit) and its second moment (order 4) too.
+`quantile(u)` is the inverse CDF and `sample(rng, count)` draws through it.
 
 Distributions: truncated log-normal (density conditioned on [min, max], not clipped),
 an empirical histogram (uniform density inside each bin) and observed lengths (each sample
@@ -11,69 +14,91 @@ equally likely).
 """
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
-MOMENT_ORDERS = 3  # k = 0, 1, 2: enough for a quadratic latency fit
-_SQRT2 = math.sqrt(2.0)
-_erfc = np.frompyfunc(math.erfc, 1, 1)  # scipy.special costs 0.2 s of start-up; math does not
+from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
+from prfaas_plan.analytic.normal import (
+    mass_between,
+    normal_mass,
+    small_tail,
+    truncated_normal_quantile,
+)
+from prfaas_plan.errors import ConfigError
+
+MOMENT_ORDERS = 3  # k = 0, 1, 2 by default: enough for a quadratic latency fit
 
 
-def _small_tail(z):
-    """min(Phi(z), 1 - Phi(z)) = erfc(|z| / sqrt 2) / 2: one erfc per element, exact in the tail."""
-    return 0.5 * np.asarray(_erfc(np.abs(np.asarray(z, float)) / _SQRT2), dtype=float)
+def _mesh_of(moments: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(cell means, cell probabilities) of cells with mass, from their partial moments."""
+    keep = moments[0] > 0
+    return moments[1][keep] / moments[0][keep], moments[0][keep]
 
 
-def _mass_between(z_lo, tail_lo, z_hi, tail_hi):
-    """P(z_lo < Z <= z_hi) from the small tails at both ends, without cancellation: a
-    difference of lower tails below 0, of upper tails above 0, else 1 minus both tails."""
-    return np.where(
-        z_hi <= 0,
-        tail_hi - tail_lo,
-        np.where(z_lo >= 0, tail_lo - tail_hi, 1.0 - tail_lo - tail_hi),
-    )
-
-
-def _normal_mass(z_lo, z_hi):
-    """P(z_lo < Z <= z_hi) for a standard normal Z, accurate in both tails."""
-    return _mass_between(z_lo, _small_tail(z_lo), z_hi, _small_tail(z_hi))
-
-
-class LengthDistribution:
-    """Common interface; subclasses implement `partial_moments`, `mesh` and `describe`."""
+class LengthDistribution(ABC):
+    """The interface of a length distribution on [min_tokens, max_tokens]."""
 
     min_tokens: float
     max_tokens: float
 
-    def partial_moments(self, a, b) -> np.ndarray:
-        """Array of shape (3, *broadcast(a, b).shape): E[L^k ; a < L <= b], k = 0, 1, 2."""
-        raise NotImplementedError
+    @abstractmethod
+    def partial_moments(self, a: ArrayLike, b: ArrayLike, max_order: int = 2) -> FloatArray:
+        """E[L^k ; a < L <= b], k = 0..max_order: shape (max_order + 1, *broadcast(a, b))."""
 
-    def mesh(self) -> tuple[np.ndarray, np.ndarray]:
+    @abstractmethod
+    def quantile(self, u: ArrayLike) -> FloatArray:
+        """Inverse CDF: the length L with P(length <= L) = u, for u in [0, 1) (vectorised)."""
+
+    @abstractmethod
+    def mesh(self) -> tuple[FloatArray, FloatArray]:
         """(lengths, probabilities) approximating the distribution, for percentiles."""
-        raise NotImplementedError
 
+    @abstractmethod
     def describe(self) -> str:
-        raise NotImplementedError
+        """One line for reports."""
 
-    def split(self, threshold_tokens):
-        """(short, long) partial moments at threshold t: L <= t stays local, L > t offloads."""
+    def sample(
+        self, rng: np.random.Generator, count: int, *, stratified: bool = False
+    ) -> FloatArray:
+        """`count` lengths (tokens, float) drawn by inverse CDF from uniforms of `rng`.
+
+        Independent draws by default. `stratified=True` draws one length from each of `count`
+        equal-probability strata, in random order (Latin hypercube sampling): still each length
+        distributed as the law, but the sample's share above any threshold and its mean service
+        time match the model to O(1/count) instead of O(1/sqrt(count)).
+        """
+        if count < 0:
+            raise ConfigError(
+                f"the number of requests must be >= 0, got {count}", parameter="count"
+            )
+        if stratified:
+            u = (rng.permutation(count) + rng.random(count)) / max(count, 1)
+        else:
+            u = rng.random(count)
+        return self.quantile(u)
+
+    def split(self, threshold_tokens: ArrayLike) -> tuple[FloatArray, FloatArray]:
+        """(short, long) partial moments (k = 0, 1, 2) at threshold t: L <= t stays local,
+        L > t offloads."""
         return (
             self.partial_moments(-np.inf, threshold_tokens),
             self.partial_moments(threshold_tokens, np.inf),
         )
 
-    def probability_above(self, tokens):
-        return self.partial_moments(tokens, np.inf)[0]
+    def probability_above(self, tokens: ArrayLike) -> FloatArray:
+        """P(L > tokens)."""
+        above: FloatArray = self.partial_moments(tokens, np.inf, max_order=0)[0]
+        return above
 
     @property
     def mean_tokens(self) -> float:
-        m = self.partial_moments(-np.inf, np.inf)
+        m = self.partial_moments(-np.inf, np.inf, max_order=1)
         return float(m[1] / m[0])
 
-    def threshold_candidates(self) -> np.ndarray | None:
+    def threshold_candidates(self) -> FloatArray | None:
         """Lengths where P(L > t) jumps (discrete distributions), else None."""
         return None
 
@@ -84,7 +109,8 @@ class TruncatedLogNormal(LengthDistribution):
 
     E[L^k ; a < L <= b] = exp(k mu + k^2 sigma^2 / 2)
                           * [Phi((ln b - mu - k sigma^2)/sigma) - Phi((ln a - mu - k sigma^2)/sigma)] / Z
-    with Z = Phi((ln max - mu)/sigma) - Phi((ln min - mu)/sigma).
+    with Z = Phi((ln max - mu)/sigma) - Phi((ln min - mu)/sigma). Quantile:
+    exp(mu + sigma Φ⁻¹(Φ(z_min) + u Z)), in whichever tail holds [z_min, z_max].
     """
 
     mu_log: float
@@ -93,14 +119,15 @@ class TruncatedLogNormal(LengthDistribution):
     max_tokens: float
     mesh_cells: int = 4096
 
-    def _z(self, tokens, k):
+    def _z(self, tokens: ArrayLike, k: int) -> FloatArray:
         with np.errstate(divide="ignore"):
             log_tokens = np.log(np.asarray(tokens, float))
-        return (log_tokens - self.mu_log - k * self.sigma_log**2) / self.sigma_log
+        z: FloatArray = (log_tokens - self.mu_log - k * self.sigma_log**2) / self.sigma_log
+        return z
 
     @cached_property
     def _normaliser(self) -> float:
-        return float(_normal_mass(self._z(self.min_tokens, 0), self._z(self.max_tokens, 0)))
+        return float(normal_mass(self._z(self.min_tokens, 0), self._z(self.max_tokens, 0)))
 
     @property
     def untruncated_mass(self) -> float:
@@ -110,7 +137,7 @@ class TruncatedLogNormal(LengthDistribution):
     def _scale(self, k: int) -> float:
         return math.exp(k * self.mu_log + 0.5 * k**2 * self.sigma_log**2) / self._normaliser
 
-    def split(self, threshold_tokens):
+    def split(self, threshold_tokens: ArrayLike) -> tuple[FloatArray, FloatArray]:
         """As the base class, with one erfc per element and order for each side (the optimiser
         calls this in its inner loop): below = (min, t], above = (t, max]."""
         t = np.clip(np.asarray(threshold_tokens, float), self.min_tokens, self.max_tokens)
@@ -118,43 +145,47 @@ class TruncatedLogNormal(LengthDistribution):
         long = np.empty((MOMENT_ORDERS, *t.shape))
         for k, (scale, z_min, tail_min, z_max, tail_max) in enumerate(self._split_constants):
             z = self._z(t, k)
-            tail = _small_tail(z)
-            short[k] = scale * np.maximum(_mass_between(z_min, tail_min, z, tail), 0.0)
-            long[k] = scale * np.maximum(_mass_between(z, tail, z_max, tail_max), 0.0)
+            tail = small_tail(z)
+            short[k] = scale * np.maximum(mass_between(z_min, tail_min, z, tail), 0.0)
+            long[k] = scale * np.maximum(mass_between(z, tail, z_max, tail_max), 0.0)
         return short, long
 
     @cached_property
-    def _split_constants(self):
+    def _split_constants(self) -> list[tuple[float, float, float, float, float]]:
         """Per order k: (scale, z and small tail at min, z and small tail at max)."""
         out = []
         for k in range(MOMENT_ORDERS):
             z_min, z_max = float(self._z(self.min_tokens, k)), float(self._z(self.max_tokens, k))
             out.append(
-                (self._scale(k), z_min, float(_small_tail(z_min)), z_max, float(_small_tail(z_max)))
+                (self._scale(k), z_min, float(small_tail(z_min)), z_max, float(small_tail(z_max)))
             )
         return out
 
-    def partial_moments(self, a, b):
-        a = np.clip(np.asarray(a, float), self.min_tokens, self.max_tokens)
-        b = np.clip(np.asarray(b, float), self.min_tokens, self.max_tokens)
-        a, b = np.broadcast_arrays(a, b)
-        b = np.maximum(a, b)
-        out = np.empty((MOMENT_ORDERS, *a.shape))
-        for k in range(MOMENT_ORDERS):
-            out[k] = self._scale(k) * _normal_mass(self._z(a, k), self._z(b, k))
+    def partial_moments(self, a: ArrayLike, b: ArrayLike, max_order: int = 2) -> FloatArray:
+        lo = np.clip(np.asarray(a, float), self.min_tokens, self.max_tokens)
+        hi = np.clip(np.asarray(b, float), self.min_tokens, self.max_tokens)
+        lo, hi = np.broadcast_arrays(lo, hi)
+        hi = np.maximum(lo, hi)
+        out = np.empty((max_order + 1, *lo.shape))
+        for k in range(max_order + 1):
+            out[k] = self._scale(k) * normal_mass(self._z(lo, k), self._z(hi, k))
         return out
 
-    @cached_property
-    def _mesh(self):
-        edges = np.geomspace(self.min_tokens, self.max_tokens, self.mesh_cells + 1)
-        m = np.diff(self.partial_moments(self.min_tokens, edges), axis=1)
-        keep = m[0] > 0
-        return m[1][keep] / m[0][keep], m[0][keep]
+    def quantile(self, u: ArrayLike) -> FloatArray:
+        z_lo = (math.log(self.min_tokens) - self.mu_log) / self.sigma_log
+        z_hi = (math.log(self.max_tokens) - self.mu_log) / self.sigma_log
+        z = truncated_normal_quantile(z_lo, z_hi, np.asarray(u, dtype=float))
+        return np.clip(np.exp(self.mu_log + self.sigma_log * z), self.min_tokens, self.max_tokens)
 
-    def mesh(self):
+    @cached_property
+    def _mesh(self) -> tuple[FloatArray, FloatArray]:
+        edges = np.geomspace(self.min_tokens, self.max_tokens, self.mesh_cells + 1)
+        return _mesh_of(np.diff(self.partial_moments(self.min_tokens, edges), axis=1))
+
+    def mesh(self) -> tuple[FloatArray, FloatArray]:
         return self._mesh
 
-    def describe(self):
+    def describe(self) -> str:
         return (
             f"truncated log-normal (mu_log={self.mu_log:g}, sigma_log={self.sigma_log:g}) "
             f"on [{self.min_tokens:g}, {self.max_tokens:g}] tokens"
@@ -163,18 +194,20 @@ class TruncatedLogNormal(LengthDistribution):
 
 @dataclass(frozen=True)
 class Histogram(LengthDistribution):
-    """Bins [edges[i], edges[i+1]) with the given weights, uniform density inside each bin."""
+    """Bins [edges[i], edges[i+1]) with the given weights, uniform density f_i inside each bin:
+    E[L^k ; a < L <= b] = Σ_i f_i (hi_i^(k+1) − lo_i^(k+1)) / (k + 1) over each bin's part of
+    (a, b]; the CDF is piecewise linear, and so is the quantile."""
 
     bin_edges_tokens: tuple[float, ...]
     weights: tuple[float, ...]
     min_tokens: float = field(init=False)
     max_tokens: float = field(init=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "min_tokens", float(self.bin_edges_tokens[0]))
         object.__setattr__(self, "max_tokens", float(self.bin_edges_tokens[-1]))
 
-    def partial_moments(self, a, b):
+    def partial_moments(self, a: ArrayLike, b: ArrayLike, max_order: int = 2) -> FloatArray:
         edges = np.asarray(self.bin_edges_tokens, float)
         w = np.asarray(self.weights, float)
         density = w / w.sum() / np.diff(edges)
@@ -182,59 +215,80 @@ class Histogram(LengthDistribution):
         lo = np.clip(a[..., None], edges[:-1], edges[1:])
         hi = np.clip(b[..., None], edges[:-1], edges[1:])
         hi = np.maximum(lo, hi)
-        out = np.empty((MOMENT_ORDERS, *a.shape))
-        for k in range(MOMENT_ORDERS):
+        out = np.empty((max_order + 1, *a.shape))
+        for k in range(max_order + 1):
             out[k] = ((hi ** (k + 1) - lo ** (k + 1)) / (k + 1) * density).sum(axis=-1)
         return out
 
-    def mesh(self):
+    def quantile(self, u: ArrayLike) -> FloatArray:
+        edges = np.asarray(self.bin_edges_tokens, dtype=float)
+        weights = np.asarray(self.weights, dtype=float)
+        cumulative = np.concatenate([[0.0], np.cumsum(weights)])
+        target = np.asarray(u, dtype=float) * cumulative[-1]
+        bins = np.clip(np.searchsorted(cumulative, target, side="right") - 1, 0, weights.size - 1)
+        inside = np.clip((target - cumulative[bins]) / weights[bins], 0.0, 1.0)
+        lengths: FloatArray = edges[bins] + inside * (edges[bins + 1] - edges[bins])
+        return lengths
+
+    def mesh(self) -> tuple[FloatArray, FloatArray]:
         edges = np.asarray(self.bin_edges_tokens, float)
         fine = np.unique(np.linspace(edges[:-1], edges[1:], 65).ravel())  # 64 cells per bin
-        m = self.partial_moments(fine[:-1], fine[1:])
-        keep = m[0] > 0
-        return m[1][keep] / m[0][keep], m[0][keep]
+        return _mesh_of(self.partial_moments(fine[:-1], fine[1:]))
 
-    def describe(self):
+    def describe(self) -> str:
         return f"histogram of {len(self.weights)} bins on [{self.min_tokens:g}, {self.max_tokens:g}] tokens"
 
 
 @dataclass(frozen=True, eq=False)
 class ObservedLengths(LengthDistribution):
-    """Each observed length equally likely (an empirical distribution of a trace)."""
+    """Each observed length equally likely (an empirical distribution of a trace):
+    E[L^k ; a < L <= b] = Σ_{a < x_i <= b} x_i^k / n, from cumulative sums of powers."""
 
-    lengths_tokens: np.ndarray
+    lengths_tokens: FloatArray
     source: str = "observed lengths"
-    _cumulative: np.ndarray = field(init=False, repr=False)
+    _cumulative: dict[int, FloatArray] = field(init=False, repr=False, default_factory=dict)
 
-    def __post_init__(self):
-        x = np.sort(np.asarray(self.lengths_tokens, float))
-        object.__setattr__(self, "lengths_tokens", x)
-        powers = np.stack([x**k for k in range(MOMENT_ORDERS)])  # k = 0 counts exactly
-        cumulative = np.concatenate(
-            [np.zeros((MOMENT_ORDERS, 1)), np.cumsum(powers, axis=1)], axis=1
-        )
-        object.__setattr__(self, "_cumulative", cumulative)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lengths_tokens", np.sort(np.asarray(self.lengths_tokens, float)))
+
+    def _cumulative_powers(self, max_order: int) -> FloatArray:
+        """Σ_{j < i} x_j^k for i = 0..n, k = 0..max_order (k = 0 counts exactly); cached."""
+        orders = max(max_order + 1, MOMENT_ORDERS)
+        if orders not in self._cumulative:
+            x = self.lengths_tokens
+            powers = np.stack([x**k for k in range(orders)])
+            self._cumulative[orders] = np.concatenate(
+                [np.zeros((orders, 1)), np.cumsum(powers, axis=1)], axis=1
+            )
+        return self._cumulative[orders][: max_order + 1]
 
     @property
-    def min_tokens(self):
+    def min_tokens(self) -> float:  # type: ignore[override]
         return float(self.lengths_tokens[0])
 
     @property
-    def max_tokens(self):
+    def max_tokens(self) -> float:  # type: ignore[override]
         return float(self.lengths_tokens[-1])
 
-    def partial_moments(self, a, b):
+    def partial_moments(self, a: ArrayLike, b: ArrayLike, max_order: int = 2) -> FloatArray:
         a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
         i = np.searchsorted(self.lengths_tokens, a, side="right")
         j = np.searchsorted(self.lengths_tokens, np.maximum(a, b), side="right")
-        return (self._cumulative[:, j] - self._cumulative[:, i]) / self.lengths_tokens.size
+        cumulative = self._cumulative_powers(max_order)
+        moments: FloatArray = (cumulative[:, j] - cumulative[:, i]) / self.lengths_tokens.size
+        return moments
 
-    def mesh(self):
+    def quantile(self, u: ArrayLike) -> FloatArray:
+        x = self.lengths_tokens  # sorted
+        index = (np.asarray(u, dtype=float) * x.size).astype(np.int64)
+        return x[np.minimum(index, x.size - 1)]
+
+    def mesh(self) -> tuple[FloatArray, FloatArray]:
         values, counts = np.unique(self.lengths_tokens, return_counts=True)
         return values, counts / counts.sum()
 
-    def threshold_candidates(self):
+    def threshold_candidates(self) -> FloatArray:
         return np.unique(self.lengths_tokens)
 
-    def describe(self):
+    def describe(self) -> str:
         return f"{self.lengths_tokens.size} observed lengths from {self.source}"

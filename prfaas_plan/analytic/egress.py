@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import Mode
@@ -53,8 +54,14 @@ def egress_at_length(
     return Egress(instances, float(tokens), phi, link_bytes_per_s)
 
 
-def _phi_above(prefill, kv, workload, thresholds, mode):
-    """Φ_kv of the requests above each threshold (nan where none is above)."""
+def _phi_above(
+    prefill: FittedCurve,
+    kv: FittedCurve,
+    workload: LengthDistribution,
+    thresholds: ArrayLike,
+    mode: Mode,
+) -> tuple[FloatArray, FloatArray]:
+    """(Φ_kv, mean length) of the requests above each threshold (nan where none is above)."""
     long = workload.partial_moments(thresholds, np.inf)
     with np.errstate(divide="ignore", invalid="ignore"):
         mean = long[1] / long[0]

@@ -11,14 +11,24 @@ Outside its table's length range a curve is the same fitted polynomial (extrapol
 decide whether that is allowed (see `choices.RangePolicy`) and report it.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
 from prfaas_plan.errors import InfeasibleError, ProfileError
 
 PREFILL_LATENCY_DEGREE = 2
 KV_CACHE_SIZE_DEGREE = 1
+
+
+def _weighted_sum(coefficients: Sequence[float], moments: FloatArray) -> FloatArray:
+    """Σ_k coefficients[k] · moments[k] (moments stacked on the first axis)."""
+    total = np.zeros(moments.shape[1:])
+    for k, c in enumerate(coefficients):
+        total = total + c * moments[k]
+    return total
 
 
 @dataclass(frozen=True)
@@ -37,13 +47,23 @@ class FittedCurve:
     provenance: str
     source: str
 
-    def __call__(self, tokens):
-        tokens = np.asarray(tokens, dtype=float)
-        return np.polynomial.polynomial.polyval(tokens, self.coefficients)
+    def __call__(self, tokens: ArrayLike) -> FloatArray:
+        values: FloatArray = np.polynomial.polynomial.polyval(
+            np.asarray(tokens, dtype=float), self.coefficients
+        )
+        return values
 
-    def expectation(self, moments):
-        """E[y(L); A] from partial moments m_k = E[L^k; A] (stacked on the first axis)."""
-        return sum(c * moments[k] for k, c in enumerate(self.coefficients))
+    def expectation(self, moments: FloatArray) -> FloatArray:
+        """E[y(L); A] = Σ_k c_k m_k from partial moments m_k = E[L^k; A] (stacked on the
+        first axis)."""
+        return _weighted_sum(self.coefficients, moments)
+
+    def second_moment(self, moments: FloatArray) -> FloatArray:
+        """E[y(L)²; A] from partial moments m_k = E[L^k; A], k up to 2·degree: the
+        coefficients of y² are the self-convolution of y's."""
+        c = np.asarray(self.coefficients, float)
+        square = np.polynomial.polynomial.polymul(c, c).tolist()
+        return _weighted_sum(square, moments)
 
     @property
     def degree(self) -> int:
@@ -51,8 +71,8 @@ class FittedCurve:
 
 
 def validate_table(
-    tokens,
-    values,
+    tokens: ArrayLike,
+    values: ArrayLike,
     *,
     source: str,
     value_name: str,
@@ -90,8 +110,8 @@ def validate_table(
 
 
 def fit_curve(
-    tokens,
-    values,
+    tokens: ArrayLike,
+    values: ArrayLike,
     *,
     degree: int,
     quantity: str,
@@ -144,7 +164,7 @@ class DecodePoint:
 
 
 def decode_point_for_slo(
-    batch_sizes, step_latencies_s, *, slo_tokens_per_s: float, source: str
+    batch_sizes: ArrayLike, step_latencies_s: ArrayLike, *, slo_tokens_per_s: float, source: str
 ) -> DecodePoint:
     """Largest profiled batch whose step time meets `1 / slo_tokens_per_s` (no extrapolation:
     a looser SLO cannot unlock batches that were never profiled)."""

@@ -9,10 +9,12 @@ The mean is exact (polynomial profiles against partial moments); percentiles com
 distribution's mesh (4096 cells for continuous distributions, every value for observed ones).
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import ServingSystem
 from prfaas_plan.analytic.distributions import LengthDistribution
 
@@ -29,7 +31,10 @@ class TtftSummary:
     offloaded_mean_s: float  # requests prefilled on PrfaaS, transfer included (nan if none)
 
 
-def _weighted_percentiles(values, weights, percentiles):
+def _weighted_percentiles(
+    values: FloatArray, weights: FloatArray, percentiles: Sequence[float]
+) -> FloatArray:
+    """The smallest value whose cumulative weight reaches each percentile."""
     order = np.argsort(values, kind="stable")
     cumulative = np.cumsum(weights[order])
     cumulative /= cumulative[-1]

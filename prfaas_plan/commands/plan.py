@@ -225,7 +225,7 @@ def plan(
             raise ConfigError(
                 "a TTFT target cannot be combined with sizing (--target-rps/--max-prfaas-gpus)"
             )
-        from prfaas_plan.analytic.loaded_ttft import optimize_with_ttft
+        from prfaas_plan.solve.ttft_target import optimize_with_ttft
 
         # the unconstrained plan's capacity with exact service times (as `simulate --load`)
         capacity = evaluate(system, workload, optimum[mode].configuration, Mode.EXACT)

@@ -14,8 +14,8 @@ Arrival processes (each generates either `count` arrivals or every arrival in
   rate(t) / peak. `thinned_arrivals` does the same for any rate function.
 
 Input lengths: `sample_lengths` draws from a `LengthDistribution` by inverse CDF
-(`inverse_cdf`), exactly for the three distributions of `workload.py` and from the mesh for any
-other subclass; optionally stratified (one draw per equal-probability stratum).
+(`inverse_cdf`: the distribution's own `sample` and `quantile`, analytic/distributions.py);
+optionally stratified (one draw per equal-probability stratum).
 
 Trace replay: `parse_mooncake_trace` reads the JSONL format of the Mooncake traces, one
 `{"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [...]}` per line;
@@ -27,17 +27,11 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import NormalDist
 
 import numpy as np
 
 from prfaas_plan import units
-from prfaas_plan.analytic.distributions import (
-    Histogram,
-    LengthDistribution,
-    ObservedLengths,
-    TruncatedLogNormal,
-)
+from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.errors import ConfigError
 
 MOONCAKE_BLOCK_TOKENS = 512  # tokens per hash_ids block in the Mooncake traces
@@ -175,60 +169,9 @@ def sinusoidal_arrivals(
     return thinned_arrivals(rate, peak, rng=rng, count=count, duration_s=duration_s)
 
 
-def _truncated_normal_inverse_cdf(z_lo: float, z_hi: float, u: np.ndarray) -> np.ndarray:
-    """Z ~ Normal(0, 1) conditioned on [z_lo, z_hi], from uniforms `u`, by inverse CDF.
-
-    Works in the tail that holds the interval (mirroring an upper-tail interval into the lower
-    tail), where Phi is computed as erfc without cancellation, so even intervals far out in a
-    tail are sampled exactly (up to double rounding)."""
-    if z_lo >= 0:  # mirror: sample -Z on [-z_hi, -z_lo]
-        return -_truncated_normal_inverse_cdf(-z_hi, -z_lo, 1.0 - u)
-    normal = NormalDist()
-    p_lo, p_hi = (0.5 * math.erfc(-z / math.sqrt(2.0)) for z in (z_lo, z_hi))
-    p = p_lo + u * (p_hi - p_lo)
-    inverse = np.frompyfunc(normal.inv_cdf, 1, 1)
-    p = np.clip(p, np.nextafter(0.0, 1.0), np.nextafter(1.0, 0.0))
-    return np.clip(np.asarray(inverse(p), dtype=float), z_lo, z_hi)
-
-
-def _lognormal_inverse_cdf(d: TruncatedLogNormal, u: np.ndarray) -> np.ndarray:
-    z_lo = (math.log(d.min_tokens) - d.mu_log) / d.sigma_log
-    z_hi = (math.log(d.max_tokens) - d.mu_log) / d.sigma_log
-    z = _truncated_normal_inverse_cdf(z_lo, z_hi, u)
-    return np.clip(np.exp(d.mu_log + d.sigma_log * z), d.min_tokens, d.max_tokens)
-
-
-def _histogram_inverse_cdf(d: Histogram, u: np.ndarray) -> np.ndarray:
-    edges = np.asarray(d.bin_edges_tokens, dtype=float)
-    weights = np.asarray(d.weights, dtype=float)
-    cumulative = np.concatenate([[0.0], np.cumsum(weights)])
-    target = u * cumulative[-1]
-    bins = np.clip(np.searchsorted(cumulative, target, side="right") - 1, 0, weights.size - 1)
-    inside = np.clip((target - cumulative[bins]) / weights[bins], 0.0, 1.0)
-    return edges[bins] + inside * (edges[bins + 1] - edges[bins])
-
-
-def _discrete_inverse_cdf(values: np.ndarray, probabilities: np.ndarray, u: np.ndarray):
-    cumulative = np.cumsum(probabilities) / probabilities.sum()
-    return values[np.minimum(np.searchsorted(cumulative, u, side="right"), values.size - 1)]
-
-
 def inverse_cdf(distribution: LengthDistribution, u) -> np.ndarray:
-    """Quantile function: the length L with P(length <= L) = u, for u in [0, 1) (vectorised).
-
-    Exact for TruncatedLogNormal (inverse normal CDF, `statistics.NormalDist`, in whichever
-    tail holds the interval), Histogram (piecewise-linear CDF) and ObservedLengths (sorted
-    values); any other distribution uses its `mesh()`, which is only as fine as that mesh."""
-    u = np.asarray(u, dtype=float)
-    if isinstance(distribution, TruncatedLogNormal):
-        return _lognormal_inverse_cdf(distribution, u)
-    if isinstance(distribution, Histogram):
-        return _histogram_inverse_cdf(distribution, u)
-    if isinstance(distribution, ObservedLengths):
-        x = distribution.lengths_tokens  # sorted
-        return x[np.minimum((u * x.size).astype(np.int64), x.size - 1)]
-    lengths, probabilities = distribution.mesh()
-    return _discrete_inverse_cdf(lengths, probabilities, u)
+    """Quantile function of `distribution` (its `quantile`, exact for each distribution)."""
+    return distribution.quantile(u)
 
 
 def sample_lengths(
@@ -238,21 +181,9 @@ def sample_lengths(
     *,
     stratified: bool = False,
 ) -> np.ndarray:
-    """`count` input lengths (tokens, float) drawn from `distribution` by inverse CDF.
-
-    Independent draws by default. `stratified=True` draws one length from each of `count`
-    equal-probability strata, in random order (Latin hypercube sampling): still each length
-    distributed as the law, but the sample's share above any threshold and its mean service
-    time match the model to O(1/count) instead of O(1/sqrt(count)), which removes sampling
-    noise when a simulation is compared with the analytical model.
-    """
-    if count < 0:
-        raise ConfigError(f"the number of requests must be >= 0, got {count}")
-    if stratified:
-        u = (rng.permutation(count) + rng.random(count)) / max(count, 1)
-    else:
-        u = rng.random(count)
-    return inverse_cdf(distribution, u)
+    """`count` input lengths (tokens, float) drawn from `distribution` by inverse CDF
+    (its `sample`; `stratified=True`: Latin hypercube sampling)."""
+    return distribution.sample(rng, count, stratified=stratified)
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,10 +21,12 @@ are imported only here, only when sizing is asked for.
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import Configuration, Evaluation, ServingSystem, evaluate, rates
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.choices import Mode, Solver
@@ -56,16 +58,16 @@ class SizingResult:
 class _Milp:
     """min c·x  s.t.  row_lower <= A x <= row_upper,  bounds, integrality (scipy.milp layout)."""
 
-    c: np.ndarray
-    a: np.ndarray
-    row_lower: np.ndarray
-    row_upper: np.ndarray
-    var_lower: np.ndarray
-    var_upper: np.ndarray
-    integrality: np.ndarray
+    c: FloatArray
+    a: FloatArray
+    row_lower: FloatArray
+    row_upper: FloatArray
+    var_lower: FloatArray
+    var_upper: FloatArray
+    integrality: FloatArray
 
 
-def milp_threshold_grid(workload: LengthDistribution) -> np.ndarray:
+def milp_threshold_grid(workload: LengthDistribution) -> FloatArray:
     """Thresholds the MILP may choose: 'offload all' (0), a grid over the support, 'offload none'."""
     observed = workload.threshold_candidates()
     if observed is not None:
@@ -77,7 +79,16 @@ def milp_threshold_grid(workload: LengthDistribution) -> np.ndarray:
     return np.unique(np.concatenate([[0.0], inner, [np.inf]]))
 
 
-def _build(system, workload, pd_instances, mode, target_rps, max_prfaas, prfaas_upper):
+def _build(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    pd_instances: int,
+    mode: Mode,
+    target_rps: float | None,
+    max_prfaas: int | None,
+    prfaas_upper: int,
+) -> tuple[FloatArray, _Milp]:
+    """The MILP of the module docstring on `milp_threshold_grid`: (thresholds, program)."""
     thresholds = milp_threshold_grid(workload)
     k = thresholds.size
     unit = rates(system, workload, thresholds, 1, 1, 1, mode)  # per-instance rates at each t_k
@@ -144,7 +155,7 @@ def _build(system, workload, pd_instances, mode, target_rps, max_prfaas, prfaas_
     return thresholds, _Milp(c, a, row_lower, row_upper, var_lower, var_upper, integrality)
 
 
-def _solve_highs(m: _Milp) -> np.ndarray | None:
+def _solve_highs(m: _Milp) -> FloatArray | None:
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import csr_array
 
@@ -161,10 +172,11 @@ def _solve_highs(m: _Milp) -> np.ndarray | None:
         raise SolverError(
             f"HiGHS (scipy.optimize.milp) did not solve the sizing MILP: {result.message}"
         )
-    return result.x
+    x: FloatArray = np.asarray(result.x, dtype=np.float64)
+    return x
 
 
-def _solve_cbc(m: _Milp) -> np.ndarray | None:
+def _solve_cbc(m: _Milp) -> FloatArray | None:
     import warnings
 
     import pulp
@@ -207,21 +219,33 @@ def _solve_cbc(m: _Milp) -> np.ndarray | None:
     return np.array([v.value() or 0.0 for v in x])
 
 
-def _best_with(system, workload, n_prfaas, pd_instances, mode) -> Evaluation:
+def _best_with(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    n_prfaas: int,
+    pd_instances: int,
+    mode: Mode,
+) -> Evaluation:
     return optimize_fixed_hardware(system, workload, SearchSpace(n_prfaas, pd_instances), mode)
 
 
 def _infeasible(
-    system, workload, pd_instances, mode, target_rps, prfaas_upper, cap
+    system: ServingSystem,
+    workload: LengthDistribution,
+    pd_instances: int,
+    mode: Mode,
+    target_rps: float | None,
+    prfaas_upper: int,
+    cap: int | None,
 ) -> InfeasibleError:
     limit = prfaas_upper if cap is None else cap
     best = _best_with(system, workload, limit, pd_instances, mode)
     bound = " + ".join(best.bounds)
     advice = {
         "pd_decode": "add PD instances",
-        "prfaas_link": "buy more link bandwidth (--bandwidth-gbps)",
+        "prfaas_link": "buy more link bandwidth (link_bandwidth_bytes_per_s)",
         "pd_prefill": "add PD instances",
-        "prfaas_compute": "allow more PrfaaS instances (--max-prfaas-gpus)",
+        "prfaas_compute": "allow more PrfaaS instances (max_prfaas_instances)",
     }[best.bounds[0]]
     within = (
         f"with at most {limit} PrfaaS instances"
@@ -230,8 +254,62 @@ def _infeasible(
     )
     return InfeasibleError(
         f"no plan reaches {target_rps:.4g} req/s {within}: best is "
-        f"{best.system_throughput_rps:.4g} req/s, bound by {bound}; {advice} or relax --target-rps"
+        f"{best.system_throughput_rps:.4g} req/s, bound by {bound}; {advice} or relax target_rps",
+        parameter="target_rps",
     )
+
+
+def _check_goal(target_rps: float | None, max_prfaas_instances: int | None) -> None:
+    if target_rps is None and max_prfaas_instances is None:
+        raise ConfigError(
+            "sizing needs target_rps or max_prfaas_instances (or both)", parameter="target_rps"
+        )
+    if target_rps is not None and not (target_rps > 0 and math.isfinite(target_rps)):
+        raise ConfigError(
+            f"target_rps must be a finite number > 0, got {target_rps:g}", parameter="target_rps"
+        )
+    if max_prfaas_instances is not None and max_prfaas_instances < 0:
+        raise ConfigError(
+            f"max_prfaas_instances must allow >= 0 instances, got {max_prfaas_instances}",
+            parameter="max_prfaas_instances",
+        )
+
+
+def _prfaas_upper(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    target_rps: float | None,
+    cap: int | None,
+) -> int:
+    """An upper bound on the PrfaaS instances worth considering: p_k · T_prfaas,k <=
+    T_prfaas(max length), so ceil(target · T_prfaas(max)) + 1 always cover the target; the cap
+    if it is lower (or if there is no target)."""
+    if target_rps is None:
+        assert cap is not None  # _check_goal
+        return cap
+    worst_service_s = float(system.prfaas_prefill_latency(workload.max_tokens))
+    upper = math.ceil(target_rps * worst_service_s) + 1
+    return upper if cap is None else min(upper, cap)
+
+
+def _fewest_reaching(
+    n: int, best_with: Callable[[int], Evaluation], target_rps: float
+) -> Evaluation:
+    """From the MILP's n instances, the fewest whose exact-threshold plan still reaches the
+    target (the exact threshold can only help: try fewer instances than the grid needed)."""
+    best = best_with(n)
+    while n > 0:
+        fewer = best_with(n - 1)
+        if fewer.system_throughput_rps < target_rps * (1 - RTOL):
+            break
+        n, best = n - 1, fewer
+    if best.system_throughput_rps < target_rps * (1 - RTOL):  # a solver tolerance, at most
+        raise SolverError(
+            f"the sizing MILP chose {n} PrfaaS instances but they reach only "
+            f"{best.system_throughput_rps:.6g} req/s < target_rps {target_rps:g}",
+            parameter="target_rps",
+        )
+    return best
 
 
 def size_prfaas_cluster(
@@ -246,24 +324,9 @@ def size_prfaas_cluster(
 ) -> SizingResult:
     """Smallest PrfaaS cluster reaching `target_rps` (optionally under a cap), or, with only a
     cap, the highest Λ_max under it."""
-    if target_rps is None and max_prfaas_instances is None:
-        raise ConfigError("sizing needs --target-rps or --max-prfaas-gpus (or both)")
-    if target_rps is not None and not (target_rps > 0 and math.isfinite(target_rps)):
-        raise ConfigError(f"--target-rps must be a finite number > 0, got {target_rps:g}")
-    if max_prfaas_instances is not None and max_prfaas_instances < 0:
-        raise ConfigError(
-            f"--max-prfaas-gpus must allow >= 0 instances, got {max_prfaas_instances}"
-        )
+    _check_goal(target_rps, max_prfaas_instances)
     SearchSpace(0, pd_instances)  # validates pd_instances
-    # p_k · T_prfaas,k <= T_prfaas(max length), so this many instances always cover the target
-    worst_service_s = float(system.prfaas_prefill_latency(workload.max_tokens))
-    prfaas_upper = (
-        math.ceil((target_rps or 0.0) * worst_service_s) + 1
-        if target_rps is not None
-        else max_prfaas_instances
-    )
-    if max_prfaas_instances is not None:
-        prfaas_upper = min(prfaas_upper, max_prfaas_instances)
+    prfaas_upper = _prfaas_upper(system, workload, target_rps, max_prfaas_instances)
     thresholds, model = _build(
         system, workload, pd_instances, mode, target_rps, max_prfaas_instances, prfaas_upper
     )
@@ -273,11 +336,9 @@ def size_prfaas_cluster(
             system, workload, pd_instances, mode, target_rps, prfaas_upper, max_prfaas_instances
         )
     k = 3 + int(np.argmax(x[3 : 3 + thresholds.size]))
+    n_prfaas, n_p, n_d = (int(np.rint(v)) for v in x[:3])
     milp = evaluate(
-        system,
-        workload,
-        Configuration(*(int(np.rint(v)) for v in x[:3]), float(thresholds[k - 3])),
-        mode,
+        system, workload, Configuration(n_prfaas, n_p, n_d, float(thresholds[k - 3])), mode
     )
 
     def best_with(n: int) -> Evaluation:
@@ -290,23 +351,14 @@ def size_prfaas_cluster(
             return milp
         return e
 
-    n = milp.configuration.prfaas_instances
-    best = best_with(n)
     if target_rps is not None:
-        # the exact threshold can only help: try fewer instances than the grid needed
-        while n > 0:
-            fewer = best_with(n - 1)
-            if fewer.system_throughput_rps < target_rps * (1 - RTOL):
-                break
-            n, best = n - 1, fewer
-        if best.system_throughput_rps < target_rps * (1 - RTOL):  # a solver tolerance, at most
-            raise SolverError(
-                f"the sizing MILP chose {n} PrfaaS instances but they reach only "
-                f"{best.system_throughput_rps:.6g} req/s < --target-rps {target_rps:g}"
-            )
+        best = _fewest_reaching(milp.configuration.prfaas_instances, best_with, target_rps)
     else:
         # cap only: Λ never decreases with more instances, so the cap's Λ is the best; walk up
         # from the MILP's choice until the exact threshold reaches it
+        assert max_prfaas_instances is not None  # _check_goal
+        n = milp.configuration.prfaas_instances
+        best = best_with(n)
         ceiling = best_with(max_prfaas_instances)
         while best.system_throughput_rps < ceiling.system_throughput_rps * (1 - RTOL):
             n += 1

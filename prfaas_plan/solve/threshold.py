@@ -17,16 +17,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from prfaas_plan.analytic.arrays import ArrayLike, FloatArray, IntArray
 from prfaas_plan.analytic.capacity import (
     Configuration,
     Evaluation,
-    Mode,
     ServingSystem,
     evaluate,
     rates,
 )
 from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.solve.search import golden_section_max, threshold_grid
 
 COARSE_GRID_POINTS = 65
 ROOT_MAX_STEPS = 60
@@ -43,7 +45,7 @@ class SearchSpace:
     pd_instances: int
     threshold_tokens: float | None = None  # fixed threshold, or None to optimise it
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.pd_instances < 1:
             raise ConfigError(
                 f"pd_cluster.instances must be >= 1 (decode runs only in the PD cluster), "
@@ -52,28 +54,39 @@ class SearchSpace:
         if self.prfaas_instances < 0:
             raise ConfigError(f"prfaas_cluster.instances must be >= 0, got {self.prfaas_instances}")
 
-    def splits(self) -> tuple[np.ndarray, np.ndarray]:
+    def splits(self) -> tuple[IntArray, IntArray]:
         """All (N_p, N_d) with N_p + N_d = pd_instances and N_d >= 1."""
         n_p = np.arange(self.pd_instances)
         return n_p, self.pd_instances - n_p
 
 
-def _limits(system, workload, t, space, n_p, n_d, mode):
+def _limits(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    t: ArrayLike,
+    space: SearchSpace,
+    n_p: ArrayLike,
+    n_d: ArrayLike,
+    mode: Mode,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Λ and the two prefill terms for thresholds `t` broadcast against splits."""
     r = rates(system, workload, t, space.prfaas_instances, n_p, n_d, mode)
     prfaas_term = r.limits_rps[:2].min(axis=0)
     return r.system_rps, prfaas_term, r.limits_rps[2]
 
 
-def _threshold_grid(workload: LengthDistribution) -> np.ndarray:
-    """Candidate thresholds covering 'offload everything' to 'offload nothing'."""
-    candidates = workload.threshold_candidates()
-    if candidates is not None:
-        return np.concatenate([[candidates[0] - 1.0], candidates])
-    return np.geomspace(workload.min_tokens, workload.max_tokens, COARSE_GRID_POINTS)
-
-
-def _balance_point(system, workload, space, n_p, n_d, mode, grid, f, g, lower_bound):
+def _balance_point(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    space: SearchSpace,
+    n_p: IntArray,
+    n_d: IntArray,
+    mode: Mode,
+    grid: FloatArray,
+    f: FloatArray,
+    g: FloatArray,
+    lower_bound: float,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Solve Θ_prfaas/p = Θ_pd-p/(1−p) for every split (Illinois regula falsi, vectorised),
     inside the first grid bracket [t_i, t_i+1] where f − g (the two terms on the grid) turns
     non-negative. Splits whose crossing cannot beat `lower_bound` (a Λ already reached) are
@@ -128,28 +141,7 @@ def _balance_point(system, workload, space, n_p, n_d, mode, grid, f, g, lower_bo
     )
 
 
-def _golden_max(system, workload, space, n_p, n_d, mode, lo, hi):
-    """Maximise Λ(t) on [lo, hi] per split by golden-section search (Λ unimodal there)."""
-    ratio = (np.sqrt(5.0) - 1.0) / 2.0
-    x1, x2 = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    f1 = _limits(system, workload, x1, space, n_p, n_d, mode)[0]
-    f2 = _limits(system, workload, x2, space, n_p, n_d, mode)[0]
-    for _ in range(GOLDEN_STEPS):
-        left = f1 >= f2  # the maximum lies in [lo, x2]
-        lo, hi = np.where(left, lo, x1), np.where(left, x2, hi)
-        x1, x2, f1, f2 = (
-            np.where(left, hi - ratio * (hi - lo), x2),
-            np.where(left, x1, lo + ratio * (hi - lo)),
-            np.where(left, np.nan, f2),
-            np.where(left, f1, np.nan),
-        )
-        new = _limits(system, workload, np.where(left, x1, x2), space, n_p, n_d, mode)[0]
-        f1, f2 = np.where(left, new, f1), np.where(left, f2, new)
-    t = np.where(f1 >= f2, x1, x2)
-    return t, np.maximum(f1, f2)
-
-
-def _pick(n_p, thresholds, lam, headroom):
+def _pick(lam: FloatArray, headroom: FloatArray) -> int:
     """Index of the best split: highest Λ; among ties (decode-bound plateaus), the most
     prefill headroom."""
     best = lam.max()
@@ -170,7 +162,7 @@ def optimize_fixed_hardware(
     elif space.prfaas_instances == 0:
         grid = np.array([np.inf])  # nothing can be offloaded
     else:
-        grid = _threshold_grid(workload)
+        grid = threshold_grid(workload, COARSE_GRID_POINTS)
     lam, f, g = _limits(system, workload, grid[None, :], space, n_p[:, None], n_d[:, None], mode)
     best_index = lam.argmax(axis=1)
     rows = np.arange(n_p.size)
@@ -196,8 +188,11 @@ def optimize_fixed_hardware(
             last = grid.size - 1
             lo = grid[np.clip(best_index - 1, 0, last)][away]
             hi = grid[np.clip(best_index + 1, 0, last)][away]
-            t_polished, lam_polished = _golden_max(
-                system, workload, space, n_p[away], n_d[away], mode, lo, hi
+            t_polished, lam_polished = golden_section_max(
+                lambda t: _limits(system, workload, t, space, n_p[away], n_d[away], mode)[0],
+                lo,
+                hi,
+                GOLDEN_STEPS,
             )
             better = lam_polished > best_lam[away]
             thresholds[away] = np.where(better, t_polished, thresholds[away])
@@ -207,7 +202,7 @@ def optimize_fixed_hardware(
         thresholds = np.where(use, balance_t, thresholds)
         best_lam = np.where(use, balance_lam, best_lam)
         headroom = np.where(use, balance_prefill, headroom)
-    i = _pick(n_p, thresholds, best_lam, headroom)
+    i = _pick(best_lam, headroom)
     configuration = Configuration(
         prfaas_instances=space.prfaas_instances,
         pd_prefill_instances=int(n_p[i]),
