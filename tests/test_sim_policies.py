@@ -22,7 +22,7 @@ from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace, poisson_arrivals, sample_lengths
 from prfaas_plan.sim.compare import POLICIES, SCENARIOS, compare_policies
-from prfaas_plan.sim.engine import AdaptiveThreshold, simulate
+from prfaas_plan.sim.engine import simulate
 from prfaas_plan.sim.queues import (
     BandwidthTrace,
     ElasticFifo,
@@ -31,6 +31,7 @@ from prfaas_plan.sim.queues import (
     processor_sharing_finish_times,
 )
 from prfaas_plan.sim.rebalance import Role, RoleChange, RoleRebalancing, evaluate_splits
+from prfaas_plan.sim.threshold import AdaptiveThreshold
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 from .conftest import toy_system

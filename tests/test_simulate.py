@@ -21,27 +21,23 @@ from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, Trunc
 from prfaas_plan.analytic.ttft import unloaded_ttft
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.inputs.traces import parse_mooncake_trace, read_mooncake_trace
 from prfaas_plan.sim.arrivals import (
     PrefixBlocks,
     gamma_arrivals,
-    parse_mooncake_trace,
     poisson_arrivals,
-    read_mooncake_trace,
     sample_lengths,
     sinusoidal_arrivals,
 )
-from prfaas_plan.sim.engine import (
-    AdaptiveThreshold,
-    StaticThreshold,
-    simulate,
-    sustainable_rate,
-)
+from prfaas_plan.sim.engine import simulate
 from prfaas_plan.sim.prefix import BandwidthRegime, PrefixAwareThreshold, route_with_prefix_cache
 from prfaas_plan.sim.queues import (
     BandwidthTrace,
     fifo_start_times,
     processor_sharing_finish_times,
 )
+from prfaas_plan.sim.sustainable import sustainable_rate
+from prfaas_plan.sim.threshold import AdaptiveThreshold, StaticThreshold
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 from .conftest import toy_system

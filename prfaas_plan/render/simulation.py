@@ -3,7 +3,8 @@
 import dataclasses
 
 from prfaas_plan import __version__, units
-from prfaas_plan.commands.simulate import SimulationReport
+from prfaas_plan.commands.simulate import ComparisonReport, SimulationReport
+from prfaas_plan.commands.simulation_spec import SimulationRequest
 from prfaas_plan.render.views import View, fmt, number
 
 
@@ -48,13 +49,14 @@ def simulation_view(report: SimulationReport) -> View:
                       f"{fmt(s.threshold_max_tokens, '.1f', units.tokens_to_ktokens)}"),
     ]  # fmt: skip
     c, spec = report.configuration, report.spec
-    source = f"trace {spec.trace}" if spec.trace else f"{spec.arrivals} arrivals"
-    if spec.arrivals == "gamma":
-        source += f" (CV {spec.burst_cv:g})"
-    if spec.requests is not None:
-        size = f"{spec.requests:,} requests"
-    elif spec.duration_s is not None:
-        size = f"{spec.duration_s:g} s of arrivals"
+    a, dip = spec.arrivals, spec.stress
+    source = f"trace {a.trace}" if a.trace else f"{a.process} arrivals"
+    if a.process == "gamma":
+        source += f" (CV {a.burst_cv:g})"
+    if a.requests is not None:
+        size = f"{a.requests:,} requests"
+    elif a.duration_s is not None:
+        size = f"{a.duration_s:g} s of arrivals"
     else:
         size = f"all {report.runs[0].result.counts.total:,} trace requests"
     notes = [
@@ -62,10 +64,10 @@ def simulation_view(report: SimulationReport) -> View:
         f"{c.pd_prefill_instances} PD-P / {c.pd_decode_instances} PD-D at t = "
         f"{units.tokens_to_ktokens(c.threshold_tokens):.2f}K; Λ_max {report.exact_capacity_rps:.3f} req/s "
         f"exact mode ({report.paper_capacity_rps:.3f} paper mode); loads are fractions of the exact figure.",
-        f"{source}, {size} per column, seed {spec.seed}, policy {spec.policy}"
+        f"{source}, {size} per column, seed {a.seed}, policy {spec.policy.kind}"
         + (f", link latency {spec.link_latency_s:g} s" if spec.link_latency_s else "")
-        + (f", link at {spec.dip_fraction:.0%} from {spec.dip_start_s:g} s for {spec.dip_duration_s:g} s"
-           if spec.dip_start_s is not None else "") + ".",
+        + (f", link at {dip.dip_fraction:.0%} from {dip.dip_start_s:g} s for {dip.dip_duration_s:g} s"
+           if dip.dip_start_s is not None and dip.dip_duration_s is not None else "") + ".",
         "TTFT = arrival to prefill done (+ KV transfer when offloaded), queueing included, decode "
         "excluded (decode-slot waits are reported separately). Requests still in the system at "
         "the end are counted, never dropped.",
@@ -95,6 +97,20 @@ def _jsonable(value):
     return str(value)
 
 
+def _spec_json(request: SimulationRequest) -> dict:
+    """The request as one flat object (keys as the command's options)."""
+    a, load, dip = request.arrivals, request.load, request.stress
+    flat = {
+        "load_fractions": load.fractions, "rate_rps": load.rate_rps, "requests": a.requests,
+        "duration_s": a.duration_s, "seed": a.seed, "arrivals": a.process,
+        "burst_cv": a.burst_cv, "period_s": a.period_s, "amplitude": a.amplitude,
+        "trace": a.trace, "policy": request.policy.kind, "link_latency_s": request.link_latency_s,
+        "dip_start_s": dip.dip_start_s, "dip_duration_s": dip.dip_duration_s,
+        "dip_fraction": dip.dip_fraction,
+    }  # fmt: skip
+    return {key: _jsonable(value) for key, value in flat.items()}
+
+
 def simulation_json(report: SimulationReport) -> dict:
     c = report.configuration
     return {
@@ -111,7 +127,7 @@ def simulation_json(report: SimulationReport) -> dict:
         "paper_capacity_rps": report.paper_capacity_rps,
         "unloaded_ttft": _jsonable(report.unloaded),
         "sustainable": _jsonable(report.sustainable),
-        "spec": _jsonable(report.spec),
+        "spec": _spec_json(report.spec),
         "runs": [
             {
                 "load_fraction": number(r.load_fraction),
@@ -123,7 +139,7 @@ def simulation_json(report: SimulationReport) -> dict:
     }
 
 
-def comparison_view(report) -> View:
+def comparison_view(report: ComparisonReport) -> View:
     """`prfaas-plan compare-policies`: one row per scenario x policy."""
     c = report.comparison
     rows = []
@@ -161,7 +177,7 @@ def comparison_view(report) -> View:
     )
 
 
-def comparison_json(report) -> dict:
+def comparison_json(report: ComparisonReport) -> dict:
     c = report.comparison
     return {
         "prfaas_plan_version": __version__,

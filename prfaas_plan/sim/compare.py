@@ -38,13 +38,14 @@ from prfaas_plan.sim.arrivals import (
     poisson_arrivals,
     sample_lengths,
 )
-from prfaas_plan.sim.engine import AdaptiveThreshold, Policy, StaticThreshold, simulate
-from prfaas_plan.sim.prefix import PrefixAwareThreshold
+from prfaas_plan.sim.engine import simulate
+from prfaas_plan.sim.factory import POLICIES, check_policy_options, make_policy
+from prfaas_plan.sim.policies import Policy
 from prfaas_plan.sim.queues import BandwidthTrace
 from prfaas_plan.sim.rebalance import RoleRebalancing
+from prfaas_plan.sim.stages import stage as sim_stage
 
 SCENARIOS = ("burst", "bandwidth_dip", "output_drift")
-POLICIES = ("static", "adaptive", "rebalance", "dual", "prefix")
 # one random stream per scenario name, so a subset of scenarios replays the same requests
 _STREAM_IDS = {name: k for k, name in enumerate(SCENARIOS)}
 
@@ -110,26 +111,6 @@ class _Requests:
     window_s: tuple[float, float]
 
 
-_POLICY_TYPES = {
-    "adaptive": AdaptiveThreshold,
-    "rebalance": RoleRebalancing,
-    "dual": RoleRebalancing,
-    "prefix": PrefixAwareThreshold,
-}
-
-
-def _make_policy(name: str, options: Mapping[str, Policy]) -> Policy:
-    if name in options:
-        return options[name]
-    return {
-        "static": StaticThreshold(),
-        "adaptive": AdaptiveThreshold(),
-        "rebalance": RoleRebalancing(),
-        "dual": RoleRebalancing(adaptive=AdaptiveThreshold()),
-        "prefix": PrefixAwareThreshold(),
-    }[name]
-
-
 def compare_policies(
     system: ServingSystem,
     workload: LengthDistribution,
@@ -181,17 +162,7 @@ def compare_policies(
         raise ConfigError(f"the configuration has no finite capacity to load: Λ_max = {capacity}")
     rate = load_fraction * capacity
     options = dict(policy_options or {})
-    for name, policy in options.items():
-        kind = _POLICY_TYPES.get(name)
-        if kind is None:
-            raise ConfigError(
-                f"policy_options: no options for {name!r}; give them for one of "
-                f"{', '.join(_POLICY_TYPES)}"
-            )
-        if not isinstance(policy, kind):
-            raise ConfigError(
-                f"policy_options[{name!r}] must be a {kind.__name__}, got {type(policy).__name__}"
-            )
+    check_policy_options(options)
     infos, rows = [], []
     runs = len(scenarios) * len(policies)
     done = 0
@@ -215,7 +186,7 @@ def compare_policies(
         for name in policies:
             stage = None
             if progress is not None:
-                stage = _stage(progress, done / runs, (done + 1) / runs)
+                stage = sim_stage(progress, done / runs, (done + 1) / runs)
             rows.append(_run(name, scenario, system, configuration, req, options, stage))
             done += 1
     if progress is not None:
@@ -230,10 +201,6 @@ def compare_policies(
         scenarios=tuple(infos),
         rows=tuple(rows),
     )
-
-
-def _stage(progress: Progress, lo: float, hi: float) -> Progress:
-    return lambda fraction: progress(lo + (hi - lo) * fraction)
 
 
 def _scenario_requests(
@@ -334,7 +301,7 @@ def _run(
 
     if name == "prefix" and req.prefix_blocks is None:
         return skipped("the requests carry no prefix blocks (give a trace with hash_ids)")
-    policy = _make_policy(name, options)
+    policy = make_policy(name, options)
     if isinstance(policy, RoleRebalancing) and (
         configuration.pd_prefill_instances < policy.min_prefill_instances
         or configuration.pd_decode_instances < policy.min_decode_instances

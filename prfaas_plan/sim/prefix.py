@@ -32,8 +32,11 @@ from enum import StrEnum
 
 import numpy as np
 
+from prfaas_plan.analytic.capacity import Configuration
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.sim.arrivals import MOONCAKE_BLOCK_TOKENS, PrefixBlocks
+from prfaas_plan.sim.policies import Job, Policy, Progress, Schedule
+from prfaas_plan.sim.stages import fixed_routes
 
 
 class BandwidthRegime(StrEnum):
@@ -57,6 +60,27 @@ class PrefixAwareThreshold:
             raise ConfigError(
                 f"prefix cache: cache_blocks must be >= 1 or None, got {self.cache_blocks}"
             )
+
+    def for_configuration(self, configuration: Configuration) -> Policy:
+        return self
+
+    def schedule(self, job: Job, progress: Progress | None) -> Schedule:
+        """Routes from the prefix caches (in arrival order), then the fixed-route stages."""
+        if job.prefix_blocks is None:
+            raise ConfigError(
+                "prefix-aware routing needs the requests' prefix blocks (a trace's hash_ids)"
+            )
+        threshold = job.configuration.threshold_tokens
+        routes = route_with_prefix_cache(job.input_tokens, job.prefix_blocks, threshold, self)
+        return fixed_routes(
+            job,
+            routes.offloaded,
+            routes.prefill_tokens,
+            routes.to_pd_tokens,
+            routes.move_to_pd_tokens,
+            routes.move_to_prfaas_tokens,
+            progress,
+        )
 
 
 class _BlockCache:
