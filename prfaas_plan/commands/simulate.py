@@ -85,15 +85,17 @@ def _requests(problem: Problem, spec: ArrivalSpec, rate_rps: float | None, rng, 
         speedup = 1.0 if rate_rps is None else rate_rps / (trace.requests / trace.arrival_s[-1])
         replay = trace.with_speedup(speedup) if speedup != 1.0 else trace
         return replay.arrival_s, replay.input_tokens, replay.output_tokens, replay.prefix_blocks
-    size = {"count": spec.requests, "duration_s": spec.duration_s}
     assert rate_rps is not None  # only a trace is replayed at its own rate
+    count, duration_s = spec.requests, spec.duration_s
     if spec.process is ArrivalProcess.POISSON:
-        arrival_s = arrivals.poisson_arrivals(rate_rps, rng=rng, **size)
+        arrival_s = arrivals.poisson_arrivals(rate_rps, rng=rng, count=count, duration_s=duration_s)
     elif spec.process is ArrivalProcess.GAMMA:
-        arrival_s = arrivals.gamma_arrivals(rate_rps, spec.burst_cv, rng=rng, **size)
+        arrival_s = arrivals.gamma_arrivals(
+            rate_rps, spec.burst_cv, rng=rng, count=count, duration_s=duration_s
+        )
     else:
         arrival_s = arrivals.sinusoidal_arrivals(
-            rate_rps, spec.amplitude, spec.period_s, rng=rng, **size
+            rate_rps, spec.amplitude, spec.period_s, rng=rng, count=count, duration_s=duration_s
         )
     input_tokens = arrivals.sample_lengths(problem.workload, arrival_s.size, rng)
     output_tokens = np.full(arrival_s.size, problem.system.output_tokens)

@@ -309,7 +309,9 @@ def measure(
         horizon_s=float(t1),
         offered_rate_rps=float(np.count_nonzero(arrived) / window),
         throughput_rps=float(completed_in_window / window),
-        offload_fraction=float(np.count_nonzero(arrived & r) / max(np.count_nonzero(arrived), 1)),
+        offload_fraction=float(
+            np.count_nonzero(arrived & r) / max(int(np.count_nonzero(arrived)), 1)
+        ),
         ttft=_latency_stats(ttft[arrived]),
         ttft_local=_latency_stats(ttft[arrived & local]),
         ttft_offloaded=_latency_stats(ttft[arrived & r]),
