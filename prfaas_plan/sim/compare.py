@@ -137,26 +137,10 @@ def compare_policies(
     times (the load stays a fraction of the workload's Λ_max). `policy_options` maps a policy
     name to the policy object to use instead of its default. `progress(fraction)` is called as the runs advance. Reproducible: the same
     arguments give the same rows."""
-    unknown = [s for s in scenarios if s not in SCENARIOS]
-    if unknown:
-        raise ConfigError(f"unknown scenario {unknown[0]!r}; known: {', '.join(SCENARIOS)}")
-    unknown = [p for p in policies if p not in POLICIES]
-    if unknown:
-        raise ConfigError(f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}")
-    if not (load_fraction > 0 and math.isfinite(load_fraction)):
-        raise ConfigError(f"load_fraction must be a finite number > 0, got {load_fraction:g}")
-    if requests < 2:
-        raise ConfigError(f"compare needs at least 2 requests per scenario, got {requests}")
-    if not (0 <= dip_window[0] < dip_window[1] and 0 <= dip_fraction <= 1):
-        raise ConfigError(
-            f"the bandwidth dip needs 0 <= start < end (fractions of the run) and a fraction in "
-            f"[0, 1], got window {dip_window} and fraction {dip_fraction:g}"
-        )
-    if not (0 <= drift_at <= 1 and drift_output_factor > 0):
-        raise ConfigError(
-            f"the output drift needs drift_at in [0, 1] and a factor > 0, got {drift_at:g} and "
-            f"{drift_output_factor:g}"
-        )
+    _check_arguments(
+        scenarios, policies, load_fraction, requests, dip_fraction, dip_window, drift_at,
+        drift_output_factor,
+    )  # fmt: skip
     capacity = evaluate(system, workload, configuration, Mode.EXACT).system_throughput_rps
     if not (capacity > 0 and math.isfinite(capacity)):
         raise ConfigError(f"the configuration has no finite capacity to load: Λ_max = {capacity}")
@@ -201,6 +185,47 @@ def compare_policies(
         scenarios=tuple(infos),
         rows=tuple(rows),
     )
+
+
+def _check_arguments(
+    scenarios: Sequence[str],
+    policies: Sequence[str],
+    load_fraction: float,
+    requests: int,
+    dip_fraction: float,
+    dip_window: tuple[float, float],
+    drift_at: float,
+    drift_output_factor: float,
+) -> None:
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        raise ConfigError(
+            f"unknown scenario {unknown[0]!r}; known: {', '.join(SCENARIOS)}", parameter="scenarios"
+        )
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise ConfigError(
+            f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}", parameter="policies"
+        )
+    if not (load_fraction > 0 and math.isfinite(load_fraction)):
+        raise ConfigError(
+            f"load_fraction must be a finite number > 0, got {load_fraction:g}",
+            parameter="load_fraction",
+        )
+    if requests < 2:
+        raise ConfigError(
+            f"compare needs at least 2 requests per scenario, got {requests}", parameter="requests"
+        )
+    if not (0 <= dip_window[0] < dip_window[1] and 0 <= dip_fraction <= 1):
+        raise ConfigError(
+            f"the bandwidth dip needs 0 <= start < end (fractions of the run) and a fraction in "
+            f"[0, 1], got window {dip_window} and fraction {dip_fraction:g}"
+        )
+    if not (0 <= drift_at <= 1 and drift_output_factor > 0):
+        raise ConfigError(
+            f"the output drift needs drift_at in [0, 1] and a factor > 0, got {drift_at:g} and "
+            f"{drift_output_factor:g}"
+        )
 
 
 def _scenario_requests(
