@@ -6,6 +6,7 @@ modules are imported inside the commands so `--help` stays fast.
 """
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -393,7 +394,7 @@ SIMULATE_FLAGS = {
 
 
 @contextmanager
-def _in_flag_terms(flags: dict[str, str]):
+def _in_flag_terms(flags: dict[str, str]) -> Iterator[None]:
     """Re-raise a PlanError with every library parameter of `flags` in its message written as
     its flag (the message is otherwise unchanged)."""
     import re

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan.analytic.capacity import Configuration, evaluate
+from prfaas_plan.analytic.capacity import Configuration, ServingSystem, evaluate
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
 from prfaas_plan.choices import ArrivalProcess, Mode, RoutingPolicy
 from prfaas_plan.commands.simulation_spec import (
@@ -27,8 +27,9 @@ from prfaas_plan.commands.simulation_spec import (
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.inputs.traces import read_mooncake_trace
-from prfaas_plan.sim.arrivals import RequestTrace
+from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace
 from prfaas_plan.sim.compare import PolicyComparison
+from prfaas_plan.sim.queues import BandwidthTrace
 from prfaas_plan.sim.stats import SimulationResult
 from prfaas_plan.sim.sustainable import SustainableRate
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
@@ -77,7 +78,13 @@ def _check_memory(requests: float) -> None:
         )
 
 
-def _requests(problem: Problem, spec: ArrivalSpec, rate_rps: float | None, rng, trace):
+def _requests(
+    problem: Problem,
+    spec: ArrivalSpec,
+    rate_rps: float | None,
+    rng: np.random.Generator,
+    trace: RequestTrace | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, PrefixBlocks | None]:
     """(arrival_s, input_tokens, output_tokens, prefix_blocks) for one run."""
     from prfaas_plan.sim import arrivals
 
@@ -103,8 +110,12 @@ def _requests(problem: Problem, spec: ArrivalSpec, rate_rps: float | None, rng, 
 
 
 def _sustainable(
-    problem: Problem, configuration, request: SimulationRequest, exact_rps: float, trace
-):
+    problem: Problem,
+    configuration: Configuration,
+    request: SimulationRequest,
+    exact_rps: float,
+    trace: RequestTrace | None,
+) -> SustainableRate:
     """simulate.sustainable_rate on Poisson arrivals with stratified lengths (sampling noise
     in the pools' capacity otherwise moves the answer by ~0.7% between seeds)."""
     from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
@@ -123,7 +134,7 @@ def _sustainable(
     )  # fmt: skip
 
 
-def _with_trace_workload(problem: Problem, trace, path: Path) -> Problem:
+def _with_trace_workload(problem: Problem, trace: RequestTrace, path: Path) -> Problem:
     import dataclasses
 
     from prfaas_plan.analytic.distributions import ObservedLengths
@@ -151,7 +162,7 @@ def _read_trace(request: SimulationRequest) -> RequestTrace | None:
 
 
 def _loads(
-    request: SimulationRequest, exact_rps: float, trace
+    request: SimulationRequest, exact_rps: float, trace: RequestTrace | None
 ) -> list[tuple[float | None, float | None]]:
     """(load fraction, rate) of each run: (None, None) replays a trace as recorded."""
     load, arrivals = request.load, request.arrivals
@@ -166,9 +177,7 @@ def _loads(
     return [(f, f * exact_rps) for f in load.fractions]
 
 
-def _bandwidth(system, stress: StressSpec):
-    from prfaas_plan.sim.queues import BandwidthTrace
-
+def _bandwidth(system: ServingSystem, stress: StressSpec) -> BandwidthTrace | None:
     if stress.dip_start_s is None or stress.dip_duration_s is None:
         return None
     return BandwidthTrace.dip(
@@ -216,7 +225,7 @@ def run_simulations(
             problem, request.arrivals, rate_rps, rng, trace
         )
 
-        def step(done: float, i=i) -> None:
+        def step(done: float, i: int = i) -> None:
             if progress is not None:
                 progress((i + done) / len(loads))
 

@@ -21,7 +21,7 @@ from prfaas_plan.inputs.catalog import read_csv_columns, read_text
 from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace
 
 
-def _trace_number(record: dict, key: str, where: str, *, minimum: float) -> float:
+def _trace_number(record: dict[str, object], key: str, where: str, *, minimum: float) -> float:
     value = record.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ConfigError(f"{where}: expected a numeric {key}, found {value!r}")

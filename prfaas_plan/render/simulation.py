@@ -1,14 +1,17 @@
 """Views and JSON of `prfaas-plan simulate` (units converted here only)."""
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from prfaas_plan import __version__, units
 from prfaas_plan.commands.simulate import ComparisonReport, SimulationReport
 from prfaas_plan.commands.simulation_spec import SimulationRequest
 from prfaas_plan.render.views import View, fmt, number
+from prfaas_plan.sim.stats import LatencyStats, SimulationResult
 
 
-def _stats(s) -> str:
+def _stats(s: LatencyStats) -> str:
     return " / ".join(fmt(v, ".2f") for v in (s.p50_s, s.p90_s, s.p99_s))
 
 
@@ -20,7 +23,7 @@ def simulation_view(report: SimulationReport) -> View:
     ]
     u = report.unloaded
 
-    def row(label, get):
+    def row(label: str, get: Callable[[SimulationResult], str]) -> tuple[str, list[str]]:
         return (label, [get(r.result) for r in runs])
 
     rows = [
@@ -84,7 +87,7 @@ def simulation_view(report: SimulationReport) -> View:
     return View(title, columns, rows, notes)
 
 
-def _jsonable(value):
+def _jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
                 if f.name != "timeline"}  # fmt: skip
@@ -97,7 +100,7 @@ def _jsonable(value):
     return str(value)
 
 
-def _spec_json(request: SimulationRequest) -> dict:
+def _spec_json(request: SimulationRequest) -> dict[str, Any]:
     """The request as one flat object (keys as the command's options)."""
     a, load, dip = request.arrivals, request.load, request.stress
     flat = {
@@ -111,7 +114,7 @@ def _spec_json(request: SimulationRequest) -> dict:
     return {key: _jsonable(value) for key, value in flat.items()}
 
 
-def simulation_json(report: SimulationReport) -> dict:
+def simulation_json(report: SimulationReport) -> dict[str, Any]:
     c = report.configuration
     return {
         "prfaas_plan_version": __version__,
@@ -177,7 +180,7 @@ def comparison_view(report: ComparisonReport) -> View:
     )
 
 
-def comparison_json(report: ComparisonReport) -> dict:
+def comparison_json(report: ComparisonReport) -> dict[str, Any]:
     c = report.comparison
     return {
         "prfaas_plan_version": __version__,

@@ -166,7 +166,7 @@ def sinusoidal_arrivals(
     omega = 2 * math.pi / period_s
     peak = mean_rate_rps * (1 + amplitude)
 
-    def rate(t):
+    def rate(t: np.ndarray) -> np.ndarray:
         return mean_rate_rps * (1 + amplitude * np.sin(omega * t + phase_rad))
 
     return thinned_arrivals(rate, peak, rng=rng, count=count, duration_s=duration_s)
@@ -261,7 +261,7 @@ class PrefixBlocks:
     values: np.ndarray
     offsets: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         values = np.asarray(self.values, dtype=np.int64)
         offsets = np.asarray(self.offsets, dtype=np.int64)
         if (

@@ -46,6 +46,7 @@ rate the deployment sustains, to compare with the closed-form Λ_max.
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem
 from prfaas_plan.errors import ConfigError
@@ -65,9 +66,9 @@ from prfaas_plan.sim.threshold import StaticThreshold
 def simulate(
     system: ServingSystem,
     configuration: Configuration,
-    arrival_s,
-    input_tokens,
-    output_tokens=None,
+    arrival_s: ArrayLike,
+    input_tokens: ArrayLike,
+    output_tokens: ArrayLike | None = None,
     *,
     policy: Policy | None = None,
     link_latency_s: float = 0.0,
@@ -140,7 +141,13 @@ def simulate(
     return result
 
 
-def _check_inputs(system, configuration, arrival_s, input_tokens, output_tokens):
+def _check_inputs(
+    system: ServingSystem,
+    configuration: Configuration,
+    arrival_s: np.ndarray,
+    input_tokens: np.ndarray,
+    output_tokens: np.ndarray,
+) -> None:
     arrays = {"arrival_s": arrival_s, "input_tokens": input_tokens, "output_tokens": output_tokens}
     for name, values in arrays.items():
         if values.ndim != 1 or values.size != arrival_s.size:

@@ -53,7 +53,7 @@ class PrefixAwareThreshold:
     cache_blocks: int | None = None  # LRU capacity per cluster, None = unbounded
     pd_caches_offloaded: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.block_tokens < 1:
             raise ConfigError(f"prefix cache: block_tokens must be >= 1, got {self.block_tokens}")
         if self.cache_blocks is not None and self.cache_blocks < 1:

@@ -79,7 +79,7 @@ class RoleRebalancing:
     reoptimize_threshold: bool = True
     adaptive: AdaptiveThreshold | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         checks = (
             ("period_s", self.period_s, self.period_s > 0 and math.isfinite(self.period_s)),
             (

@@ -6,6 +6,7 @@ run at (the formulas are in rebalance.py's module docstring). Units: seconds, to
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 @dataclass(frozen=True, eq=False)
@@ -22,14 +23,14 @@ class SplitChoice:
 
     @property
     def utilization(self) -> np.ndarray:
-        return np.maximum(self.producer_utilization, self.decode_utilization)
+        return np.asarray(np.maximum(self.producer_utilization, self.decode_utilization))
 
 
 def evaluate_splits(
-    lengths_tokens,
-    prfaas_work_s,
-    pd_work_s,
-    kv_bytes,
+    lengths_tokens: ArrayLike,
+    prfaas_work_s: ArrayLike,
+    pd_work_s: ArrayLike,
+    kv_bytes: ArrayLike,
     decode_slot_work_s: float,
     *,
     queued_prfaas_s: float,
@@ -40,7 +41,7 @@ def evaluate_splits(
     prfaas_instances: int,
     pd_instances: int,
     decode_slots_per_instance: int,
-    prefill_instances,
+    prefill_instances: ArrayLike,
     current_prefill_instances: int,
     current_threshold_tokens: float,
     reoptimize_threshold: bool = True,
@@ -59,11 +60,13 @@ def evaluate_splits(
     lengths = np.asarray(lengths_tokens, dtype=float)[order]
     m = lengths.size
 
-    def tail_sums(values) -> np.ndarray:  # k -> sum over the requests from the k-th shortest on
+    def tail_sums(
+        values: ArrayLike,
+    ) -> np.ndarray:  # k -> sum over the requests from the k-th shortest on
         v = np.asarray(values, dtype=float)[order]
         return np.concatenate([np.cumsum(v[::-1])[::-1], [0.0]])
 
-    def ratio(work, capacity) -> np.ndarray:
+    def ratio(work: np.ndarray, capacity: float) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(work > 0, work / capacity if capacity > 0 else np.inf, 0.0)
 
@@ -73,7 +76,9 @@ def evaluate_splits(
     separable = np.ones(m + 1, dtype=bool)  # a threshold cannot separate equal lengths
     separable[1:m] = lengths[1:] != lengths[:-1]
 
-    def utilization(queued_prfaas, queued_pd):  # (split, k local) -> max over the producers
+    def utilization(
+        queued_prfaas: float, queued_pd: float
+    ) -> np.ndarray:  # (split, k local) -> max over the producers
         prfaas = np.maximum(ratio(remote + queued_prfaas, period_s * prfaas_instances), link)
         pd = (local[None, :] + queued_pd) / (period_s * n_p[:, None])
         return np.where(separable, np.maximum(prfaas[None, :], pd), np.inf)

@@ -31,7 +31,9 @@ def check_pool(requests: int, instances: int, role: str) -> None:
         )
 
 
-def fifo_pool(ready_s, service_s, servers: int, progress: Progress | None) -> np.ndarray:
+def fifo_pool(
+    ready_s: np.ndarray, service_s: np.ndarray, servers: int, progress: Progress | None
+) -> np.ndarray:
     """FIFO start times for jobs ready at `ready_s` in any order (ties keep index order)."""
     start = np.empty(ready_s.size)
     if ready_s.size:
@@ -40,9 +42,11 @@ def fifo_pool(ready_s, service_s, servers: int, progress: Progress | None) -> np
     return start
 
 
-def first_token_s(offloaded, prefill_end_s, link_finish_s, link_latency_s: float) -> np.ndarray:
+def first_token_s(
+    offloaded: np.ndarray, prefill_end_s: np.ndarray, link_finish_s: np.ndarray, latency_s: float
+) -> np.ndarray:
     """Prefill end (local) or KVCache arrival, link_finish + latency (offloaded)."""
-    transfer_end = np.where(offloaded, link_finish_s + link_latency_s, math.nan)
+    transfer_end = np.where(offloaded, link_finish_s + latency_s, math.nan)
     return np.where(offloaded, transfer_end, prefill_end_s)
 
 

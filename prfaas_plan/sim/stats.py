@@ -106,7 +106,7 @@ class RequestTimeline:
 
     @property
     def ttft_s(self) -> np.ndarray:
-        return self.first_token_s - self.arrival_s
+        return np.asarray(self.first_token_s - self.arrival_s)
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ def _latency_stats(values: np.ndarray) -> LatencyStats:
     )
 
 
-def _occupancy(begin_s, end_s, t0: float, t1: float) -> tuple[float, int]:
+def _occupancy(begin_s: np.ndarray, end_s: np.ndarray, t0: float, t1: float) -> tuple[float, int]:
     """Time-average and maximum over [t0, t1) of the number of intervals [begin, end) that
     contain t (an exact sweep over the interval ends)."""
     keep = end_s > begin_s
@@ -212,7 +212,13 @@ def _occupancy(begin_s, end_s, t0: float, t1: float) -> tuple[float, int]:
 
 
 def _pool_stats(
-    arrive_s, start_s, end_s, servers: int, t0: float, t1: float, mean_servers: float
+    arrive_s: np.ndarray,
+    start_s: np.ndarray,
+    end_s: np.ndarray,
+    servers: int,
+    t0: float,
+    t1: float,
+    mean_servers: float,
 ) -> PoolStats:
     in_window = (arrive_s >= t0) & (arrive_s <= t1)
     busy = np.clip(np.minimum(end_s, t1) - np.maximum(start_s, t0), 0.0, None).sum()
@@ -241,7 +247,12 @@ def _busy_periods(start_s: np.ndarray, end_s: np.ndarray) -> tuple[np.ndarray, n
 
 
 def _link_stats(
-    start_s, finish_s, latency_s: float, bandwidth: BandwidthTrace, t0: float, t1: float
+    start_s: np.ndarray,
+    finish_s: np.ndarray,
+    latency_s: float,
+    bandwidth: BandwidthTrace,
+    t0: float,
+    t1: float,
 ) -> LinkStats:
     in_window = (start_s >= t0) & (start_s <= t1)
     begin, end = _busy_periods(start_s, finish_s)

@@ -3,8 +3,10 @@ to compare with the closed-form Λ_max (reference prfaas-model.md §2). Units: r
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem
 from prfaas_plan.errors import ConfigError
@@ -45,15 +47,15 @@ def backlog_share(result: SimulationResult) -> float:
 def sustainable_rate(
     system: ServingSystem,
     configuration: Configuration,
-    unit_arrival_s,
-    input_tokens,
-    output_tokens=None,
+    unit_arrival_s: ArrayLike,
+    input_tokens: ArrayLike,
+    output_tokens: ArrayLike | None = None,
     *,
     low_rps: float,
     high_rps: float,
     backlog_fraction: float = 0.005,
     rel_tol: float = 1e-3,
-    **simulate_options,
+    **simulate_options: Any,
 ) -> SustainableRate:
     """Highest arrival rate the deployment sustains, found by bisection on the rate.
 

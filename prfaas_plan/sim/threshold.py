@@ -77,7 +77,7 @@ class AdaptiveThreshold:
     step_factor: float = 1.25
     max_threshold_tokens: float = math.inf
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         checks = (
             ("period_s", self.period_s, self.period_s > 0 and math.isfinite(self.period_s)),
             ("link_trigger", self.link_trigger, self.link_trigger > 0),
@@ -150,7 +150,9 @@ class AdaptiveThreshold:
         )
 
 
-def _route_adaptive(job: Job, policy: AdaptiveThreshold, link: SharedLink, progress):
+def _route_adaptive(
+    job: Job, policy: AdaptiveThreshold, link: SharedLink, progress: Progress | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Route, prefill and announce transfers request by request, adjusting t every period from
     the state at that instant (link advanced to it, queues as they stand)."""
     system, c = job.system, job.configuration
