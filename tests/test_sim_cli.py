@@ -7,8 +7,17 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from prfaas_plan.cli import app
-from prfaas_plan.errors import PlanError
+from prfaas_plan.choices import RoutingPolicy
+from prfaas_plan.cli import SIMULATE_FLAGS, app
+from prfaas_plan.commands.simulation_spec import (
+    ArrivalSpec,
+    LoadSpec,
+    PolicySpec,
+    SimulationRequest,
+    StressSpec,
+    validate,
+)
+from prfaas_plan.errors import ConfigError, PlanError
 
 from .test_cli import assert_clean_error, run
 
@@ -176,3 +185,21 @@ def test_sustainable_rate_is_reported_against_both_modes():
     exact_gap = abs(doc["exact_capacity_rps"] / z["rate_rps"] - 1)
     paper_gap = abs(doc["paper_capacity_rps"] / z["rate_rps"] - 1)
     assert exact_gap < 0.02 and paper_gap > exact_gap
+
+
+@pytest.mark.parametrize(
+    "request_, parameter",
+    [
+        (SimulationRequest(arrivals=ArrivalSpec(requests=0)), "arrivals.requests"),
+        (SimulationRequest(load=LoadSpec(fractions=(0.5,), rate_rps=1.0)), "load.fractions"),
+        (SimulationRequest(stress=StressSpec(dip_start_s=5.0)), "stress.dip_duration_s"),
+        (SimulationRequest(link_latency_s=-1.0), "link_latency_s"),
+        (SimulationRequest(policy=PolicySpec(RoutingPolicy.PREFIX)), "policy.kind"),
+    ],
+)
+def test_the_library_names_spec_fields_not_flags(request_, parameter):
+    with pytest.raises(ConfigError) as caught:
+        validate(request_)
+    assert caught.value.parameter == parameter
+    assert parameter in str(caught.value) and "--" not in str(caught.value)
+    assert set(SIMULATE_FLAGS) >= {parameter}

@@ -9,6 +9,7 @@ means, binomial counts) and stated where they are used.
 import itertools
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -21,7 +22,11 @@ from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, Trunc
 from prfaas_plan.analytic.ttft import unloaded_ttft
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.traces import parse_mooncake_trace, read_mooncake_trace
+from prfaas_plan.inputs.traces import (
+    parse_mooncake_trace,
+    read_mooncake_trace,
+    read_observed_lengths,
+)
 from prfaas_plan.sim.arrivals import (
     PrefixBlocks,
     gamma_arrivals,
@@ -490,11 +495,47 @@ def test_mooncake_trace_is_parsed(tmp_path):
         ('{"timestamp": 0, "input_length": "9", "output_length": 1}', "input_length"),
         ('{"timestamp": 0, "input_length": 0, "output_length": 1}', "input_length must be >= 1"),
         ('{"timestamp": 0, "input_length": 9, "output_length": 1, "hash_ids": [1.5]}', "hash_ids"),
+        ('{"input_length": 9, "output_length": 1}', "trace:1: expected a numeric timestamp"),
+        ('{"timestamp": 0, "input_length": 9}', "trace:1: expected a numeric output_length"),
+        ('{"timestamp": 0, "input_length": 9, "output_length": -1}', "output_length must be >= 0"),
+        ('{"timestamp": 0, "input_length": NaN, "output_length": 1}', "numeric input_length"),
+        ("[1, 2]", "trace:1: expected a JSON object"),
     ],
 )
 def test_mooncake_trace_errors_name_the_line(line, message):
     with pytest.raises(ConfigError, match=message):
         parse_mooncake_trace([line])
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("lengths.csv", "input_tokens\n1000\n\n2500.5\n", None),
+        ("lengths.csv", "tokens\n1000\n", "header must be input_tokens"),
+        ("lengths.csv", "input_tokens\n1000\nmany\n", "data row 2, column input_tokens"),
+        ("lengths.csv", "input_tokens\n", "no lengths found"),
+        ("lengths.csv", "", "empty file"),
+        ("lengths.csv", "input_tokens\n100\n-5\n", "finite and > 0 tokens, found -5"),
+        ("lengths.jsonl", '{"timestamp": 5, "input_length": 700, "output_length": 1}\n', None),
+        (
+            "lengths.jsonl",
+            '{"input_length": true}\n',
+            "lengths.jsonl:1: expected a numeric input_length",
+        ),
+        ("lengths.jsonl", "\n", "no requests found"),
+    ],
+)
+def test_observed_length_files_are_read_by_the_trace_readers(tmp_path, name, text, message):
+    """One Mooncake reader (the trace replay's validation, file:line in every message) and one
+    CSV reader (the catalog's) serve the scenario's observed lengths too."""
+    path = tmp_path / name
+    path.write_text(text)
+    if message is None:
+        expected = [1000.0, 2500.5] if name.endswith(".csv") else [700.0]
+        assert read_observed_lengths(path).tolist() == expected
+        return
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        read_observed_lengths(path)
 
 
 def test_trace_replays_through_the_simulator(case_problem, plans):

@@ -34,7 +34,7 @@ last of them is free (the scheduler drains the instance with the least decode wo
 optimistic when in-flight requests could not migrate). The instance then serves neither role
 for `conversion_delay_s` before it joins the other one.
 
-The simulation is exact for the model of simulate.py: time is cut into epochs at the decision
+The simulation is exact for the model of engine.py: time is cut into epochs at the decision
 instants; in each, requests are routed and the pools (`ElasticFifo`), the link (`SharedLink`)
 and the decode slots are advanced to the epoch's end, starting only the jobs that start
 before it, so a decision changes the servers before any job placed after it. With no
