@@ -47,7 +47,7 @@ class SimulationRun:
 @dataclass(frozen=True)
 class SimulationReport:
     problem: Problem
-    spec: SimulationRequest
+    request: SimulationRequest
     configuration: Configuration  # the planned deployment that was simulated
     plan_mode: Mode
     exact_capacity_rps: float  # Λ_max of the configuration, exact mode
@@ -238,7 +238,7 @@ def run_simulations(
         runs.append(SimulationRun(fraction, asked, result))
     return SimulationReport(
         problem=problem,
-        spec=request,
+        request=request,
         configuration=configuration,
         plan_mode=plan_mode,
         exact_capacity_rps=exact,

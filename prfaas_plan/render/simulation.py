@@ -51,7 +51,7 @@ def simulation_view(report: SimulationReport) -> View:
             lambda s: f"{fmt(s.threshold_mean_tokens, '.1f', units.tokens_to_ktokens)} / "
                       f"{fmt(s.threshold_max_tokens, '.1f', units.tokens_to_ktokens)}"),
     ]  # fmt: skip
-    c, spec = report.configuration, report.spec
+    c, spec = report.configuration, report.request
     a, dip = spec.arrivals, spec.stress
     source = f"trace {a.trace}" if a.trace else f"{a.process} arrivals"
     if a.process == "gamma":
@@ -130,7 +130,7 @@ def simulation_json(report: SimulationReport) -> dict[str, Any]:
         "paper_capacity_rps": report.paper_capacity_rps,
         "unloaded_ttft": _jsonable(report.unloaded),
         "sustainable": _jsonable(report.sustainable),
-        "spec": _spec_json(report.spec),
+        "spec": _spec_json(report.request),
         "runs": [
             {
                 "load_fraction": number(r.load_fraction),
