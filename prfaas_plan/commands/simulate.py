@@ -116,7 +116,7 @@ def _sustainable(
     exact_rps: float,
     trace: RequestTrace | None,
 ) -> SustainableRate:
-    """simulate.sustainable_rate on Poisson arrivals with stratified lengths (sampling noise
+    """sim/sustainable.sustainable_rate on Poisson arrivals with stratified lengths (sampling noise
     in the pools' capacity otherwise moves the answer by ~0.7% between seeds)."""
     from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
     from prfaas_plan.sim.sustainable import sustainable_rate
