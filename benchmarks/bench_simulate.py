@@ -18,7 +18,8 @@ from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, load_scenario
 from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
-from prfaas_plan.sim.engine import AdaptiveThreshold, StaticThreshold, simulate
+from prfaas_plan.sim.engine import simulate
+from prfaas_plan.sim.threshold import AdaptiveThreshold, StaticThreshold
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 LOAD = 0.8  # fraction of Λ_max

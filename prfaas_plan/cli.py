@@ -6,6 +6,7 @@ modules are imported inside the commands so `--help` stays fast.
 """
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -14,6 +15,13 @@ from typing import Annotated
 import typer
 
 from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy, Solver
+from prfaas_plan.commands.simulation_spec import (
+    ArrivalSpec,
+    ComparisonSpec,
+    PolicySpec,
+    SimulationRequest,
+    StressSpec,
+)
 from prfaas_plan.errors import ConfigError, PlanError
 
 app = typer.Typer(
@@ -364,6 +372,41 @@ def _float_list(text: str, flag: str) -> tuple[float, ...]:
         raise ConfigError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
 
 
+# the library parameters of `simulate` and `compare-policies` (spec fields) and their flags
+SIMULATE_FLAGS = {
+    "load.fractions": "--load",
+    "load.rate_rps": "--rate-rps",
+    "arrivals.requests": "--requests",
+    "arrivals.duration_s": "--duration-s",
+    "arrivals.process": "--arrivals",
+    "arrivals.burst_cv": "--burst-cv",
+    "arrivals.period_s": "--period-s",
+    "arrivals.amplitude": "--amplitude",
+    "arrivals.trace": "--trace",
+    "stress.dip_start_s": "--dip-start-s",
+    "stress.dip_duration_s": "--dip-duration-s",
+    "stress.dip_fraction": "--dip-fraction",
+    "link_latency_s": "--link-latency-s",
+    "policy.kind": "--policy",
+    "comparison.load_fraction": "--load",
+    "comparison.requests": "--requests",
+}
+
+
+@contextmanager
+def _in_flag_terms(flags: dict[str, str]) -> Iterator[None]:
+    """Re-raise a PlanError with every library parameter of `flags` in its message written as
+    its flag (the message is otherwise unchanged)."""
+    import re
+
+    try:
+        yield
+    except PlanError as exc:
+        names = "|".join(re.escape(name) for name in sorted(flags, key=len, reverse=True))
+        message = re.sub(rf"(?<![\w.-])({names})(?![\w.])", lambda m: flags[m[1]], str(exc))
+        raise type(exc)(message, parameter=exc.parameter) from None
+
+
 @app.command()
 def simulate(
     scenario: ScenarioArg = None,
@@ -386,17 +429,21 @@ def simulate(
         float | None,
         typer.Option("--duration-s", help="Simulated arrival window (s) instead of --requests."),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same result).")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Random seed (same seed, same result).")
+    ] = ArrivalSpec.seed,
     arrivals: Annotated[
         ArrivalProcess, typer.Option("--arrivals", help="Arrival process.")
-    ] = ArrivalProcess.POISSON,
+    ] = ArrivalSpec.process,
     burst_cv: Annotated[
         float, typer.Option("--burst-cv", help="gamma: coefficient of variation of inter-arrivals.")
-    ] = 3.0,
-    period_s: Annotated[float, typer.Option("--period-s", help="sinusoidal: period (s).")] = 600.0,
+    ] = ArrivalSpec.burst_cv,
+    period_s: Annotated[
+        float, typer.Option("--period-s", help="sinusoidal: period (s).")
+    ] = ArrivalSpec.period_s,
     amplitude: Annotated[
         float, typer.Option("--amplitude", help="sinusoidal: rate swing as a fraction of the mean.")
-    ] = 0.5,
+    ] = ArrivalSpec.amplitude,
     trace: Annotated[
         Path | None,
         typer.Option(
@@ -407,10 +454,10 @@ def simulate(
     ] = None,
     policy: Annotated[
         RoutingPolicy, typer.Option("--policy", help="Routing policy.")
-    ] = RoutingPolicy.STATIC,
+    ] = PolicySpec.kind,
     link_latency_s: Annotated[
         float, typer.Option("--link-latency-s", help="Extra latency per KV transfer (s).")
-    ] = 0.0,
+    ] = SimulationRequest.link_latency_s,
     dip_start_s: Annotated[
         float | None, typer.Option("--dip-start-s", help="Bandwidth dip: start (s).")
     ] = None,
@@ -419,7 +466,7 @@ def simulate(
     ] = None,
     dip_fraction: Annotated[
         float, typer.Option("--dip-fraction", help="Bandwidth dip: remaining share of the link.")
-    ] = 0.1,
+    ] = StressSpec.dip_fraction,
     mode: ModeOpt = Mode.PAPER,
     threshold_tokens: Annotated[
         float | None,
@@ -440,29 +487,38 @@ def simulate(
 ) -> None:
     """Discrete-event simulation of the planned deployment: throughput, TTFT under load, queues,
     utilisation and link load, next to the closed-form model."""
-    from prfaas_plan.commands.simulate import SimulationSpec, run_simulations, validate
-    from prfaas_plan.render.simulation import simulation_json, simulation_view
+    with _in_flag_terms(SIMULATE_FLAGS):
+        from prfaas_plan.commands.simulate import run_simulations
+        from prfaas_plan.commands.simulation_spec import LoadSpec, validate
+        from prfaas_plan.render.simulation import simulation_json, simulation_view
 
-    if trace is not None:
-        arrivals = ArrivalProcess.TRACE
-    loads = (
-        _float_list(load, "--load") if load is not None else (() if trace or rate_rps else (0.8,))
-    )
-    spec = SimulationSpec(
-        load_fractions=loads, rate_rps=rate_rps,
-        requests=requests if requests is not None or duration_s is not None or trace is not None else 100_000,
-        duration_s=duration_s, seed=seed, arrivals=arrivals, burst_cv=burst_cv, period_s=period_s,
-        amplitude=amplitude, trace=trace, policy=policy, link_latency_s=link_latency_s,
-        dip_start_s=dip_start_s, dip_duration_s=dip_duration_s, dip_fraction=dip_fraction,
-    )  # fmt: skip
-    validate(spec)
-    problem = _load(scenario, data_dir, bandwidth_gbps)
-    with _progress_bar("simulating") as step:
-        report = run_simulations(
-            problem, spec, plan_mode=mode, threshold_tokens=threshold_tokens,
-            find_sustainable=sustainable, progress=step,
+        if trace is not None:
+            arrivals = ArrivalProcess.TRACE
+        # without --load: the default fraction, unless a rate is given or a trace replays as is
+        default_load = () if trace or rate_rps else LoadSpec.fractions
+        sized = requests is not None or duration_s is not None or trace is not None
+        request = SimulationRequest(
+            arrivals=ArrivalSpec(
+                process=arrivals, requests=requests if sized else ArrivalSpec.requests,
+                duration_s=duration_s, seed=seed, burst_cv=burst_cv, period_s=period_s,
+                amplitude=amplitude, trace=trace,
+            ),
+            load=LoadSpec(
+                fractions=_float_list(load, "--load") if load is not None else default_load,
+                rate_rps=rate_rps,
+            ),
+            stress=StressSpec(dip_start_s, dip_duration_s, dip_fraction),
+            policy=PolicySpec(policy),
+            link_latency_s=link_latency_s,
         )  # fmt: skip
-    _emit(simulation_view(report), simulation_json(report), fmt, output)
+        validate(request)
+        problem = _load(scenario, data_dir, bandwidth_gbps)
+        with _progress_bar("simulating") as step:
+            report = run_simulations(
+                problem, request, plan_mode=mode, threshold_tokens=threshold_tokens,
+                find_sustainable=sustainable, progress=step,
+            )  # fmt: skip
+        _emit(simulation_view(report), simulation_json(report), fmt, output)
 
 
 @app.command("compare-policies")
@@ -471,11 +527,11 @@ def compare_policies_command(
     load: Annotated[
         float,
         typer.Option("--load", help="Offered load as a fraction of the plan's exact-mode Λ_max."),
-    ] = 0.8,
+    ] = ComparisonSpec.load_fraction,
     requests: Annotated[
         int, typer.Option("--requests", help="Requests per stress scenario.")
-    ] = 20_000,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    ] = ComparisonSpec.requests,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = ComparisonSpec.seed,
     trace: Annotated[
         Path | None,
         typer.Option("--trace", help="Mooncake JSONL trace: enables the prefix-aware policy."),
@@ -488,16 +544,15 @@ def compare_policies_command(
 ) -> None:
     """Scheduler policies under stress: a burst, a bandwidth dip and an output-length drift,
     each with the static, adaptive, re-balancing, dual-timescale (and prefix-aware) policies."""
-    from prfaas_plan.commands.simulate import compare_policies_for
-    from prfaas_plan.render.simulation import comparison_json, comparison_view
+    with _in_flag_terms(SIMULATE_FLAGS):
+        from prfaas_plan.commands.simulate import compare_policies_for
+        from prfaas_plan.render.simulation import comparison_json, comparison_view
 
-    problem = _load(scenario, data_dir, bandwidth_gbps)
-    with _progress_bar("comparing policies") as step:
-        report = compare_policies_for(
-            problem, load_fraction=load, requests=requests, seed=seed, trace=trace,
-            plan_mode=mode, progress=step,
-        )  # fmt: skip
-    _emit(comparison_view(report), comparison_json(report), fmt, output)
+        problem = _load(scenario, data_dir, bandwidth_gbps)
+        spec = ComparisonSpec(load_fraction=load, requests=requests, seed=seed, trace=trace)
+        with _progress_bar("comparing policies") as step:
+            report = compare_policies_for(problem, spec, plan_mode=mode, progress=step)
+        _emit(comparison_view(report), comparison_json(report), fmt, output)
 
 
 @app.command("check")

@@ -1,17 +1,51 @@
-"""`prfaas-plan simulate`: the CLI around the simulator (the simulator itself is validated in
-tests/test_simulate.py)."""
+"""`prfaas-plan simulate` and `compare-policies`: the CLI around the simulator (the simulator
+itself is validated in tests/test_simulate.py). In-process through typer's CliRunner; one real
+process checks what only a process shows (exit code, one clean line on stderr, no traceback)."""
 
 import json
 
 import pytest
+from typer.testing import CliRunner
+
+from prfaas_plan.choices import RoutingPolicy
+from prfaas_plan.cli import SIMULATE_FLAGS, app
+from prfaas_plan.commands.simulation_spec import (
+    ArrivalSpec,
+    LoadSpec,
+    PolicySpec,
+    SimulationRequest,
+    StressSpec,
+    validate,
+)
+from prfaas_plan.errors import ConfigError, PlanError
 
 from .test_cli import assert_clean_error, run
 
+RUNNER = CliRunner()
+
+
+def invoke(*args):
+    """The CLI in-process. An expected failure leaves its PlanError in `result.exception`
+    (`main()` turns it into `error: <message>` and the exit code of its class)."""
+    return RUNNER.invoke(app, [str(a) for a in args])
+
+
+def ok(*args):
+    result = invoke(*args)
+    assert result.exit_code == 0, (result.exception, result.output)
+    return result
+
 
 def simulate_json(*args):
-    result = run("simulate", "--requests", "20000", *args, "-f", "json")
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    return json.loads(ok("simulate", "--requests", "20000", *args, "-f", "json").stdout)
+
+
+def assert_fails(result, code, fragment):
+    """What `main()` would print: `error: <message>` with the exit code of the error's class."""
+    assert isinstance(result.exception, PlanError), (result.exception, result.output)
+    assert result.exception.exit_code == code
+    assert fragment in f"error: {result.exception}"
+    assert result.stdout == ""
 
 
 def test_load_sweep_shows_ttft_growing_with_load():
@@ -70,15 +104,11 @@ def test_mooncake_trace_replay_and_prefix_policy(tmp_path):
         lines.append(json.dumps({"timestamp": i * 500, "input_length": 512 * len(blocks),
                                  "output_length": 200, "hash_ids": blocks}))  # fmt: skip
     trace.write_text("\n".join(lines) + "\n")
-    replay = run("simulate", "--trace", trace, "-f", "json")
-    assert replay.returncode == 0, replay.stderr
-    doc = json.loads(replay.stdout)
+    doc = json.loads(ok("simulate", "--trace", trace, "-f", "json").stdout)
     assert doc["runs"][0]["load_fraction"] is None
     assert doc["runs"][0]["result"]["counts"]["total"] == 400
     static = doc["runs"][0]["result"]
-    prefix = json.loads(
-        run("simulate", "--trace", trace, "--policy", "prefix", "-f", "json").stdout
-    )
+    prefix = json.loads(ok("simulate", "--trace", trace, "--policy", "prefix", "-f", "json").stdout)
     reused = prefix["runs"][0]["result"]
     assert reused["counts"]["total"] == 400
     # each turn re-sends its session's earlier blocks: with the prefix cache only the new
@@ -88,7 +118,7 @@ def test_mooncake_trace_replay_and_prefix_policy(tmp_path):
         for r in (static, reused)
     ]
     assert busy[1] < 0.7 * busy[0]
-    scaled = json.loads(run("simulate", "--trace", trace, "--load", "0.5", "-f", "json").stdout)
+    scaled = json.loads(ok("simulate", "--trace", trace, "--load", "0.5", "-f", "json").stdout)
     (run50,) = scaled["runs"]
     assert run50["load_fraction"] == 0.5  # of the plan's capacity on the trace's own lengths
     assert run50["result"]["offered_rate_rps"] == pytest.approx(
@@ -105,30 +135,45 @@ def test_mooncake_trace_replay_and_prefix_policy(tmp_path):
         (["--policy", "prefix"], "--policy prefix needs --trace"),
         (["--dip-start-s", "10"], "--dip-duration-s"),
         (["--requests", "0"], "--requests"),
+        (["--duration-s", "-1"], "error: --duration-s must be a finite number > 0, got -1"),
+        (["--burst-cv", "0"], "error: --burst-cv must be a finite number > 0, got 0"),
+        (["--period-s", "0"], "error: --period-s must be a finite number > 0, got 0"),
+        (["--amplitude", "2"], "error: --amplitude must be in [0, 1]"),
+        (["--dip-fraction", "2"], "error: --dip-fraction must be in [0, 1]"),
+        (["--dip-start-s", "-1", "--dip-duration-s", "1"], "error: --dip-start-s must be"),
+        (["--link-latency-s", "-1"], "error: --link-latency-s must be >= 0, got -1"),
+        (["--trace", "t.jsonl", "--requests", "9"], "drop --requests/--duration-s"),
+        (["--arrivals", "trace"], "error: --arrivals trace and --trace FILE go together"),
+        (["--load", "0.5", "--rate-rps", "1"], "error: give --load or --rate-rps, not both"),
+        (["--requests", "9", "--duration-s", "5"], "exactly one of --requests and --duration-s"),
+        (["--requests", "100000000000"], "per run (--requests/--duration-s)"),
+        (["--trace", "/nonexistent.jsonl"], "/nonexistent.jsonl: cannot read the trace"),
     ],
 )
 def test_bad_simulate_flags_fail_cleanly(args, fragment):
-    assert_clean_error(run("simulate", *args), 3, fragment)
+    assert_fails(invoke("simulate", *args), 3, fragment)
+
+
+def test_a_bad_flag_fails_cleanly_in_a_real_process():
+    assert_clean_error(run("simulate", "--requests", "0"), 3, "--requests must be >= 1, got 0")
 
 
 def test_simulate_table_view():
-    result = run("simulate", "--requests", "5000", "--load", "0.5")
-    assert result.returncode == 0
+    result = ok("simulate", "--requests", "5000", "--load", "0.5")
     assert "50% of Λ_max" in result.stdout and "unloaded TTFT" in result.stdout
 
 
 def test_compare_policies_cli(tmp_path):
-    result = run("compare-policies", "--requests", "3000", "-f", "json")
-    assert result.returncode == 0, result.stderr
-    doc = json.loads(result.stdout)
+    doc = json.loads(ok("compare-policies", "--requests", "3000", "-f", "json").stdout)
     rows = {(r["scenario"], r["policy"]): r for r in doc["rows"]}
     assert {s for s, _ in rows} == {"burst", "bandwidth_dip", "output_drift"}
     assert {p for _, p in rows} == {"static", "adaptive", "rebalance", "dual", "prefix"}
     assert not rows[("burst", "prefix")]["ran"] and "prefix" in rows[("burst", "prefix")]["note"]
     assert rows[("burst", "static")]["threshold_changes"] == 0
-    again = json.loads(run("compare-policies", "--requests", "3000", "-f", "json").stdout)
+    again = json.loads(ok("compare-policies", "--requests", "3000", "-f", "json").stdout)
     assert again["rows"] == doc["rows"]
-    assert_clean_error(run("compare-policies", "--load", "-1"), 3, "--load")
+    assert_fails(invoke("compare-policies", "--load", "-1"), 3, "error: --load must be a finite")
+    assert_fails(invoke("compare-policies", "--requests", "10"), 3, "error: --requests must be >=")
 
 
 def test_sustainable_rate_is_reported_against_both_modes():
@@ -140,3 +185,21 @@ def test_sustainable_rate_is_reported_against_both_modes():
     exact_gap = abs(doc["exact_capacity_rps"] / z["rate_rps"] - 1)
     paper_gap = abs(doc["paper_capacity_rps"] / z["rate_rps"] - 1)
     assert exact_gap < 0.02 and paper_gap > exact_gap
+
+
+@pytest.mark.parametrize(
+    "request_, parameter",
+    [
+        (SimulationRequest(arrivals=ArrivalSpec(requests=0)), "arrivals.requests"),
+        (SimulationRequest(load=LoadSpec(fractions=(0.5,), rate_rps=1.0)), "load.fractions"),
+        (SimulationRequest(stress=StressSpec(dip_start_s=5.0)), "stress.dip_duration_s"),
+        (SimulationRequest(link_latency_s=-1.0), "link_latency_s"),
+        (SimulationRequest(policy=PolicySpec(RoutingPolicy.PREFIX)), "policy.kind"),
+    ],
+)
+def test_the_library_names_spec_fields_not_flags(request_, parameter):
+    with pytest.raises(ConfigError) as caught:
+        validate(request_)
+    assert caught.value.parameter == parameter
+    assert parameter in str(caught.value) and "--" not in str(caught.value)
+    assert set(SIMULATE_FLAGS) >= {parameter}

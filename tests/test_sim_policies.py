@@ -1,6 +1,6 @@
-"""Scheduler policies of the simulator: long-timescale role re-balancing (sim_rebalance.py), the
+"""Scheduler policies of the simulator: long-timescale role re-balancing (sim/rebalance.py), the
 queue machinery it needs (servers added and removed over time, the link advanced in steps), and
-the policy comparison (sim_compare.py).
+the policy comparison (sim/compare.py) and the policy factory (sim/factory.py).
 
 Oracles: the static policy (re-balancing that never converts must reproduce it bit for bit);
 hand-computed schedules on a deterministic toy deployment (constant service times, one
@@ -18,11 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.analytic.capacity import Configuration
-from prfaas_plan.choices import Mode
+from prfaas_plan.choices import Mode, RoutingPolicy
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace, poisson_arrivals, sample_lengths
 from prfaas_plan.sim.compare import POLICIES, SCENARIOS, compare_policies
-from prfaas_plan.sim.engine import AdaptiveThreshold, simulate
+from prfaas_plan.sim.engine import simulate
+from prfaas_plan.sim.factory import POLICIES as FACTORY_POLICIES
+from prfaas_plan.sim.factory import make_policy
 from prfaas_plan.sim.queues import (
     BandwidthTrace,
     ElasticFifo,
@@ -31,6 +33,7 @@ from prfaas_plan.sim.queues import (
     processor_sharing_finish_times,
 )
 from prfaas_plan.sim.rebalance import Role, RoleChange, RoleRebalancing, evaluate_splits
+from prfaas_plan.sim.threshold import AdaptiveThreshold, StaticThreshold
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 from .conftest import toy_system
@@ -536,3 +539,17 @@ def test_compare_rejects_unknown_names(case_problem, plan):
         compare_policies(*args, policy_options={"dual": AdaptiveThreshold()})
     with pytest.raises(ConfigError, match="role re-balancing: period_s"):
         RoleRebalancing(period_s=0.0)
+
+
+def test_one_factory_builds_every_policy_by_name():
+    assert make_policy("static") == StaticThreshold()
+    assert make_policy("dual") == RoleRebalancing(adaptive=AdaptiveThreshold())
+    assert make_policy("rebalance").adaptive is None
+    mine = AdaptiveThreshold(period_s=3.0)
+    assert make_policy("adaptive", {"adaptive": mine}) is mine
+    assert {type(make_policy(name)).__name__ for name in FACTORY_POLICIES} == {
+        "StaticThreshold", "AdaptiveThreshold", "RoleRebalancing", "PrefixAwareThreshold",
+    }  # fmt: skip
+    assert set(FACTORY_POLICIES) == set(RoutingPolicy)
+    with pytest.raises(ConfigError, match="unknown policy 'magic'"):
+        make_policy("magic")

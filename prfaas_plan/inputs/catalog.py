@@ -203,31 +203,32 @@ def parse(schema, data, where: str, error=ConfigError):
         raise error(format_validation_error(where, exc)) from None
 
 
-def read_csv_columns(path: Path, columns: tuple[str, ...]) -> tuple[np.ndarray, ...]:
-    """Numeric columns of a CSV whose header must be exactly `columns` (units in the names)."""
-    text = read_text(path, "profile table", ProfileError)
+def read_csv_columns(
+    path: Path, columns: tuple[str, ...], *, what: str = "profile table", error=ProfileError
+) -> tuple[np.ndarray, ...]:
+    """Numeric columns of a CSV whose header must be exactly `columns` (units in the names);
+    a failure raises `error`, naming the file as `what`."""
+    text = read_text(path, what, error)
     rows = [
         row for row in csv.reader(text.splitlines()) if row and any(cell.strip() for cell in row)
     ]
     if not rows:
-        raise ProfileError(f"{path}: empty file, expected header {','.join(columns)}")
+        raise error(f"{path}: empty file, expected header {','.join(columns)}")
     header = tuple(cell.strip() for cell in rows[0])
     if header != columns:
-        raise ProfileError(
+        raise error(
             f"{path}: header must be {','.join(columns)} (units in the column names), "
             f"found {','.join(header)}"
         )
     values = np.empty((len(rows) - 1, len(columns)))
     for r, row in enumerate(rows[1:], start=1):
         if len(row) != len(columns):
-            raise ProfileError(
-                f"{path}: data row {r} has {len(row)} cells, expected {len(columns)}"
-            )
+            raise error(f"{path}: data row {r} has {len(row)} cells, expected {len(columns)}")
         for c, cell in enumerate(row):
             try:
                 values[r - 1, c] = float(cell)
             except ValueError:
-                raise ProfileError(
+                raise error(
                     f"{path}: data row {r}, column {columns[c]}: expected a number, found {cell.strip()!r}"
                 ) from None
     return tuple(values[:, c] for c in range(len(columns)))

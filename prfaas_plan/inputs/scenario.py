@@ -5,13 +5,11 @@ Units are in every key: `bandwidth_gbps` is 10^9 bit/s (the paper's unit), lengt
 (SI units inside).
 """
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-import numpy as np
 from pydantic import Field, model_validator
 
 from prfaas_plan import units
@@ -24,7 +22,8 @@ from prfaas_plan.analytic.distributions import (
 )
 from prfaas_plan.analytic.profiles import decode_point_for_slo
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.catalog import Catalog, _Strict, parse, read_text, read_yaml
+from prfaas_plan.inputs.catalog import Catalog, _Strict, parse, read_yaml
+from prfaas_plan.inputs.traces import read_observed_lengths
 
 
 class ClusterSpec(_Strict):
@@ -120,44 +119,6 @@ def load_scenario(path: Path) -> Scenario:
     return scenario
 
 
-def _read_observed_lengths(path: Path) -> np.ndarray:
-    """A CSV with an `input_tokens` column, or Mooncake-style JSONL with `input_length`."""
-    where = str(path)
-    lines = read_text(path, "observed-lengths").splitlines()
-    values = []
-    if path.suffix == ".jsonl":
-        for n, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)["input_length"]
-                if isinstance(value, bool) or not isinstance(value, int | float):
-                    raise TypeError
-                values.append(float(value))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                raise ConfigError(
-                    f"{where}:{n}: expected a JSON object with a numeric input_length, found {line[:60]!r}"
-                ) from None
-    else:
-        rows = [line.strip() for line in lines if line.strip()]
-        if not rows or rows[0].split(",")[0].strip() != "input_tokens":
-            raise ConfigError(f"{where}: first line must be the header input_tokens")
-        for n, row in enumerate(rows[1:], start=2):
-            try:
-                values.append(float(row.split(",")[0]))
-            except ValueError:
-                raise ConfigError(
-                    f"{where}:{n}: input_tokens must be a number, found {row!r}"
-                ) from None
-    lengths = np.asarray(values)
-    if lengths.size == 0:
-        raise ConfigError(f"{where}: no lengths found")
-    if np.any(~np.isfinite(lengths) | (lengths <= 0)):
-        bad = lengths[~np.isfinite(lengths) | (lengths <= 0)][0]
-        raise ConfigError(f"{where}: input lengths must be finite and > 0 tokens, found {bad:g}")
-    return lengths
-
-
 MIN_LOGNORMAL_MASS = 1e-12
 
 
@@ -176,7 +137,7 @@ def build_workload(spec: InputLengths, base_dir: Path, where: str = "") -> Lengt
     if isinstance(spec, HistogramLengths):
         return Histogram(tuple(spec.bin_edges_tokens), tuple(spec.weights))
     path = (base_dir / spec.file).resolve()
-    return ObservedLengths(_read_observed_lengths(path), source=str(path))
+    return ObservedLengths(read_observed_lengths(path), source=str(path))
 
 
 @dataclass(frozen=True)

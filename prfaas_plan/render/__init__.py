@@ -1,2 +1,1 @@
-"""Views of each command's result (rich table, Markdown, JSON) and figures.
-"""
+"""Views of each command's result (rich table, Markdown, JSON) and figures."""

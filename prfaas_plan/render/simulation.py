@@ -1,13 +1,17 @@
 """Views and JSON of `prfaas-plan simulate` (units converted here only)."""
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from prfaas_plan import __version__, units
-from prfaas_plan.commands.simulate import SimulationReport
+from prfaas_plan.commands.simulate import ComparisonReport, SimulationReport
+from prfaas_plan.commands.simulation_spec import SimulationRequest
 from prfaas_plan.render.views import View, fmt, number
+from prfaas_plan.sim.stats import LatencyStats, SimulationResult
 
 
-def _stats(s) -> str:
+def _stats(s: LatencyStats) -> str:
     return " / ".join(fmt(v, ".2f") for v in (s.p50_s, s.p90_s, s.p99_s))
 
 
@@ -19,7 +23,7 @@ def simulation_view(report: SimulationReport) -> View:
     ]
     u = report.unloaded
 
-    def row(label, get):
+    def row(label: str, get: Callable[[SimulationResult], str]) -> tuple[str, list[str]]:
         return (label, [get(r.result) for r in runs])
 
     rows = [
@@ -47,14 +51,15 @@ def simulation_view(report: SimulationReport) -> View:
             lambda s: f"{fmt(s.threshold_mean_tokens, '.1f', units.tokens_to_ktokens)} / "
                       f"{fmt(s.threshold_max_tokens, '.1f', units.tokens_to_ktokens)}"),
     ]  # fmt: skip
-    c, spec = report.configuration, report.spec
-    source = f"trace {spec.trace}" if spec.trace else f"{spec.arrivals} arrivals"
-    if spec.arrivals == "gamma":
-        source += f" (CV {spec.burst_cv:g})"
-    if spec.requests is not None:
-        size = f"{spec.requests:,} requests"
-    elif spec.duration_s is not None:
-        size = f"{spec.duration_s:g} s of arrivals"
+    c, spec = report.configuration, report.request
+    a, dip = spec.arrivals, spec.stress
+    source = f"trace {a.trace}" if a.trace else f"{a.process} arrivals"
+    if a.process == "gamma":
+        source += f" (CV {a.burst_cv:g})"
+    if a.requests is not None:
+        size = f"{a.requests:,} requests"
+    elif a.duration_s is not None:
+        size = f"{a.duration_s:g} s of arrivals"
     else:
         size = f"all {report.runs[0].result.counts.total:,} trace requests"
     notes = [
@@ -62,10 +67,10 @@ def simulation_view(report: SimulationReport) -> View:
         f"{c.pd_prefill_instances} PD-P / {c.pd_decode_instances} PD-D at t = "
         f"{units.tokens_to_ktokens(c.threshold_tokens):.2f}K; Λ_max {report.exact_capacity_rps:.3f} req/s "
         f"exact mode ({report.paper_capacity_rps:.3f} paper mode); loads are fractions of the exact figure.",
-        f"{source}, {size} per column, seed {spec.seed}, policy {spec.policy}"
+        f"{source}, {size} per column, seed {a.seed}, policy {spec.policy.kind}"
         + (f", link latency {spec.link_latency_s:g} s" if spec.link_latency_s else "")
-        + (f", link at {spec.dip_fraction:.0%} from {spec.dip_start_s:g} s for {spec.dip_duration_s:g} s"
-           if spec.dip_start_s is not None else "") + ".",
+        + (f", link at {dip.dip_fraction:.0%} from {dip.dip_start_s:g} s for {dip.dip_duration_s:g} s"
+           if dip.dip_start_s is not None and dip.dip_duration_s is not None else "") + ".",
         "TTFT = arrival to prefill done (+ KV transfer when offloaded), queueing included, decode "
         "excluded (decode-slot waits are reported separately). Requests still in the system at "
         "the end are counted, never dropped.",
@@ -82,7 +87,7 @@ def simulation_view(report: SimulationReport) -> View:
     return View(title, columns, rows, notes)
 
 
-def _jsonable(value):
+def _jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
         return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)
                 if f.name != "timeline"}  # fmt: skip
@@ -95,7 +100,21 @@ def _jsonable(value):
     return str(value)
 
 
-def simulation_json(report: SimulationReport) -> dict:
+def _spec_json(request: SimulationRequest) -> dict[str, Any]:
+    """The request as one flat object (keys as the command's options)."""
+    a, load, dip = request.arrivals, request.load, request.stress
+    flat = {
+        "load_fractions": load.fractions, "rate_rps": load.rate_rps, "requests": a.requests,
+        "duration_s": a.duration_s, "seed": a.seed, "arrivals": a.process,
+        "burst_cv": a.burst_cv, "period_s": a.period_s, "amplitude": a.amplitude,
+        "trace": a.trace, "policy": request.policy.kind, "link_latency_s": request.link_latency_s,
+        "dip_start_s": dip.dip_start_s, "dip_duration_s": dip.dip_duration_s,
+        "dip_fraction": dip.dip_fraction,
+    }  # fmt: skip
+    return {key: _jsonable(value) for key, value in flat.items()}
+
+
+def simulation_json(report: SimulationReport) -> dict[str, Any]:
     c = report.configuration
     return {
         "prfaas_plan_version": __version__,
@@ -111,7 +130,7 @@ def simulation_json(report: SimulationReport) -> dict:
         "paper_capacity_rps": report.paper_capacity_rps,
         "unloaded_ttft": _jsonable(report.unloaded),
         "sustainable": _jsonable(report.sustainable),
-        "spec": _jsonable(report.spec),
+        "spec": _spec_json(report.request),
         "runs": [
             {
                 "load_fraction": number(r.load_fraction),
@@ -123,7 +142,7 @@ def simulation_json(report: SimulationReport) -> dict:
     }
 
 
-def comparison_view(report) -> View:
+def comparison_view(report: ComparisonReport) -> View:
     """`prfaas-plan compare-policies`: one row per scenario x policy."""
     c = report.comparison
     rows = []
@@ -161,7 +180,7 @@ def comparison_view(report) -> View:
     )
 
 
-def comparison_json(report) -> dict:
+def comparison_json(report: ComparisonReport) -> dict[str, Any]:
     c = report.comparison
     return {
         "prfaas_plan_version": __version__,

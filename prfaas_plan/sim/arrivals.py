@@ -17,20 +17,17 @@ Input lengths: `sample_lengths` draws from a `LengthDistribution` by inverse CDF
 (`inverse_cdf`: the distribution's own `sample` and `quantile`, analytic/distributions.py);
 optionally stratified (one draw per equal-probability stratum).
 
-Trace replay: `parse_mooncake_trace` reads the JSONL format of the Mooncake traces, one
-`{"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [...]}` per line;
-`hash_ids` are ids of the prompt's prefix blocks (512 tokens each in the Mooncake traces).
+Trace replay: `RequestTrace` holds a replayed trace's requests and `PrefixBlocks` their prompts'
+prefix-block ids (Mooncake `hash_ids`, 512 tokens each); reading trace files is the job of
+inputs/traces.py (the simulator does no file I/O).
 """
 
-import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan import units
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.errors import ConfigError
 
@@ -163,7 +160,7 @@ def sinusoidal_arrivals(
     omega = 2 * math.pi / period_s
     peak = mean_rate_rps * (1 + amplitude)
 
-    def rate(t):
+    def rate(t: np.ndarray) -> np.ndarray:
         return mean_rate_rps * (1 + amplitude * np.sin(omega * t + phase_rad))
 
     return thinned_arrivals(rate, peak, rng=rng, count=count, duration_s=duration_s)
@@ -195,7 +192,7 @@ class PrefixBlocks:
     values: np.ndarray
     offsets: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         values = np.asarray(self.values, dtype=np.int64)
         offsets = np.asarray(self.offsets, dtype=np.int64)
         if (
@@ -255,73 +252,3 @@ class RequestTrace:
             self.prefix_blocks,
             f"{self.source} at {factor:g}x",
         )
-
-
-def _trace_number(record: dict, key: str, where: str, *, minimum: float) -> float:
-    value = record.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(f"{where}: expected a number in {key!r}, found {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{where}: {key} must be >= {minimum:g}, found {value:g}")
-    return float(value)
-
-
-def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> RequestTrace:
-    """Parse Mooncake JSONL lines (blank lines skipped) into a `RequestTrace`.
-
-    Times are shifted so the earliest request arrives at 0 s (timestamps are milliseconds);
-    requests are ordered by timestamp (stable, so equal timestamps keep file order).
-    `hash_ids` may be absent (no prefix information)."""
-    timestamps, inputs, outputs, ids, counts = [], [], [], [], []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{source}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            raise ConfigError(f"{where}: not a JSON object: {line[:60]!r}") from None
-        if not isinstance(record, dict):
-            raise ConfigError(f"{where}: expected a JSON object, found {line[:60]!r}")
-        timestamps.append(_trace_number(record, "timestamp", where, minimum=-math.inf))
-        inputs.append(_trace_number(record, "input_length", where, minimum=1))
-        outputs.append(_trace_number(record, "output_length", where, minimum=0))
-        blocks = record.get("hash_ids", [])
-        if not isinstance(blocks, list) or not all(
-            isinstance(b, int) and not isinstance(b, bool) for b in blocks
-        ):
-            raise ConfigError(f"{where}: hash_ids must be a list of integers, found {blocks!r}")
-        ids.extend(blocks)
-        counts.append(len(blocks))
-    if not timestamps:
-        raise ConfigError(f"{source}: no requests found")
-    stamps = np.asarray(timestamps)
-    order = np.argsort(stamps, kind="stable")
-    counts_arr = np.asarray(counts, dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(counts_arr)])
-    values = np.asarray(ids, dtype=np.int64)
-    if not np.array_equal(order, np.arange(order.size)):
-        values = np.concatenate(
-            [values[offsets[i] : offsets[i + 1]] for i in order] or [np.empty(0, np.int64)]
-        )
-        counts_arr = counts_arr[order]
-        offsets = np.concatenate([[0], np.cumsum(counts_arr)])
-    arrival_s = units.ms_to_s(stamps[order] - stamps[order[0]])
-    return RequestTrace(
-        arrival_s=np.asarray(arrival_s, dtype=float),
-        input_tokens=np.asarray(inputs)[order],
-        output_tokens=np.asarray(outputs)[order],
-        prefix_blocks=PrefixBlocks(values, offsets),
-        source=source,
-    )
-
-
-def read_mooncake_trace(path: Path) -> RequestTrace:
-    """`parse_mooncake_trace` of a file (UTF-8 JSONL)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return parse_mooncake_trace(handle, str(path))
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the trace ({error.strerror})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None

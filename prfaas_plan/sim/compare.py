@@ -38,13 +38,14 @@ from prfaas_plan.sim.arrivals import (
     poisson_arrivals,
     sample_lengths,
 )
-from prfaas_plan.sim.engine import AdaptiveThreshold, Policy, StaticThreshold, simulate
-from prfaas_plan.sim.prefix import PrefixAwareThreshold
+from prfaas_plan.sim.engine import simulate
+from prfaas_plan.sim.factory import POLICIES, check_policy_options, make_policy
+from prfaas_plan.sim.policies import Policy
 from prfaas_plan.sim.queues import BandwidthTrace
 from prfaas_plan.sim.rebalance import RoleRebalancing
+from prfaas_plan.sim.stages import stage as sim_stage
 
 SCENARIOS = ("burst", "bandwidth_dip", "output_drift")
-POLICIES = ("static", "adaptive", "rebalance", "dual", "prefix")
 # one random stream per scenario name, so a subset of scenarios replays the same requests
 _STREAM_IDS = {name: k for k, name in enumerate(SCENARIOS)}
 
@@ -110,26 +111,6 @@ class _Requests:
     window_s: tuple[float, float]
 
 
-_POLICY_TYPES = {
-    "adaptive": AdaptiveThreshold,
-    "rebalance": RoleRebalancing,
-    "dual": RoleRebalancing,
-    "prefix": PrefixAwareThreshold,
-}
-
-
-def _make_policy(name: str, options: Mapping[str, Policy]) -> Policy:
-    if name in options:
-        return options[name]
-    return {
-        "static": StaticThreshold(),
-        "adaptive": AdaptiveThreshold(),
-        "rebalance": RoleRebalancing(),
-        "dual": RoleRebalancing(adaptive=AdaptiveThreshold()),
-        "prefix": PrefixAwareThreshold(),
-    }[name]
-
-
 def compare_policies(
     system: ServingSystem,
     workload: LengthDistribution,
@@ -156,42 +137,16 @@ def compare_policies(
     times (the load stays a fraction of the workload's Λ_max). `policy_options` maps a policy
     name to the policy object to use instead of its default. `progress(fraction)` is called as the runs advance. Reproducible: the same
     arguments give the same rows."""
-    unknown = [s for s in scenarios if s not in SCENARIOS]
-    if unknown:
-        raise ConfigError(f"unknown scenario {unknown[0]!r}; known: {', '.join(SCENARIOS)}")
-    unknown = [p for p in policies if p not in POLICIES]
-    if unknown:
-        raise ConfigError(f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}")
-    if not (load_fraction > 0 and math.isfinite(load_fraction)):
-        raise ConfigError(f"load_fraction must be a finite number > 0, got {load_fraction:g}")
-    if requests < 2:
-        raise ConfigError(f"compare needs at least 2 requests per scenario, got {requests}")
-    if not (0 <= dip_window[0] < dip_window[1] and 0 <= dip_fraction <= 1):
-        raise ConfigError(
-            f"the bandwidth dip needs 0 <= start < end (fractions of the run) and a fraction in "
-            f"[0, 1], got window {dip_window} and fraction {dip_fraction:g}"
-        )
-    if not (0 <= drift_at <= 1 and drift_output_factor > 0):
-        raise ConfigError(
-            f"the output drift needs drift_at in [0, 1] and a factor > 0, got {drift_at:g} and "
-            f"{drift_output_factor:g}"
-        )
+    _check_arguments(
+        scenarios, policies, load_fraction, requests, dip_fraction, dip_window, drift_at,
+        drift_output_factor,
+    )  # fmt: skip
     capacity = evaluate(system, workload, configuration, Mode.EXACT).system_throughput_rps
     if not (capacity > 0 and math.isfinite(capacity)):
         raise ConfigError(f"the configuration has no finite capacity to load: Λ_max = {capacity}")
     rate = load_fraction * capacity
     options = dict(policy_options or {})
-    for name, policy in options.items():
-        kind = _POLICY_TYPES.get(name)
-        if kind is None:
-            raise ConfigError(
-                f"policy_options: no options for {name!r}; give them for one of "
-                f"{', '.join(_POLICY_TYPES)}"
-            )
-        if not isinstance(policy, kind):
-            raise ConfigError(
-                f"policy_options[{name!r}] must be a {kind.__name__}, got {type(policy).__name__}"
-            )
+    check_policy_options(options)
     infos, rows = [], []
     runs = len(scenarios) * len(policies)
     done = 0
@@ -215,7 +170,7 @@ def compare_policies(
         for name in policies:
             stage = None
             if progress is not None:
-                stage = _stage(progress, done / runs, (done + 1) / runs)
+                stage = sim_stage(progress, done / runs, (done + 1) / runs)
             rows.append(_run(name, scenario, system, configuration, req, options, stage))
             done += 1
     if progress is not None:
@@ -232,8 +187,45 @@ def compare_policies(
     )
 
 
-def _stage(progress: Progress, lo: float, hi: float) -> Progress:
-    return lambda fraction: progress(lo + (hi - lo) * fraction)
+def _check_arguments(
+    scenarios: Sequence[str],
+    policies: Sequence[str],
+    load_fraction: float,
+    requests: int,
+    dip_fraction: float,
+    dip_window: tuple[float, float],
+    drift_at: float,
+    drift_output_factor: float,
+) -> None:
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        raise ConfigError(
+            f"unknown scenario {unknown[0]!r}; known: {', '.join(SCENARIOS)}", parameter="scenarios"
+        )
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise ConfigError(
+            f"unknown policy {unknown[0]!r}; known: {', '.join(POLICIES)}", parameter="policies"
+        )
+    if not (load_fraction > 0 and math.isfinite(load_fraction)):
+        raise ConfigError(
+            f"load_fraction must be a finite number > 0, got {load_fraction:g}",
+            parameter="load_fraction",
+        )
+    if requests < 2:
+        raise ConfigError(
+            f"compare needs at least 2 requests per scenario, got {requests}", parameter="requests"
+        )
+    if not (0 <= dip_window[0] < dip_window[1] and 0 <= dip_fraction <= 1):
+        raise ConfigError(
+            f"the bandwidth dip needs 0 <= start < end (fractions of the run) and a fraction in "
+            f"[0, 1], got window {dip_window} and fraction {dip_fraction:g}"
+        )
+    if not (0 <= drift_at <= 1 and drift_output_factor > 0):
+        raise ConfigError(
+            f"the output drift needs drift_at in [0, 1] and a factor > 0, got {drift_at:g} and "
+            f"{drift_output_factor:g}"
+        )
 
 
 def _scenario_requests(
@@ -334,7 +326,7 @@ def _run(
 
     if name == "prefix" and req.prefix_blocks is None:
         return skipped("the requests carry no prefix blocks (give a trace with hash_ids)")
-    policy = _make_policy(name, options)
+    policy = make_policy(name, options)
     if isinstance(policy, RoleRebalancing) and (
         configuration.pd_prefill_instances < policy.min_prefill_instances
         or configuration.pd_decode_instances < policy.min_decode_instances

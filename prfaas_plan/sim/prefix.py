@@ -32,8 +32,11 @@ from enum import StrEnum
 
 import numpy as np
 
+from prfaas_plan.analytic.capacity import Configuration
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.sim.arrivals import MOONCAKE_BLOCK_TOKENS, PrefixBlocks
+from prfaas_plan.sim.policies import Job, Policy, Progress, Schedule
+from prfaas_plan.sim.stages import fixed_routes
 
 
 class BandwidthRegime(StrEnum):
@@ -50,13 +53,34 @@ class PrefixAwareThreshold:
     cache_blocks: int | None = None  # LRU capacity per cluster, None = unbounded
     pd_caches_offloaded: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.block_tokens < 1:
             raise ConfigError(f"prefix cache: block_tokens must be >= 1, got {self.block_tokens}")
         if self.cache_blocks is not None and self.cache_blocks < 1:
             raise ConfigError(
                 f"prefix cache: cache_blocks must be >= 1 or None, got {self.cache_blocks}"
             )
+
+    def for_configuration(self, configuration: Configuration) -> Policy:
+        return self
+
+    def schedule(self, job: Job, progress: Progress | None) -> Schedule:
+        """Routes from the prefix caches (in arrival order), then the fixed-route stages."""
+        if job.prefix_blocks is None:
+            raise ConfigError(
+                "prefix-aware routing needs the requests' prefix blocks (a trace's hash_ids)"
+            )
+        threshold = job.configuration.threshold_tokens
+        routes = route_with_prefix_cache(job.input_tokens, job.prefix_blocks, threshold, self)
+        return fixed_routes(
+            job,
+            routes.offloaded,
+            routes.prefill_tokens,
+            routes.to_pd_tokens,
+            routes.move_to_pd_tokens,
+            routes.move_to_prfaas_tokens,
+            progress,
+        )
 
 
 class _BlockCache:

@@ -23,8 +23,10 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from prfaas_plan.errors import ConfigError
 
@@ -39,8 +41,8 @@ def _check_times(values: np.ndarray, name: str) -> None:
 
 
 def fifo_start_times(
-    arrival_s,
-    service_s,
+    arrival_s: ArrayLike,
+    service_s: ArrayLike,
     servers: int,
     progress: Callable[[float], None] | None = None,
 ) -> np.ndarray:
@@ -157,7 +159,7 @@ class BandwidthTrace:
     start_s: np.ndarray
     bandwidth_bytes_per_s: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         start = np.atleast_1d(np.asarray(self.start_s, dtype=float))
         bandwidth = np.atleast_1d(np.asarray(self.bandwidth_bytes_per_s, dtype=float))
         if start.ndim != 1 or start.shape != bandwidth.shape or start.size == 0:
@@ -202,17 +204,17 @@ class BandwidthTrace:
             np.array([b, b * dip_fraction, b]),
         )
 
-    def transferable_bytes(self, from_s, to_s):
+    def transferable_bytes(self, from_s: ArrayLike, to_s: ArrayLike) -> np.ndarray:
         """Integral of B(t) over [from_s, to_s] (vectorised): what the link could move."""
         start, rate = self.start_s, self.bandwidth_bytes_per_s
         cumulative = np.concatenate([[0.0], np.cumsum(rate[:-1] * np.diff(start))])
 
-        def integral(t):
-            t = np.maximum(np.asarray(t, dtype=float), 0.0)
-            i = np.searchsorted(start, t, side="right") - 1
-            return cumulative[i] + rate[i] * (t - start[i])
+        def integral(t: ArrayLike) -> np.ndarray:
+            at = np.maximum(np.asarray(t, dtype=float), 0.0)
+            i = np.searchsorted(start, at, side="right") - 1
+            return cast(np.ndarray, cumulative[i] + rate[i] * (at - start[i]))
 
-        return integral(to_s) - integral(from_s)
+        return cast(np.ndarray, integral(to_s) - integral(from_s))
 
 
 class SharedLink:
@@ -226,7 +228,7 @@ class SharedLink:
     not a result.
     """
 
-    def __init__(self, bandwidth: BandwidthTrace, transfers: int, *, record_finished=False):
+    def __init__(self, bandwidth: BandwidthTrace, transfers: int, *, record_finished: bool = False):
         self.finish_s = np.full(transfers, math.nan)
         self.moved_bytes = 0.0  # up to now_s
         self.now_s = 0.0  # the time simulated up to (the last `advance`)
@@ -321,7 +323,7 @@ class SharedLink:
 
 
 def processor_sharing_finish_times(
-    start_s, size_bytes, bandwidth: BandwidthTrace | float
+    start_s: ArrayLike, size_bytes: ArrayLike, bandwidth: BandwidthTrace | float
 ) -> np.ndarray:
     """Finish time of each transfer when all in flight share the link equally."""
     start_s = np.asarray(start_s, dtype=float)

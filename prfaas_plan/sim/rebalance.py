@@ -34,7 +34,7 @@ last of them is free (the scheduler drains the instance with the least decode wo
 optimistic when in-flight requests could not migrate). The instance then serves neither role
 for `conversion_delay_s` before it joins the other one.
 
-The simulation is exact for the model of simulate.py: time is cut into epochs at the decision
+The simulation is exact for the model of engine.py: time is cut into epochs at the decision
 instants; in each, requests are routed and the pools (`ElasticFifo`), the link (`SharedLink`)
 and the decode slots are advanced to the epoch's end, starting only the jobs that start
 before it, so a decision changes the servers before any job placed after it. With no
@@ -45,28 +45,24 @@ scheduler knows each prompt's length; a real one would estimate the decode work 
 completions).
 """
 
+import dataclasses
 import heapq
 import math
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from prfaas_plan.analytic.capacity import Configuration, ServingSystem
+from prfaas_plan.analytic.capacity import Configuration
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.sim.queues import PROGRESS_CHUNK, BandwidthTrace, ElasticFifo, SharedLink
+from prfaas_plan.sim.policies import Job, Policy, Progress, Role, RoleChange, Schedule
+from prfaas_plan.sim.queues import PROGRESS_CHUNK, ElasticFifo, SharedLink
+from prfaas_plan.sim.splits import SplitChoice, evaluate_splits
+from prfaas_plan.sim.stages import check_pool, stage
+from prfaas_plan.sim.threshold import AdaptiveThreshold, LinkMeter
 
-if TYPE_CHECKING:
-    from prfaas_plan.sim.engine import AdaptiveThreshold
-
-
-class Role(StrEnum):
-    PD_PREFILL = "pd_prefill"
-    PD_DECODE = "pd_decode"
+__all__ = ["Role", "RoleChange", "RoleRebalancing", "SplitChoice", "evaluate_splits"]
 
 
 @dataclass(frozen=True)
@@ -81,9 +77,9 @@ class RoleRebalancing:
     min_prefill_instances: int = 1
     min_decode_instances: int = 1
     reoptimize_threshold: bool = True
-    adaptive: "AdaptiveThreshold | None" = None
+    adaptive: AdaptiveThreshold | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         checks = (
             ("period_s", self.period_s, self.period_s > 0 and math.isfinite(self.period_s)),
             (
@@ -101,261 +97,116 @@ class RoleRebalancing:
             if not ok:
                 raise ConfigError(f"role re-balancing: {name} out of range, got {value:g}")
 
+    def for_configuration(self, configuration: Configuration) -> Policy:
+        # one prefill pool is empty: the adaptive threshold would route requests into it
+        if self.adaptive is not None and (
+            configuration.prfaas_instances == 0 or configuration.pd_prefill_instances == 0
+        ):
+            return dataclasses.replace(self, adaptive=None)
+        return self
 
-@dataclass(frozen=True)
-class RoleChange:
-    """One PD instance converted to `to_role`."""
-
-    decided_s: float
-    to_role: Role
-    left_s: float  # stops serving its old role (after the work it holds)
-    joined_s: float  # starts serving the new one: left_s + conversion delay
-    threshold_tokens: float  # the threshold chosen for the new split
-
-
-@dataclass(frozen=True)
-class RoleStats:
-    """PD roles over the measurement window (constant unless the policy re-balances)."""
-
-    conversions: int  # instances converted, over the whole run (decisions stop at the last arrival)
-    to_decode: int
-    to_prefill: int
-    pd_prefill_instances_mean: float  # time average over the window
-    pd_decode_instances_mean: float
-    converting_instances_mean: float  # serving neither role
-    changes: tuple[RoleChange, ...]
+    def schedule(self, job: Job, progress: Progress | None) -> Schedule:
+        """The epoch loop of the module docstring, decode included (its slots change)."""
+        return _RebalancingRun(job, self).run(stage(progress, 0.0, 0.95))
 
 
-def role_stats(
-    c: Configuration, changes: tuple[RoleChange, ...], t0: float, t1: float
-) -> RoleStats:
-    """Time-average instance counts over [t0, t1]: an instance leaves its role at `left_s` and
-    counts in the other from `joined_s`."""
-    window = t1 - t0
+class _RebalancingRun:
+    """The mutable state of one re-balancing simulation, advanced epoch by epoch: requests
+    routed up to the epoch's end, every queue drained to it, then the decisions due at it (a
+    scheduled threshold, the adaptive step, a re-balancing). A helper of `schedule`."""
 
-    def share(since_s: float) -> float:  # fraction of the window from since_s on
-        return min(max(t1 - since_s, 0.0), window) / window
+    def __init__(self, job: Job, policy: RoleRebalancing):
+        c, system = job.configuration, job.system
+        _check_split(c, policy)
+        check_pool(int(np.count_nonzero(job.input_tokens > c.threshold_tokens)),
+                   c.prfaas_instances, "PrfaaS")  # fmt: skip
+        self.job, self.policy, self.n = job, policy, job.requests
+        n = self.n
+        self.slots = system.decode.batch_size
+        self.arrivals, self.lengths = job.arrival_s.tolist(), job.input_tokens.tolist()
+        self.prfaas_work = system.prfaas_prefill_latency(job.input_tokens)
+        self.pd_work = system.pd_prefill_latency(job.input_tokens)
+        self.kv = system.kv_cache_size(job.input_tokens)
+        self.decode_work = job.decode_service_s
+        self.remote_service, self.local_service = self.prfaas_work.tolist(), self.pd_work.tolist()
+        self.kv_bytes, self.decode_service = self.kv.tolist(), self.decode_work.tolist()
+        self.prfaas_free = [-math.inf] * c.prfaas_instances
+        self.prfaas_waiting: deque[tuple[float, float]] = deque()  # (start, service) not started
+        self.prfaas_waiting_s = 0.0
+        self.pd_prefill = ElasticFifo(c.pd_prefill_instances, n)
+        self.decode = ElasticFifo(c.pd_decode_instances * self.slots, n)
+        self.link = SharedLink(job.bandwidth, n, record_finished=True)
+        self.meter = LinkMeter(self.link, job.bandwidth)
+        self.offloaded = [False] * n
+        self.thresholds = [0.0] * n
+        self.prefill_start = [math.nan] * n
+        self.prefill_end = [math.nan] * n
+        self.ready_heap: list[tuple[float, int]] = []  # (first token, index) not yet in decode
+        self.ends: list[tuple[float, int]] = []
+        self.threshold = self.base = float(c.threshold_tokens)
+        self.threshold_changes = 0
+        self.role_changes: list[RoleChange] = []
+        self.n_p, self.n_d = c.pd_prefill_instances, c.pd_decode_instances
+        self.scheduled_s, self.scheduled_threshold = math.inf, self.threshold  # awaits PD-P growth
+        self.settled_s = -math.inf  # conversions in progress until then
+        self.next_rebalance = policy.period_s
+        self.adaptive_period = policy.adaptive.period_s if policy.adaptive else math.inf
+        self.next_adapt = self.adaptive_period
+        self.i = 0  # requests routed
 
-    prefill, decode = float(c.pd_prefill_instances), float(c.pd_decode_instances)
-    for change in changes:
-        if change.to_role is Role.PD_PREFILL:
-            decode -= share(change.left_s)
-            prefill += share(change.joined_s)
-        else:
-            prefill -= share(change.left_s)
-            decode += share(change.joined_s)
-    to_decode = sum(change.to_role is Role.PD_DECODE for change in changes)
-    return RoleStats(
-        conversions=len(changes),
-        to_decode=to_decode,
-        to_prefill=len(changes) - to_decode,
-        pd_prefill_instances_mean=prefill,
-        pd_decode_instances_mean=decode,
-        converting_instances_mean=c.pd_instances - prefill - decode,
-        changes=changes,
-    )
+    def run(self, progress: Progress | None) -> Schedule:
+        reported = 0
+        while self.i < self.n:
+            horizon = min(self.next_rebalance, self.next_adapt, self.scheduled_s)
+            self._route_until(horizon)
+            self._drain_to(horizon)
+            if progress is not None and self.i - reported >= PROGRESS_CHUNK:
+                reported = self.i
+                progress(self.i / self.n)
+            if self.i >= self.n:
+                break
+            while self.prfaas_waiting and self.prfaas_waiting[0][0] <= horizon:
+                self.prfaas_waiting_s -= self.prfaas_waiting.popleft()[1]
+            if not self.prfaas_waiting:
+                self.prfaas_waiting_s = 0.0
+            if horizon == self.scheduled_s:
+                self._set_threshold(self.scheduled_threshold)
+                self.scheduled_s = math.inf
+            if horizon == self.next_adapt:
+                self._adapt(horizon)
+            if horizon == self.next_rebalance:
+                self.next_rebalance += self.policy.period_s
+                if horizon >= self.settled_s:
+                    self._rebalance(horizon)
+        self._drain_to(math.inf)
+        return self._schedule()
 
-
-def static_role_stats(c: Configuration) -> RoleStats:
-    return RoleStats(0, 0, 0, float(c.pd_prefill_instances), float(c.pd_decode_instances), 0.0, ())
-
-
-@dataclass(frozen=True, eq=False)
-class SplitChoice:
-    """Bottleneck utilisation of each candidate split (`prefill_instances`), queued work
-    included, with the threshold it would run at; and that of the split and threshold in
-    force (`current_utilization`), which a conversion has to beat."""
-
-    prefill_instances: np.ndarray  # N_p of each candidate
-    producer_utilization: np.ndarray  # ρ_pre(N_p)
-    decode_utilization: np.ndarray  # ρ_pd-d(N − N_p)
-    threshold_tokens: np.ndarray  # re-optimised: minimises the producers' ρ without queues
-    current_utilization: float
-
-    @property
-    def utilization(self) -> np.ndarray:
-        return np.maximum(self.producer_utilization, self.decode_utilization)
-
-
-def evaluate_splits(
-    lengths_tokens,
-    prfaas_work_s,
-    pd_work_s,
-    kv_bytes,
-    decode_slot_work_s: float,
-    *,
-    queued_prfaas_s: float,
-    queued_pd_prefill_s: float,
-    queued_decode_slot_s: float,
-    period_s: float,
-    link_capacity_bytes: float,
-    prfaas_instances: int,
-    pd_instances: int,
-    decode_slots_per_instance: int,
-    prefill_instances,
-    current_prefill_instances: int,
-    current_threshold_tokens: float,
-    reoptimize_threshold: bool = True,
-) -> SplitChoice:
-    """The utilisations of the module docstring for each candidate N_p, from the requests of
-    one period (per-request arrays) and the work queued at the decision; the candidates at a
-    re-optimised threshold (or at the current one if not `reoptimize_threshold`), the current
-    split (one of the candidates) also at the threshold in force.
-
-    The threshold for a split balances the arrivals only: a backlog is transient, and a t
-    chosen to drain it would stay in force after it has gone (it changes only at the next
-    conversion). A threshold between two observed lengths takes their midpoint; below all of
-    them it is 0 (offload everything), above all of them inf (offload nothing)."""
-    n_p = np.asarray(prefill_instances, dtype=float)
-    order = np.argsort(lengths_tokens, kind="stable")
-    lengths = np.asarray(lengths_tokens, dtype=float)[order]
-    m = lengths.size
-
-    def tail_sums(values) -> np.ndarray:  # k -> sum over the requests from the k-th shortest on
-        v = np.asarray(values, dtype=float)[order]
-        return np.concatenate([np.cumsum(v[::-1])[::-1], [0.0]])
-
-    def ratio(work, capacity) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(work > 0, work / capacity if capacity > 0 else np.inf, 0.0)
-
-    remote = tail_sums(prfaas_work_s)
-    local = np.concatenate([[0.0], np.cumsum(np.asarray(pd_work_s, dtype=float)[order])])
-    link = ratio(tail_sums(kv_bytes), link_capacity_bytes)
-    separable = np.ones(m + 1, dtype=bool)  # a threshold cannot separate equal lengths
-    separable[1:m] = lengths[1:] != lengths[:-1]
-
-    def utilization(queued_prfaas, queued_pd):  # (split, k local) -> max over the producers
-        prfaas = np.maximum(ratio(remote + queued_prfaas, period_s * prfaas_instances), link)
-        pd = (local[None, :] + queued_pd) / (period_s * n_p[:, None])
-        return np.where(separable, np.maximum(prfaas[None, :], pd), np.inf)
-
-    loaded = utilization(queued_prfaas_s, queued_pd_prefill_s)
-    in_force = int(np.searchsorted(lengths, current_threshold_tokens, side="right"))
-    decode_capacity = period_s * (pd_instances - n_p) * decode_slots_per_instance
-    decode = (decode_slot_work_s + queued_decode_slot_s) / decode_capacity
-    current = int(np.flatnonzero(n_p == current_prefill_instances)[0])
-    if reoptimize_threshold:
-        middle = np.concatenate([[0.0], 0.5 * (lengths[:-1] + lengths[1:]), [np.inf]])
-        thresholds = middle[utilization(0.0, 0.0).argmin(axis=1)]
-        producers = loaded.min(axis=1)
-    else:
-        thresholds = np.full(n_p.size, float(current_threshold_tokens))
-        producers = loaded[:, in_force]
-    return SplitChoice(
-        prefill_instances=np.asarray(prefill_instances, dtype=int),
-        producer_utilization=producers,
-        decode_utilization=decode,
-        threshold_tokens=thresholds,
-        current_utilization=float(max(loaded[current, in_force], decode[current])),
-    )
-
-
-class RebalancedRun(NamedTuple):
-    """Per-request event times (input order) and the scheduler's actions."""
-
-    offloaded: np.ndarray
-    threshold_tokens: np.ndarray
-    prefill_start_s: np.ndarray
-    prefill_end_s: np.ndarray
-    link_start_s: np.ndarray
-    link_finish_s: np.ndarray
-    decode_start_s: np.ndarray
-    threshold_changes: int
-    role_changes: tuple[RoleChange, ...]
-
-
-def run_rebalancing(
-    system: ServingSystem,
-    c: Configuration,
-    policy: RoleRebalancing,
-    arrival_s: np.ndarray,
-    input_tokens: np.ndarray,
-    output_tokens: np.ndarray,
-    bandwidth: BandwidthTrace,
-    link_latency_s: float,
-    progress: Callable[[float], None] | None = None,
-) -> RebalancedRun:
-    """Simulate the deployment under `policy` (module docstring); decode included."""
-    if c.pd_prefill_instances < policy.min_prefill_instances:
-        raise ConfigError(
-            f"role re-balancing needs at least min_prefill_instances = "
-            f"{policy.min_prefill_instances} PD prefill instances, the configuration has "
-            f"{c.pd_prefill_instances}"
+    def _route_until(self, horizon: float) -> None:
+        """Route the requests that arrive before `horizon` (PrfaaS prefill placed at once)."""
+        i, n, arrivals, lengths, threshold = (
+            self.i,
+            self.n,
+            self.arrivals,
+            self.lengths,
+            self.threshold,
         )
-    if c.pd_decode_instances < policy.min_decode_instances:
-        raise ConfigError(
-            f"role re-balancing needs at least min_decode_instances = "
-            f"{policy.min_decode_instances} PD decode instances, the configuration has "
-            f"{c.pd_decode_instances}"
+        remote_service, local_service, kv_bytes = (
+            self.remote_service,
+            self.local_service,
+            self.kv_bytes,
         )
-    remote_count = int(np.count_nonzero(input_tokens > c.threshold_tokens))
-    if remote_count and c.prfaas_instances < 1:
-        raise ConfigError(
-            f"{remote_count} requests are routed to PrfaaS but the configuration has no PrfaaS "
-            "instance; change the threshold or add instances"
+        prfaas_free, prfaas_waiting, waiting_s = (
+            self.prfaas_free,
+            self.prfaas_waiting,
+            self.prfaas_waiting_s,
         )
-    n = arrival_s.size
-    slots = system.decode.batch_size
-    n_prfaas = c.prfaas_instances
-    arrivals = arrival_s.tolist()
-    lengths = input_tokens.tolist()
-    prfaas_work = system.prfaas_prefill_latency(input_tokens)
-    pd_work = system.pd_prefill_latency(input_tokens)
-    kv = system.kv_cache_size(input_tokens)
-    decode_work = output_tokens * system.decode.step_latency_s
-    remote_service, local_service = prfaas_work.tolist(), pd_work.tolist()
-    kv_bytes, decode_service = kv.tolist(), decode_work.tolist()
-
-    prfaas_free = [-math.inf] * n_prfaas
-    prfaas_waiting: deque[tuple[float, float]] = deque()  # (start, service), not yet started
-    prfaas_waiting_s = 0.0
-    pd_prefill = ElasticFifo(c.pd_prefill_instances, n)
-    decode = ElasticFifo(c.pd_decode_instances * slots, n)
-    link = SharedLink(bandwidth, n, record_finished=True)
-    link_finish = link.finish_s
-    offloaded = [False] * n
-    thresholds = [0.0] * n
-    prefill_start = [math.nan] * n
-    prefill_end = [math.nan] * n
-    ready_heap: list[tuple[float, int]] = []  # (first token, index) not yet queued for decode
-    ends: list[tuple[float, int]] = []
-
-    threshold = base = float(c.threshold_tokens)
-    threshold_changes = 0
-    role_changes: list[RoleChange] = []
-    n_p, n_d = c.pd_prefill_instances, c.pd_decode_instances
-    scheduled_s, scheduled_threshold = math.inf, threshold  # a threshold waiting for PD-P to grow
-    settled_s = -math.inf  # conversions in progress until then
-    period = policy.period_s
-    next_rebalance = period
-    adaptive = policy.adaptive
-    adaptive_period = adaptive.period_s if adaptive is not None else math.inf
-    next_adapt = adaptive_period
-    moved_before = 0.0
-    replace, push, pop = heapq.heapreplace, heapq.heappush, heapq.heappop
-    delay = policy.conversion_delay_s
-
-    def drain_to(horizon: float) -> None:
-        """Start every job that starts before `horizon`, in causal order."""
-        pd_prefill.run_until(horizon, ends)
-        for end, j in ends:
-            prefill_end[j] = end
-            push(ready_heap, (end, j))
-        ends.clear()
-        link.advance(horizon)
-        for j in link.finished:
-            push(ready_heap, (float(link_finish[j]) + link_latency_s, j))
-        link.finished.clear()
-        while ready_heap and ready_heap[0][0] < horizon:
-            ready, j = pop(ready_heap)
-            decode.submit(ready, decode_service[j], j)
-        decode.run_until(horizon)
-
-    i = 0
-    reported = 0
-    while i < n:
-        horizon = min(next_rebalance, next_adapt, scheduled_s)
+        offloaded, thresholds, start, end = (
+            self.offloaded,
+            self.thresholds,
+            self.prefill_start,
+            self.prefill_end,
+        )
+        link, pd_prefill, replace = self.link, self.pd_prefill, heapq.heapreplace  # fmt: skip
         while i < n and arrivals[i] < horizon:
             a = arrivals[i]
             if lengths[i] > threshold:
@@ -366,124 +217,152 @@ def run_rebalancing(
                 replace(prfaas_free, finish)
                 if begin > a:
                     prfaas_waiting.append((begin, service))
-                    prfaas_waiting_s += service
+                    waiting_s += service
                 link.add(finish, kv_bytes[i], i)
                 offloaded[i] = True
-                prefill_start[i], prefill_end[i] = begin, finish
+                start[i], end[i] = begin, finish
             else:
                 pd_prefill.submit(a, local_service[i], i)
             thresholds[i] = threshold
             i += 1
-        drain_to(horizon)
-        if progress is not None and i - reported >= PROGRESS_CHUNK:
-            reported = i
-            progress(i / n)
-        if i >= n:
-            break
-        while prfaas_waiting and prfaas_waiting[0][0] <= horizon:
-            prfaas_waiting_s -= prfaas_waiting.popleft()[1]
-        if not prfaas_waiting:
-            prfaas_waiting_s = 0.0
-        if horizon == scheduled_s:
-            threshold_changes += threshold != scheduled_threshold
-            threshold = base = scheduled_threshold
-            scheduled_s = math.inf
-        if horizon == next_adapt:
-            assert adaptive is not None
-            capacity = float(bandwidth.transferable_bytes(horizon - adaptive_period, horizon))
-            utilization = (link.moved_bytes - moved_before) / capacity if capacity > 0 else 1.0
-            moved_before = link.moved_bytes
-            old = threshold
-            threshold = adaptive.next_threshold(
-                threshold,
-                base,
-                utilization,
-                len(prfaas_waiting) / max(n_prfaas, 1),
-                pd_prefill.queued / pd_prefill.servers,
+        self.i, self.prfaas_waiting_s = i, waiting_s
+
+    def _drain_to(self, horizon: float) -> None:
+        """Start every job that starts before `horizon`, in causal order."""
+        ready_heap, ends, link, push = self.ready_heap, self.ends, self.link, heapq.heappush
+        self.pd_prefill.run_until(horizon, ends)
+        for end, j in ends:
+            self.prefill_end[j] = end
+            push(ready_heap, (end, j))
+        ends.clear()
+        link.advance(horizon)
+        finished, link_finish, latency_s = link.finished, link.finish_s, self.job.link_latency_s
+        assert finished is not None
+        for j in finished:
+            push(ready_heap, (float(link_finish[j]) + latency_s, j))
+        finished.clear()
+        decode, service = self.decode, self.decode_service
+        while ready_heap and ready_heap[0][0] < horizon:
+            ready, j = heapq.heappop(ready_heap)
+            decode.submit(ready, service[j], j)
+        decode.run_until(horizon)
+
+    def _set_threshold(self, threshold_tokens: float) -> None:
+        """A new planned threshold (the adaptive floor too)."""
+        self.threshold_changes += self.threshold != threshold_tokens
+        self.threshold = self.base = threshold_tokens
+
+    def _adapt(self, horizon: float) -> None:
+        adaptive = self.policy.adaptive
+        assert adaptive is not None
+        old = self.threshold
+        self.threshold = adaptive.next_threshold(
+            old,
+            self.base,
+            self.meter.utilization(horizon, self.adaptive_period),
+            len(self.prfaas_waiting) / max(self.job.configuration.prfaas_instances, 1),
+            self.pd_prefill.queued / self.pd_prefill.servers,
+        )
+        self.threshold_changes += self.threshold != old
+        self.next_adapt += self.adaptive_period
+
+    def _rebalance(self, horizon: float) -> None:
+        """Measure the last period, and convert instances if the rule of the module
+        docstring says so."""
+        policy, period, n_p, n_d = self.policy, self.policy.period_s, self.n_p, self.n_d
+        lo = bisect_left(self.arrivals, horizon - period, 0, self.i)
+        if lo == self.i:
+            return  # nothing arrived in the period: nothing to measure
+        hi = self.i
+        choice = evaluate_splits(
+            self.job.input_tokens[lo:hi],
+            self.prfaas_work[lo:hi],
+            self.pd_work[lo:hi],
+            self.kv[lo:hi],
+            float(self.decode_work[lo:hi].sum()),
+            queued_prfaas_s=self.prfaas_waiting_s,
+            queued_pd_prefill_s=self.pd_prefill.queued_work_s,
+            queued_decode_slot_s=self.decode.queued_work_s,
+            period_s=period,
+            link_capacity_bytes=float(self.job.bandwidth.transferable_bytes(horizon - period, horizon)),
+            prfaas_instances=self.job.configuration.prfaas_instances,
+            pd_instances=n_p + n_d,
+            decode_slots_per_instance=self.slots,
+            prefill_instances=np.arange(
+                max(policy.min_prefill_instances, n_p - policy.max_conversions),
+                min(n_p + n_d - policy.min_decode_instances, n_p + policy.max_conversions) + 1,
+            ),
+            current_prefill_instances=n_p,
+            current_threshold_tokens=self.base,
+            reoptimize_threshold=policy.reoptimize_threshold,
+        )  # fmt: skip
+        current = choice.current_utilization
+        if not current >= policy.trigger_utilization:
+            return
+        # the lowest bottleneck; among equals the smallest move (the current split first)
+        candidates = choice.prefill_instances.tolist()
+        rho = choice.utilization
+        best = min(range(len(candidates)), key=lambda k: (rho[k], abs(candidates[k] - n_p)))
+        target = candidates[best]
+        if target != n_p and rho[best] <= (1 - policy.min_gain) * current:
+            self._convert(horizon, target, float(choice.threshold_tokens[best]))
+
+    def _convert(self, horizon: float, target: int, new_threshold: float) -> None:
+        """Move PD instances to reach `target` PD-P instances, decided at `horizon`."""
+        delay, slots, n_p = self.policy.conversion_delay_s, self.slots, self.n_p
+        if target < n_p:  # PD-P -> PD-D: the threshold applies at once
+            for _ in range(n_p - target):
+                left = self.pd_prefill.remove_servers(1, horizon)
+                self.decode.add_servers(slots, left + delay)
+                self.role_changes.append(
+                    RoleChange(horizon, Role.PD_DECODE, left, left + delay, new_threshold)
+                )
+                self.settled_s = max(self.settled_s, left + delay)
+            self._set_threshold(new_threshold)
+        else:  # PD-D -> PD-P: once the last converted instance has joined
+            joined = horizon
+            for _ in range(target - n_p):
+                left = self.decode.remove_servers(slots, horizon)
+                self.pd_prefill.add_servers(1, left + delay)
+                self.role_changes.append(
+                    RoleChange(horizon, Role.PD_PREFILL, left, left + delay, new_threshold)
+                )
+                joined = max(joined, left + delay)
+            self.settled_s = joined
+            if joined > horizon:
+                self.scheduled_s, self.scheduled_threshold = joined, new_threshold
+            else:
+                self._set_threshold(new_threshold)
+        self.n_d += n_p - target
+        self.n_p = target
+
+    def _schedule(self) -> Schedule:
+        remote = np.asarray(self.offloaded, dtype=bool)
+        start = np.asarray(self.prefill_start, dtype=float)
+        start[~remote] = np.asarray(self.pd_prefill.start_s, dtype=float)[~remote]
+        end = np.asarray(self.prefill_end, dtype=float)
+        return Schedule(
+            offloaded=remote,
+            threshold_tokens=np.asarray(self.thresholds, dtype=float),
+            prefill_tokens=self.job.input_tokens,
+            prefill_ready_s=self.job.arrival_s,
+            prefill_start_s=start,
+            prefill_end_s=end,
+            link_start_s=np.where(remote, end, math.nan),
+            link_finish_s=self.link.finish_s,
+            decode_start_s=np.asarray(self.decode.start_s, dtype=float),
+            threshold_changes=self.threshold_changes,
+            role_changes=tuple(self.role_changes),
+        )
+
+
+def _check_split(c: Configuration, policy: RoleRebalancing) -> None:
+    for role, have, least, name in (
+        ("PD prefill", c.pd_prefill_instances, policy.min_prefill_instances, "min_prefill_instances"),
+        ("PD decode", c.pd_decode_instances, policy.min_decode_instances, "min_decode_instances"),
+    ):  # fmt: skip
+        if have < least:
+            raise ConfigError(
+                f"role re-balancing needs at least {name} = {least} {role} instances, the "
+                f"configuration has {have}"
             )
-            threshold_changes += threshold != old
-            next_adapt += adaptive_period
-        if horizon == next_rebalance:
-            next_rebalance += period
-            if horizon < settled_s:
-                continue
-            lo = bisect_left(arrivals, horizon - period, 0, i)
-            if lo == i:
-                continue  # nothing arrived in the period: nothing to measure
-            choice = evaluate_splits(
-                input_tokens[lo:i],
-                prfaas_work[lo:i],
-                pd_work[lo:i],
-                kv[lo:i],
-                float(decode_work[lo:i].sum()),
-                queued_prfaas_s=prfaas_waiting_s,
-                queued_pd_prefill_s=pd_prefill.queued_work_s,
-                queued_decode_slot_s=decode.queued_work_s,
-                period_s=period,
-                link_capacity_bytes=float(bandwidth.transferable_bytes(horizon - period, horizon)),
-                prfaas_instances=n_prfaas,
-                pd_instances=n_p + n_d,
-                decode_slots_per_instance=slots,
-                prefill_instances=np.arange(
-                    max(policy.min_prefill_instances, n_p - policy.max_conversions),
-                    min(n_p + n_d - policy.min_decode_instances, n_p + policy.max_conversions) + 1,
-                ),
-                current_prefill_instances=n_p,
-                current_threshold_tokens=base,
-                reoptimize_threshold=policy.reoptimize_threshold,
-            )
-            current = choice.current_utilization
-            if not current >= policy.trigger_utilization:
-                continue
-            # the lowest bottleneck; among equals the smallest move (the current split first)
-            candidates = choice.prefill_instances.tolist()
-            rho = choice.utilization
-            best = min(range(len(candidates)), key=lambda k: (rho[k], abs(candidates[k] - n_p)))
-            target = candidates[best]
-            if target == n_p or not rho[best] <= (1 - policy.min_gain) * current:
-                continue
-            new_threshold = float(choice.threshold_tokens[best])
-            if target < n_p:  # PD-P -> PD-D
-                for _ in range(n_p - target):
-                    left = pd_prefill.remove_servers(1, horizon)
-                    decode.add_servers(slots, left + delay)
-                    role_changes.append(
-                        RoleChange(horizon, Role.PD_DECODE, left, left + delay, new_threshold)
-                    )
-                    settled_s = max(settled_s, left + delay)
-                threshold_changes += threshold != new_threshold
-                threshold = base = new_threshold
-            else:  # PD-D -> PD-P
-                joined = horizon
-                for _ in range(target - n_p):
-                    left = decode.remove_servers(slots, horizon)
-                    pd_prefill.add_servers(1, left + delay)
-                    role_changes.append(
-                        RoleChange(horizon, Role.PD_PREFILL, left, left + delay, new_threshold)
-                    )
-                    joined = max(joined, left + delay)
-                settled_s = joined
-                if joined > horizon:
-                    scheduled_s, scheduled_threshold = joined, new_threshold
-                else:
-                    threshold_changes += threshold != new_threshold
-                    threshold = base = new_threshold
-            n_d += n_p - target
-            n_p = target
-    drain_to(math.inf)
-    decode_start = np.asarray(decode.start_s, dtype=float)
-    remote = np.asarray(offloaded, dtype=bool)
-    start = np.asarray(prefill_start, dtype=float)
-    start[~remote] = np.asarray(pd_prefill.start_s, dtype=float)[~remote]
-    end = np.asarray(prefill_end, dtype=float)
-    return RebalancedRun(
-        offloaded=remote,
-        threshold_tokens=np.asarray(thresholds, dtype=float),
-        prefill_start_s=start,
-        prefill_end_s=end,
-        link_start_s=np.where(remote, end, math.nan),
-        link_finish_s=link.finish_s,
-        decode_start_s=decode_start,
-        threshold_changes=threshold_changes,
-        role_changes=tuple(role_changes),
-    )
