@@ -17,6 +17,7 @@ Units: SI inside; the report converts.
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError, PlanError, ProfileError
 from prfaas_plan.inputs.catalog import Catalog, parse, read_csv_columns, read_yaml
 from prfaas_plan.inputs.files import write_atomically
+from prfaas_plan.inputs.resources import resource_root
 
 MFU_FLOOR = 5e-4  # 0.05% of BF16 peak: ~10x below the slowest real 1K-token prefill we know
 KV_TOLERANCE = 0.05  # measured KV table vs an (inferred) architecture
@@ -283,7 +285,17 @@ def _read_expectations(path: Path) -> _Expectations:
     return parse(_Expectations, read_yaml(path, "expectations") or {}, str(path), ConfigError)
 
 
-def check(catalog: Catalog, scenarios: list[Path], *, update: bool = False) -> CheckReport:
+def golden_scenarios() -> list[Path]:
+    """The shipped example scenarios, the default golden set."""
+    return sorted((resource_root() / "examples").glob("*.yaml"))
+
+
+def check(
+    catalog: Catalog, scenarios: Sequence[Path] | None = None, *, update: bool = False
+) -> CheckReport:
+    """Check every table of `catalog`, re-plan `scenarios` (default: `golden_scenarios()`) and
+    compare with, or with `update` rewrite, the expectations file."""
+    scenarios = list(scenarios) if scenarios is not None else golden_scenarios()
     tables, findings = check_tables(catalog)
     expectations_file = catalog.data_dir / EXPECTATIONS
     found: dict[str, _Golden] = {}
@@ -318,7 +330,7 @@ def check(catalog: Catalog, scenarios: list[Path], *, update: bool = False) -> C
                 + yaml.safe_dump(document, sort_keys=True)
             )
             expectations_file.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(expectations_file, lambda tmp: tmp.write_text(text), "--update")
+            write_atomically(expectations_file, lambda tmp: tmp.write_text(text), "update")
     elif previous is None and not expectations_file.is_file():
         findings.append(
             Finding(

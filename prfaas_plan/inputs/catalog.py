@@ -275,12 +275,14 @@ class Catalog:
         names = sorted(p.stem for p in folder.iterdir()) if folder.is_dir() else []
         return ", ".join(names) or "none"
 
-    def gpu(self, name: str, where: str = "") -> GpuSpec:
+    def gpu(self, name: str, where: str = "", parameter: str | None = None) -> GpuSpec:
+        """The GPU's facts; `where` prefixes, and `parameter` tags, an unknown-GPU error."""
         folder = self.data_dir / "gpus"
         path = folder / f"{name}.yaml"
         if not path.is_file():
             raise ConfigError(
-                f"{where}unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)"
+                f"{where}unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)",
+                parameter=parameter,
             )
         spec = parse(GpuSpec, read_yaml(path, "GPU"), str(path))
         if spec.name != name:

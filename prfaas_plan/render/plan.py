@@ -289,7 +289,7 @@ def _common_notes(report) -> list[str]:
     return lines + _range_lines(report.range_notes) + [TTFT_NOTE]
 
 
-def _plan_view(report: PlanReport) -> View:
+def plan_view(report: PlanReport) -> View:
     deployments = [report.plan, report.homogeneous, report.naive]
     rows = _rows(deployments)
     rows.append(
@@ -348,16 +348,8 @@ def _plan_view(report: PlanReport) -> View:
     return View(title, columns, rows, notes + _common_notes(report))
 
 
-def _evaluation_view(report: EvaluationReport) -> View:
+def evaluation_view(report: EvaluationReport) -> View:
     title = f"prfaas-plan evaluate · {report.problem.scenario.name} · mode {report.deployment.evaluation.mode}"
     return View(
         title, [DEPLOYMENT_TITLES["evaluated"]], _rows([report.deployment]), _common_notes(report)
     )
-
-
-def view(report) -> View:
-    return _plan_view(report) if isinstance(report, PlanReport) else _evaluation_view(report)
-
-
-def to_json(report) -> dict:
-    return plan_to_json(report) if isinstance(report, PlanReport) else evaluation_to_json(report)
