@@ -24,7 +24,7 @@ from prfaas_plan.errors import ConfigError, PlanError
 
 if TYPE_CHECKING:
     from prfaas_plan.inputs.scenario import Problem
-    from prfaas_plan.render.views import View
+    from prfaas_plan.render.views import Document, View
 
 # library parameter (as errors name it) -> the flag that sets it
 PARAMETER_FLAGS: dict[str, str] = {
@@ -102,9 +102,9 @@ def error_message(exc: PlanError) -> str:
     text = str(exc)
     if exc.parameter in PARAMETER_FLAGS:
         flag = PARAMETER_FLAGS[exc.parameter]
-        text = _name_pattern(exc.parameter, field_guard=False).sub(lambda _: flag, text)
+        text = _name_pattern(exc.parameter, field_guard=False).sub(flag, text)
     for pattern, flag in _IDENTIFIERS:
-        text = pattern.sub(lambda _, flag=flag: flag, text)
+        text = pattern.sub(flag, text)
     return text
 
 
@@ -187,7 +187,7 @@ def _load(scenario: Path | None, data_dir: Path | None, bandwidth_gbps: float | 
     return open_problem(scenario, data_dir, bandwidth_gbps)
 
 
-def _emit(view: "View", document: dict, fmt: OutputFormat, output: Path | None) -> None:
+def _emit(view: "View", document: "Document", fmt: OutputFormat, output: Path | None) -> None:
     """Write a result: `view` (views.View) for table/Markdown, `document` for JSON."""
     from prfaas_plan.render import views
 
@@ -209,9 +209,9 @@ def _emit(view: "View", document: dict, fmt: OutputFormat, output: Path | None) 
     if output is None:
         sys.stdout.write(text)
     else:
-        from prfaas_plan.inputs.files import write_atomically
+        from prfaas_plan.inputs.files import write_atomically, write_text
 
-        write_atomically(output, lambda tmp: tmp.write_text(text), "output")
+        write_atomically(output, lambda tmp: write_text(tmp, text), "output")
 
 
 def _spinner(show: bool, label: str) -> AbstractContextManager[object]:

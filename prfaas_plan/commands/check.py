@@ -17,7 +17,7 @@ Units: SI inside; the report converts.
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,8 +30,9 @@ from prfaas_plan.analytic.architecture import DTYPE_BYTES, kv_footprint
 from prfaas_plan.analytic.derive import prefill_latency_from_kv_throughput
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError, PlanError, ProfileError
-from prfaas_plan.inputs.catalog import Catalog, parse, read_csv_columns, read_yaml
+from prfaas_plan.inputs.catalog import Catalog, ModelSpec, parse, read_csv_columns, read_yaml
 from prfaas_plan.inputs.files import write_atomically
+from prfaas_plan.inputs.files import write_text as _write_text
 from prfaas_plan.inputs.resources import resource_root
 
 MFU_FLOOR = 5e-4  # 0.05% of BF16 peak: ~10x below the slowest real 1K-token prefill we know
@@ -89,7 +90,7 @@ class CheckReport:
         return not self.findings and not self.drifts
 
 
-def _active_params(spec) -> float:
+def _active_params(spec: ModelSpec) -> float:
     return spec.active_params or spec.total_params * ACTIVE_FRACTION_FLOOR
 
 
@@ -186,7 +187,7 @@ def check_tables(catalog: Catalog) -> tuple[int, list[Finding]]:
     findings: list[Finding] = []
     checked = 0
 
-    def attempt(where: str, check, *args) -> None:
+    def attempt(where: str, check: Callable[..., object], *args: object) -> None:
         nonlocal checked
         checked += 1
         try:
@@ -234,7 +235,7 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _finite_or_none(x) -> float | None:
+def _finite_or_none(x: float) -> float | None:
     """A golden value: the number, or None where it does not exist (nan, inf)."""
     x = float(x)
     return x if math.isfinite(x) else None
@@ -271,14 +272,14 @@ def golden_values(catalog: Catalog, scenario: Path) -> _Golden:
     return _Golden(out, inputs)
 
 
-def _moved(key: str, expected, found) -> bool:
+def _moved(key: str, expected: float | None, found: float | None) -> bool:
     if expected is None or found is None:
         return (expected is None) != (found is None)
     tolerance = TOLERANCES.get(key.split(".", 1)[-1])
     if tolerance is None:
         return True  # a key we do not produce any more
     absolute, relative = tolerance
-    return abs(found - expected) > absolute + relative * abs(expected)
+    return bool(abs(found - expected) > absolute + relative * abs(expected))
 
 
 def _read_expectations(path: Path) -> _Expectations:
@@ -330,7 +331,7 @@ def check(
                 + yaml.safe_dump(document, sort_keys=True)
             )
             expectations_file.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(expectations_file, lambda tmp: tmp.write_text(text), "update")
+            write_atomically(expectations_file, lambda tmp: _write_text(tmp, text), "update")
     elif previous is None and not expectations_file.is_file():
         findings.append(
             Finding(

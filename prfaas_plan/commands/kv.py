@@ -41,7 +41,8 @@ class ModelKv:
         size = (
             self.kv_cache_bytes if self.table_kv_cache_bytes is None else self.table_kv_cache_bytes
         )
-        return size / self.prefill_latency(self.lengths_tokens)
+        phi: np.ndarray = size / self.prefill_latency(self.lengths_tokens)
+        return phi
 
     @property
     def extrapolated(self) -> list[str]:

@@ -8,6 +8,11 @@ from pathlib import Path
 from prfaas_plan.errors import ConfigError
 
 
+def write_text(path: Path, text: str) -> None:
+    """`path.write_text(text)` as a writer for `write_atomically`."""
+    path.write_text(text)
+
+
 def write_atomically(path: Path, write: Callable[[Path], None], parameter: str) -> None:
     """Call `write(tmp)` on a temporary file beside `path`, then rename it over `path`. On any
     failure `path` is left as it was and the temporary file is removed. `parameter` names

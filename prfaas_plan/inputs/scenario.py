@@ -50,7 +50,7 @@ class LogNormalLengths(_Strict):
     max_tokens: float = Field(gt=0)
 
     @model_validator(mode="after")
-    def _ordered(self):
+    def _ordered(self) -> "LogNormalLengths":
         if self.max_tokens <= self.min_tokens:
             raise ValueError(
                 f"max_tokens must exceed min_tokens, got {self.max_tokens:g} <= {self.min_tokens:g}"
@@ -64,7 +64,7 @@ class HistogramLengths(_Strict):
     weights: list[Annotated[float, Field(ge=0)]] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _consistent(self):
+    def _consistent(self) -> "HistogramLengths":
         if len(self.weights) != len(self.bin_edges_tokens) - 1:
             raise ValueError(
                 f"needs one weight per bin ({len(self.bin_edges_tokens) - 1}), got {len(self.weights)}"

@@ -7,6 +7,7 @@ sits where the prefill terms cross. Right: Λ_max(t) for every split N_p/N_d.
 """
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,7 @@ PLOT_POINTS = 400
 FORMATS = (".png", ".svg", ".pdf")
 
 
-def _pyplot():
+def _pyplot() -> Any:
     try:
         import matplotlib
 
