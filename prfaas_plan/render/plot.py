@@ -103,14 +103,15 @@ def plot_kv_throughput(report: KvReport, plot_path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 5), constrained_layout=True)
     drawn = 0
     for m in report.models:
-        if m.prefill_latency is None:
+        points = m.kv_throughput_bytes_per_s  # None exactly when there is no prefill profile
+        if m.prefill_latency is None or points is None:
             continue
         phi = m.footprint.size_bytes(lengths) / m.prefill_latency(lengths)
         (line,) = ax.plot(
             units.tokens_to_ktokens(lengths), units.bytes_per_s_to_gbps(phi), label=m.name
         )
         ax.plot(units.tokens_to_ktokens(report.lengths_tokens),
-                units.bytes_per_s_to_gbps(m.kv_throughput_bytes_per_s), "o", color=line.get_color())  # fmt: skip
+                units.bytes_per_s_to_gbps(points), "o", color=line.get_color())  # fmt: skip
         drawn += 1
     if drawn == 0:
         plt.close(fig)
