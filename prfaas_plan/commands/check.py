@@ -291,6 +291,57 @@ def golden_scenarios() -> list[Path]:
     return sorted((resource_root() / "examples").glob("*.yaml"))
 
 
+def _write_expectations(
+    path: Path, previous: _Expectations | None, found: dict[str, _Golden]
+) -> None:
+    """Rewrite the expectations with `found`; scenarios not re-planned keep their entries."""
+    kept = previous or _Expectations(scenarios={})
+    document = {
+        # --scenario updates only the scenarios it names; the others stay as they were
+        "scenarios": {**kept.scenarios, **{n: g.values for n, g in found.items()}},
+        "inputs": {**kept.inputs, **{n: g.inputs for n, g in found.items()}},
+    }
+    text = (
+        "# prfaas-plan check: golden plans of the shipped example scenarios (paper mode, SI\n"
+        "# units) and fingerprints of the tables behind them. Written by\n"
+        "# `prfaas-plan check --update`; review the diff before committing.\n"
+        + yaml.safe_dump(document, sort_keys=True)
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, lambda tmp: _write_text(tmp, text), "update")
+
+
+def _compare(
+    previous: _Expectations, found: dict[str, _Golden], scenarios: list[Path]
+) -> tuple[list[Drift], dict[str, tuple[str, ...]]]:
+    """Golden outputs that moved beyond TOLERANCES, and per moved scenario the input files
+    whose fingerprints changed since the expectations were written."""
+    drifts: list[Drift] = []
+    changed_inputs: dict[str, tuple[str, ...]] = {}
+    shipped = {s.name for s in scenarios}
+    for name in sorted(set(previous.scenarios) | set(found)):
+        if name not in found:
+            if name not in shipped:  # expected, but no longer among the golden scenarios
+                drifts.append(Drift(name, "(scenario missing)", None, None))
+            continue  # failed to plan: a finding says why
+        expected = previous.scenarios.get(name)
+        if expected is None:
+            drifts.append(Drift(name, "(new scenario, not in expectations)", None, None))
+            continue
+        values = found[name].values
+        moved = [
+            k for k in sorted(set(expected) | set(values))
+            if _moved(k, expected.get(k), values.get(k))
+        ]  # fmt: skip
+        drifts += [Drift(name, k, expected.get(k), values.get(k)) for k in moved]
+        if moved:
+            before = previous.inputs.get(name, {})
+            changed_inputs[name] = tuple(
+                sorted(f for f, digest in found[name].inputs.items() if before.get(f) != digest)
+            )
+    return drifts, changed_inputs
+
+
 def check(
     catalog: Catalog, scenarios: Sequence[Path] | None = None, *, update: bool = False
 ) -> CheckReport:
@@ -318,20 +369,7 @@ def check(
         if findings:  # never bless a plan computed from broken tables
             update, update_refused = False, True
         else:
-            kept = previous or _Expectations(scenarios={})
-            document = {
-                # --scenario updates only the scenarios it names; the others stay as they were
-                "scenarios": {**kept.scenarios, **{n: g.values for n, g in found.items()}},
-                "inputs": {**kept.inputs, **{n: g.inputs for n, g in found.items()}},
-            }
-            text = (
-                "# prfaas-plan check: golden plans of the shipped example scenarios (paper mode, SI\n"
-                "# units) and fingerprints of the tables behind them. Written by\n"
-                "# `prfaas-plan check --update`; review the diff before committing.\n"
-                + yaml.safe_dump(document, sort_keys=True)
-            )
-            expectations_file.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(expectations_file, lambda tmp: _write_text(tmp, text), "update")
+            _write_expectations(expectations_file, previous, found)
     elif previous is None and not expectations_file.is_file():
         findings.append(
             Finding(
@@ -340,29 +378,7 @@ def check(
             )
         )
     elif previous is not None:
-        expected_all = previous.scenarios
-        shipped = {s.name for s in scenarios}
-        for name in sorted(set(expected_all) | set(found)):
-            if name not in found:
-                if name not in shipped:  # expected, but no longer among the golden scenarios
-                    drifts.append(Drift(name, "(scenario missing)", None, None))
-                continue  # failed to plan: a finding says why
-            expected = expected_all.get(name)
-            if expected is None:
-                drifts.append(Drift(name, "(new scenario, not in expectations)", None, None))
-                continue
-            values = found[name].values
-            moved = [
-                k
-                for k in sorted(set(expected) | set(values))
-                if _moved(k, expected.get(k), values.get(k))
-            ]
-            drifts += [Drift(name, k, expected.get(k), values.get(k)) for k in moved]
-            if moved:
-                before = previous.inputs.get(name, {})
-                changed_inputs[name] = tuple(
-                    sorted(f for f, digest in found[name].inputs.items() if before.get(f) != digest)
-                )
+        drifts, changed_inputs = _compare(previous, found, scenarios)
     return CheckReport(
         data_dir=catalog.shown(catalog.data_dir) if catalog.shipped else str(catalog.data_dir),
         tables_checked=tables,
