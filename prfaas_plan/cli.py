@@ -191,21 +191,12 @@ def _emit(view: "View", document: "Document", fmt: OutputFormat, output: Path | 
     """Write a result: `view` (views.View) for table/Markdown, `document` for JSON."""
     from prfaas_plan.render import views
 
-    if fmt is OutputFormat.TABLE:
+    if fmt is OutputFormat.TABLE and output is None:
         from rich.console import Console
 
-        if output is None:
-            views.render_table(view, Console())
-            return
-        import io
-
-        buffer = io.StringIO()
-        views.render_table(view, Console(file=buffer, width=130, color_system=None))
-        text = buffer.getvalue()
-    elif fmt is OutputFormat.JSON:
-        text = views.dumps(document)
-    else:
-        text = views.render_markdown(view)
+        views.render_table(view, Console())
+        return
+    text = views.render_text(view, document, fmt)
     if output is None:
         sys.stdout.write(text)
     else:

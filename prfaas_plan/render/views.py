@@ -57,6 +57,24 @@ def render_markdown(v: View) -> str:
     return "\n".join(lines) + "\n"
 
 
+FILE_TABLE_WIDTH = 130  # a table written to a file is not bound by a terminal
+
+
+def render_text(v: View, document: Document, fmt: str) -> str:
+    """The result as text in `fmt` ('table', 'json' or 'markdown'); a table without colours."""
+    if fmt == "table":
+        import io
+
+        from rich.console import Console
+
+        buffer = io.StringIO()
+        render_table(v, Console(file=buffer, width=FILE_TABLE_WIDTH, color_system=None))
+        return buffer.getvalue()
+    if fmt == "json":
+        return dumps(document)
+    return render_markdown(v)
+
+
 def render_table(v: View, console: "Console") -> None:
     from rich.table import Table
 
