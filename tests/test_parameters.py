@@ -123,3 +123,19 @@ def test_error_message_maps_parameters_to_flags(error: PlanError, shown: str):
 
 def test_every_mapped_flag_is_a_flag():
     assert all(flag.startswith("--") and "_" not in flag for flag in PARAMETER_FLAGS.values())
+
+
+def test_every_mapped_flag_exists_on_some_command():
+    import typer.main
+
+    from prfaas_plan.cli import app
+
+    group = typer.main.get_command(app)
+    options = {
+        name
+        for command in group.commands.values()
+        for param in command.params
+        for name in param.opts
+        if name.startswith("--")
+    }
+    assert set(PARAMETER_FLAGS.values()) <= options, set(PARAMETER_FLAGS.values()) - options
