@@ -95,14 +95,21 @@ _IDENTIFIERS = [
     for name, flag in sorted(PARAMETER_FLAGS.items(), key=lambda kv: -len(kv[0]))
     if "_" in name or "." in name
 ]
+# `<file>: ...` or `<file>:<line>: ...`: a message about a file, whose words are its fields
+_ABOUT_A_FILE = re.compile(r"^\S*(/|\.(yaml|yml|csv|jsonl|json))\S*?(:\d+)?: ")
 
 
 def error_message(exc: PlanError) -> str:
-    """The one-line message for the terminal: the library's, with parameters named by flag."""
+    """The one-line message for the terminal: the library's, with parameters named by flag.
+    The error's own `parameter` is translated wherever it appears; other parameters too,
+    unless the message is about a file and names no parameter (then they are its fields:
+    `meta.yaml: gpus_per_instance must be 8`)."""
     text = str(exc)
     if exc.parameter in PARAMETER_FLAGS:
         flag = PARAMETER_FLAGS[exc.parameter]
         text = _name_pattern(exc.parameter, field_guard=False).sub(flag, text)
+    elif _ABOUT_A_FILE.match(text):
+        return text
     for pattern, flag in _IDENTIFIERS:
         text = pattern.sub(flag, text)
     return text

@@ -12,7 +12,7 @@ from prfaas_plan.cli import PARAMETER_FLAGS, error_message
 from prfaas_plan.commands.egress import egress_report
 from prfaas_plan.commands.kv import kv_report
 from prfaas_plan.commands.plan import TtftTarget, evaluate_configuration, plan, ttft_target
-from prfaas_plan.errors import ConfigError, InfeasibleError, PlanError
+from prfaas_plan.errors import ConfigError, InfeasibleError, PlanError, ProfileError, RangeError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import open_problem
 
@@ -102,6 +102,12 @@ def test_library_names_the_parameter_and_the_cli_the_flag(
          "s.yaml: link.bandwidth_gbps must be > 0, got -1"),
         (ConfigError("s.yaml: kv_dtype: no kv profile for model 'x'"),
          "s.yaml: kv_dtype: no kv profile for model 'x'"),
+        (ProfileError("/d/meta.yaml: gpus_per_instance must be 8 to match its directory"),
+         "/d/meta.yaml: gpus_per_instance must be 8 to match its directory"),
+        (ConfigError("lengths.jsonl:3: expected a JSON object with a numeric input_length"),
+         "lengths.jsonl:3: expected a JSON object with a numeric input_length"),
+        (RangeError("d/t.csv: 1% below; range_policy error forbids", parameter="range_policy"),
+         "d/t.csv: 1% below; --out-of-range error forbids"),
         # an identifier-like parameter is translated wherever it appears ...
         (InfeasibleError("best is 6.25 req/s; add PD instances or relax target_rps"),
          "best is 6.25 req/s; add PD instances or relax --target-rps"),
@@ -139,3 +145,13 @@ def test_every_mapped_flag_exists_on_some_command():
         if name.startswith("--")
     }
     assert set(PARAMETER_FLAGS.values()) <= options, set(PARAMETER_FLAGS.values()) - options
+
+
+def test_a_file_field_named_like_a_parameter_stays_a_field(tmp_path):
+    from .test_cli import data_copy
+
+    data = data_copy(tmp_path)
+    meta = data / "profiles/internal-1t-hybrid/decode/h20-x8/meta.yaml"
+    meta.write_text(meta.read_text().replace("gpus_per_instance: 8", "gpus_per_instance: 4"))
+    assert_clean_error(run("optimize", "--data-dir", data), 4,
+                       f"{meta}: gpus_per_instance must be 8 to match its directory, found 4")  # fmt: skip
