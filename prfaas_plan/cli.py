@@ -81,9 +81,10 @@ PARAMETER_FLAGS: dict[str, str] = {
 
 
 def _name_pattern(name: str, field_guard: bool) -> re.Pattern[str]:
-    """`name` as a whole identifier, not part of a file field (`link.bandwidth_gbps`) or of a
-    flag; with `field_guard`, also not a `field:` prefix (`scenario.yaml: kv_dtype: ...`)."""
-    tail = r"(?![\w:])" if field_guard else r"(?!\w)"
+    """`name` as a whole identifier, not part of a file field (`link.bandwidth_gbps`), a file
+    name (`trace.jsonl`) or a flag; with `field_guard`, also not a `field:` prefix
+    (`scenario.yaml: kv_dtype: ...`)."""
+    tail = r"(?![\w:]|\.\w)" if field_guard else r"(?!\w|\.\w)"
     return re.compile(r"(?<![\w.\-])" + re.escape(name) + tail)
 
 
@@ -94,6 +95,13 @@ _IDENTIFIERS = [
     (_name_pattern(name, field_guard=True), flag)
     for name, flag in sorted(PARAMETER_FLAGS.items(), key=lambda kv: -len(kv[0]))
     if "_" in name or "." in name
+]
+# a plain word opening the message, before a metavariable or next to a flag in a `/`-list
+# (`requests/--duration-s`) is a parameter too
+_PLAIN_WORDS = [
+    (_name_pattern(name, field_guard=False), flag)
+    for name, flag in PARAMETER_FLAGS.items()
+    if "_" not in name and "." not in name
 ]
 # `<file>: ...` or `<file>:<line>: ...`: a message about a file, whose words are its fields
 _ABOUT_A_FILE = re.compile(r"^\S*(/|\.(yaml|yml|csv|jsonl|json))\S*?(:\d+)?: ")
@@ -112,7 +120,26 @@ def error_message(exc: PlanError) -> str:
         return text
     for pattern, flag in _IDENTIFIERS:
         text = pattern.sub(flag, text)
+    for pattern, flag in _PLAIN_WORDS:
+        text = pattern.sub(_flag_if_beside_a_flag(flag), text)
     return text
+
+
+def _flag_if_beside_a_flag(flag: str) -> Callable[[re.Match[str]], str]:
+    """A substitution: `flag` for a word that opens the message, comes with a metavariable
+    (`trace FILE`) or sits in a `/`-list next to a flag; else the word itself."""
+
+    def substitute(match: re.Match[str]) -> str:
+        text, start, end = match.string, match.start(), match.end()
+        used_as_flag = (
+            start == 0
+            or re.match(r" [A-Z]+\b", text[end:]) is not None
+            or text.startswith("/--", end)
+            or re.search(r"--[\w-]+/$", text[:start]) is not None
+        )
+        return flag if used_as_flag else match[0]
+
+    return substitute
 
 
 def _fail(message: str, exit_code: int) -> typer.Exit:
