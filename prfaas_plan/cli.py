@@ -1,18 +1,23 @@
-"""Command-line interface: parse, call one library function, hand the result to a formatter.
+"""Command-line interface: parse, call one use-case (commands/), hand the result to a view
+(render/).
 
 Data goes to stdout (or --output, written atomically), messages to stderr. Expected failures
-print one line `error: ...` and exit with the code of their class (see errors.py); heavy
+print one line `error: ...` and exit with the code of their class (see errors.py), whether the
+app runs as the console script (`main`) or through typer's CliRunner (`app`). The library names
+its parameters (`max_prfaas_gpus`); `PARAMETER_FLAGS` maps them to this CLI's flags. Heavy
 modules are imported inside the commands so `--help` stays fast.
 """
 
+import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy, Solver
 from prfaas_plan.commands.simulation_spec import (
@@ -24,7 +29,125 @@ from prfaas_plan.commands.simulation_spec import (
 )
 from prfaas_plan.errors import ConfigError, PlanError
 
+if TYPE_CHECKING:
+    from prfaas_plan.inputs.scenario import Problem
+    from prfaas_plan.render.views import Document, View
+
+# library parameter (as errors name it) -> the flag that sets it
+PARAMETER_FLAGS: dict[str, str] = {
+    # optimize / evaluate (commands/plan.py, solve/sizing.py, inputs/scenario.py)
+    "threshold_tokens": "--threshold-tokens",
+    "bandwidth_gbps": "--bandwidth-gbps",
+    "target_rps": "--target-rps",
+    "max_prfaas_gpus": "--max-prfaas-gpus",
+    "max_prfaas_instances": "--max-prfaas-gpus",
+    "solver": "--solver",
+    "range_policy": "--out-of-range",
+    "plot_path": "--plot",
+    "ttft.target_s": "--ttft-target-s",
+    "ttft.percentile": "--ttft-percentile",
+    "ttft.load_fraction": "--ttft-load",
+    "ttft.load_rps": "--ttft-load-rps",
+    "pd_prefill_instances": "--pd-prefill-instances",
+    "prfaas_instances": "--prfaas-instances",
+    "mode": "--mode",
+    "output": "--output",
+    "data_dir": "--data-dir",
+    # kv / egress (commands/kv.py, commands/plan.py)
+    "lengths_tokens": "--lengths",
+    "kv_dtype": "--kv-dtype",
+    "state_dtype": "--state-dtype",
+    "gpu": "--gpu",
+    "gpus_per_instance": "--gpus-per-instance",
+    "scenario": "--scenario",
+    "prfaas_gpus": "--prfaas-gpus",
+    "mean_tokens": "--mean-tokens",
+    "link_gbps": "--link-gbps",
+    # check (commands/check.py)
+    "update": "--update",
+    "link_bandwidth_bytes_per_s": "--bandwidth-gbps",
+    # simulate / compare-policies (commands/simulation_spec.py: spec fields)
+    "load.fractions": "--load",
+    "load.rate_rps": "--rate-rps",
+    "arrivals.requests": "--requests",
+    "arrivals.duration_s": "--duration-s",
+    "arrivals.process": "--arrivals",
+    "arrivals.seed": "--seed",
+    "arrivals.burst_cv": "--burst-cv",
+    "arrivals.period_s": "--period-s",
+    "arrivals.amplitude": "--amplitude",
+    "arrivals.trace": "--trace",
+    "stress.dip_start_s": "--dip-start-s",
+    "stress.dip_duration_s": "--dip-duration-s",
+    "stress.dip_fraction": "--dip-fraction",
+    "link_latency_s": "--link-latency-s",
+    "policy.kind": "--policy",
+    "comparison.load_fraction": "--load",
+    "comparison.requests": "--requests",
+    "sustainable": "--sustainable",
+}
+
+
+def _name_pattern(name: str, field_guard: bool = True) -> re.Pattern[str]:
+    """`name` as a whole identifier: not part of a file field (`link.bandwidth_gbps`), a file
+    name (`trace.jsonl`) or a flag; with `field_guard`, not a `field:` prefix either
+    (`scenario.yaml: kv_dtype: ...`)."""
+    tail = r"(?![\w:]|\.\w)" if field_guard else r"(?!\w|\.\w)"
+    return re.compile(r"(?<![\w.\-])" + re.escape(name) + tail)
+
+
+# identifier-like names (`target_rps`, `arrivals.requests`) are translated wherever they appear,
+# longest first; a plain word (`scenario`, `output`) only when the error is about it, as the
+# same word is also English
+_IDENTIFIERS = [
+    (_name_pattern(name), flag)
+    for name, flag in sorted(PARAMETER_FLAGS.items(), key=lambda kv: -len(kv[0]))
+    if "_" in name or "." in name
+]
+# `<file>: ...` or `<file>:<line>: ...`: a message about a file, whose words are its fields
+_ABOUT_A_FILE = re.compile(r"^\S*(/|\.(yaml|yml|csv|jsonl|json))\S*?(:\d+)?: ")
+
+
+def error_message(exc: PlanError) -> str:
+    """The one-line message for the terminal: the library's, with the parameters it names
+    written as their flags. A message about a file that is not about a parameter is left as it
+    is: its words are the file's fields (`meta.yaml: gpus_per_instance must be 8`)."""
+    text = str(exc)
+    if exc.parameter in PARAMETER_FLAGS:
+        own = _name_pattern(exc.parameter, field_guard=False)
+        text = own.sub(PARAMETER_FLAGS[exc.parameter], text)
+    elif _ABOUT_A_FILE.match(text):
+        return text
+    for pattern, flag in _IDENTIFIERS:
+        text = pattern.sub(flag, text)
+    return text
+
+
+def _fail(message: str, exit_code: int) -> typer.Exit:
+    sys.stderr.write(f"error: {message}\n")
+    return typer.Exit(exit_code)
+
+
+class _PlanGroup(TyperGroup):
+    """Every command's expected failure becomes one stderr line and its exit code, also under
+    typer's CliRunner (which calls `app`, not `main`)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PlanError as exc:
+            raise _fail(error_message(exc), exc.exit_code) from None
+        except MemoryError:
+            raise _fail(
+                "out of memory; ask for fewer requests (--requests/--duration-s)", 1
+            ) from None
+        except KeyboardInterrupt:
+            sys.stderr.write("interrupted\n")
+            raise typer.Exit(130) from None
+
+
 app = typer.Typer(
+    cls=_PlanGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -73,46 +196,37 @@ RangeOpt = Annotated[
 ]
 
 
-def _load(scenario: Path | None, data_dir: Path | None, bandwidth_gbps: float | None):
-    from prfaas_plan.inputs.catalog import Catalog
-    from prfaas_plan.inputs.resources import default_scenario_file
-    from prfaas_plan.inputs.scenario import build_problem, load_scenario
+def _load(scenario: Path | None, data_dir: Path | None, bandwidth_gbps: float | None) -> "Problem":
+    from prfaas_plan.inputs.scenario import open_problem
 
-    path = scenario if scenario is not None else default_scenario_file()
-    return build_problem(load_scenario(path), path, Catalog.open(data_dir), bandwidth_gbps)
+    return open_problem(scenario, data_dir, bandwidth_gbps)
 
 
-def _emit(view, document: dict, fmt: OutputFormat, output: Path | None) -> None:
+def _emit(view: "View", document: "Document", fmt: OutputFormat, output: Path | None) -> None:
     """Write a result: `view` (views.View) for table/Markdown, `document` for JSON."""
     from prfaas_plan.render import views
 
-    if fmt is OutputFormat.TABLE:
+    if fmt is OutputFormat.TABLE and output is None:
         from rich.console import Console
 
-        if output is None:
-            views.render_table(view, Console())
-            return
-        import io
-
-        buffer = io.StringIO()
-        views.render_table(view, Console(file=buffer, width=130, color_system=None))
-        text = buffer.getvalue()
-    elif fmt is OutputFormat.JSON:
-        text = views.dumps(document)
-    else:
-        text = views.render_markdown(view)
+        views.render_table(view, Console())
+        return
+    text = views.render_text(view, document, fmt)
     if output is None:
         sys.stdout.write(text)
     else:
-        from prfaas_plan.inputs.files import write_atomically
+        from prfaas_plan.inputs.files import write_atomically, write_text
 
-        write_atomically(output, lambda tmp: tmp.write_text(text), "--output")
+        write_atomically(output, lambda tmp: write_text(tmp, text), "output")
 
 
-def _emit_report(report, fmt: OutputFormat, output: Path | None) -> None:
-    from prfaas_plan.render import plan as render
+def _spinner(show: bool, label: str) -> AbstractContextManager[object]:
+    """A rich status spinner on stderr (for a terminal table), or nothing."""
+    if not show:
+        return nullcontext()
+    from rich.console import Console
 
-    _emit(render.view(report), render.to_json(report), fmt, output)
+    return Console(stderr=True).status(label)
 
 
 @app.command()
@@ -178,41 +292,24 @@ def optimize(
 ) -> None:
     """Choose the threshold t and the PD prefill/decode split (or size the PrfaaS cluster) and
     compare with the homogeneous PD and naive heterogeneous baselines."""
-    from contextlib import nullcontext
+    from prfaas_plan.commands.plan import plan, ttft_target
+    from prfaas_plan.render.plan import plan_to_json, plan_view
 
-    from prfaas_plan.commands.plan import plan
-
-    ttft = None
-    if ttft_target_s is not None:
-        from prfaas_plan.commands.plan import TtftTarget
-
-        percentile = ttft_percentile if ttft_percentile == "mean" else _percentile(ttft_percentile)
-        ttft = TtftTarget(ttft_target_s, percentile, ttft_load_rps, ttft_load)
-    elif ttft_load is not None or ttft_load_rps is not None:
-        raise ConfigError("--ttft-load/--ttft-load-rps need --ttft-target-s")
+    ttft = ttft_target(ttft_target_s, _percentile(ttft_percentile), ttft_load_rps, ttft_load)
     problem = _load(scenario, data_dir, bandwidth_gbps)
     sizing = target_rps is not None or max_prfaas_gpus is not None
-    progress = nullcontext()
-    if sizing and fmt is OutputFormat.TABLE and output is None:
-        from rich.console import Console
-
-        progress = Console(stderr=True).status("solving the sizing MILP…")
-    with progress:
+    with _spinner(
+        sizing and fmt is OutputFormat.TABLE and output is None, "solving the sizing MILP…"
+    ):
         report = plan(
-            problem,
-            mode=mode,
-            threshold_tokens=threshold_tokens,
-            target_rps=target_rps,
-            max_prfaas_gpus=max_prfaas_gpus,
-            solver=solver,
-            range_policy=out_of_range,
-            ttft=ttft,
-        )
+            problem, mode=mode, threshold_tokens=threshold_tokens, target_rps=target_rps,
+            max_prfaas_gpus=max_prfaas_gpus, solver=solver, range_policy=out_of_range, ttft=ttft,
+        )  # fmt: skip
     if plot is not None:
         from prfaas_plan.render.plot import plot_threshold_balance
 
         plot_threshold_balance(report, plot)
-    _emit_report(report, fmt, output)
+    _emit(plan_view(report), plan_to_json(report), fmt, output)
 
 
 @app.command()
@@ -236,6 +333,7 @@ def evaluate(
 ) -> None:
     """Evaluate one given configuration (t, N_p, N_d = rest of the PD cluster) without optimising."""
     from prfaas_plan.commands.plan import evaluate_configuration
+    from prfaas_plan.render.plan import evaluation_to_json, evaluation_view
 
     problem = _load(scenario, data_dir, bandwidth_gbps)
     report = evaluate_configuration(
@@ -246,7 +344,13 @@ def evaluate(
         mode=mode,
         range_policy=out_of_range,
     )
-    _emit_report(report, fmt, output)
+    _emit(evaluation_view(report), evaluation_to_json(report), fmt, output)
+
+
+def _percentile(text: str) -> int | str:
+    """`--ttft-percentile`: 'mean' or a whole percentile; anything else is passed on as given
+    (the library says what it accepts)."""
+    return int(text) if text in ("50", "90", "99") else text
 
 
 def _int_list(text: str, flag: str) -> list[float]:
@@ -333,7 +437,7 @@ def egress(
 ) -> None:
     """The bandwidth wall: KV egress a saturated prefill cluster needs (reference eq. 2),
     whether a link carries it and, for a scenario, the smallest threshold that fits."""
-    from prfaas_plan.commands.plan import egress_report
+    from prfaas_plan.commands.egress import egress_report
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.catalog import egress_json, egress_view
 
@@ -346,7 +450,7 @@ def egress(
 
 
 @contextmanager
-def _progress_bar(label: str):
+def _progress_bar(label: str) -> Iterator[Callable[[float], None]]:
     """A rich progress bar on stderr (only on a terminal); yields a callback taking 0..1."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -359,52 +463,11 @@ def _progress_bar(label: str):
         yield lambda done: bar.update(task, completed=done)
 
 
-def _percentile(text: str) -> int:
-    if text not in ("50", "90", "99"):
-        raise ConfigError(f"--ttft-percentile must be mean, 50, 90 or 99, got {text!r}")
-    return int(text)
-
-
 def _float_list(text: str, flag: str) -> tuple[float, ...]:
     try:
         return tuple(float(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise ConfigError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
-
-
-# the library parameters of `simulate` and `compare-policies` (spec fields) and their flags
-SIMULATE_FLAGS = {
-    "load.fractions": "--load",
-    "load.rate_rps": "--rate-rps",
-    "arrivals.requests": "--requests",
-    "arrivals.duration_s": "--duration-s",
-    "arrivals.process": "--arrivals",
-    "arrivals.burst_cv": "--burst-cv",
-    "arrivals.period_s": "--period-s",
-    "arrivals.amplitude": "--amplitude",
-    "arrivals.trace": "--trace",
-    "stress.dip_start_s": "--dip-start-s",
-    "stress.dip_duration_s": "--dip-duration-s",
-    "stress.dip_fraction": "--dip-fraction",
-    "link_latency_s": "--link-latency-s",
-    "policy.kind": "--policy",
-    "comparison.load_fraction": "--load",
-    "comparison.requests": "--requests",
-}
-
-
-@contextmanager
-def _in_flag_terms(flags: dict[str, str]) -> Iterator[None]:
-    """Re-raise a PlanError with every library parameter of `flags` in its message written as
-    its flag (the message is otherwise unchanged)."""
-    import re
-
-    try:
-        yield
-    except PlanError as exc:
-        names = "|".join(re.escape(name) for name in sorted(flags, key=len, reverse=True))
-        message = re.sub(rf"(?<![\w.-])({names})(?![\w.])", lambda m: flags[m[1]], str(exc))
-        raise type(exc)(message, parameter=exc.parameter) from None
 
 
 @app.command()
@@ -487,38 +550,37 @@ def simulate(
 ) -> None:
     """Discrete-event simulation of the planned deployment: throughput, TTFT under load, queues,
     utilisation and link load, next to the closed-form model."""
-    with _in_flag_terms(SIMULATE_FLAGS):
-        from prfaas_plan.commands.simulate import run_simulations
-        from prfaas_plan.commands.simulation_spec import LoadSpec, validate
-        from prfaas_plan.render.simulation import simulation_json, simulation_view
+    from prfaas_plan.commands.simulate import run_simulations
+    from prfaas_plan.commands.simulation_spec import LoadSpec, validate
+    from prfaas_plan.render.simulation import simulation_json, simulation_view
 
-        if trace is not None:
-            arrivals = ArrivalProcess.TRACE
-        # without --load: the default fraction, unless a rate is given or a trace replays as is
-        default_load = () if trace or rate_rps else LoadSpec.fractions
-        sized = requests is not None or duration_s is not None or trace is not None
-        request = SimulationRequest(
-            arrivals=ArrivalSpec(
-                process=arrivals, requests=requests if sized else ArrivalSpec.requests,
-                duration_s=duration_s, seed=seed, burst_cv=burst_cv, period_s=period_s,
-                amplitude=amplitude, trace=trace,
-            ),
-            load=LoadSpec(
-                fractions=_float_list(load, "--load") if load is not None else default_load,
-                rate_rps=rate_rps,
-            ),
-            stress=StressSpec(dip_start_s, dip_duration_s, dip_fraction),
-            policy=PolicySpec(policy),
-            link_latency_s=link_latency_s,
+    if trace is not None:
+        arrivals = ArrivalProcess.TRACE
+    # without --load: the default fraction, unless a rate is given or a trace replays as is
+    default_load = () if trace or rate_rps else LoadSpec.fractions
+    sized = requests is not None or duration_s is not None or trace is not None
+    request = SimulationRequest(
+        arrivals=ArrivalSpec(
+            process=arrivals, requests=requests if sized else ArrivalSpec.requests,
+            duration_s=duration_s, seed=seed, burst_cv=burst_cv, period_s=period_s,
+            amplitude=amplitude, trace=trace,
+        ),
+        load=LoadSpec(
+            fractions=_float_list(load, "--load") if load is not None else default_load,
+            rate_rps=rate_rps,
+        ),
+        stress=StressSpec(dip_start_s, dip_duration_s, dip_fraction),
+        policy=PolicySpec(policy),
+        link_latency_s=link_latency_s,
+    )  # fmt: skip
+    validate(request)
+    problem = _load(scenario, data_dir, bandwidth_gbps)
+    with _progress_bar("simulating") as step:
+        report = run_simulations(
+            problem, request, plan_mode=mode, threshold_tokens=threshold_tokens,
+            find_sustainable=sustainable, progress=step,
         )  # fmt: skip
-        validate(request)
-        problem = _load(scenario, data_dir, bandwidth_gbps)
-        with _progress_bar("simulating") as step:
-            report = run_simulations(
-                problem, request, plan_mode=mode, threshold_tokens=threshold_tokens,
-                find_sustainable=sustainable, progress=step,
-            )  # fmt: skip
-        _emit(simulation_view(report), simulation_json(report), fmt, output)
+    _emit(simulation_view(report), simulation_json(report), fmt, output)
 
 
 @app.command("compare-policies")
@@ -544,15 +606,14 @@ def compare_policies_command(
 ) -> None:
     """Scheduler policies under stress: a burst, a bandwidth dip and an output-length drift,
     each with the static, adaptive, re-balancing, dual-timescale (and prefix-aware) policies."""
-    with _in_flag_terms(SIMULATE_FLAGS):
-        from prfaas_plan.commands.simulate import compare_policies_for
-        from prfaas_plan.render.simulation import comparison_json, comparison_view
+    from prfaas_plan.commands.simulate import compare_policies_for
+    from prfaas_plan.render.simulation import comparison_json, comparison_view
 
-        problem = _load(scenario, data_dir, bandwidth_gbps)
-        spec = ComparisonSpec(load_fraction=load, requests=requests, seed=seed, trace=trace)
-        with _progress_bar("comparing policies") as step:
-            report = compare_policies_for(problem, spec, plan_mode=mode, progress=step)
-        _emit(comparison_view(report), comparison_json(report), fmt, output)
+    problem = _load(scenario, data_dir, bandwidth_gbps)
+    spec = ComparisonSpec(load_fraction=load, requests=requests, seed=seed, trace=trace)
+    with _progress_bar("comparing policies") as step:
+        report = compare_policies_for(problem, spec, plan_mode=mode, progress=step)
+    _emit(comparison_view(report), comparison_json(report), fmt, output)
 
 
 @app.command("check")
@@ -580,7 +641,7 @@ def check_command(
     from prfaas_plan.commands.check import check
     from prfaas_plan.errors import CHECK_FAILED_EXIT_CODE
     from prfaas_plan.inputs.catalog import Catalog
-    from prfaas_plan.inputs.resources import is_installed_copy, resource_root
+    from prfaas_plan.inputs.resources import is_installed_copy
     from prfaas_plan.render.catalog import check_json, check_view
 
     catalog = Catalog.open(data_dir)
@@ -589,38 +650,16 @@ def check_command(
             f"--update would rewrite the installed package's data ({catalog.data_dir}); "
             "pass the data directory of your checkout, e.g. prfaas-plan check data --update"
         )
-    scenarios = scenario or sorted((resource_root() / "examples").glob("*.yaml"))
-    report = check(catalog, list(scenarios), update=update)
+    report = check(catalog, scenario or None, update=update)
     _emit(check_view(report), check_json(report), fmt, output)
     if not report.ok:
         raise typer.Exit(CHECK_FAILED_EXIT_CODE)
 
 
-# library parameter -> flag: the library names its parameters, the command line its flags
-# (a minimal stand-in; the lead merges the CLI's own mapping)
-_FLAGS = {
-    "target_rps": "--target-rps",
-    "max_prfaas_instances": "--max-prfaas-gpus",
-    "link_bandwidth_bytes_per_s": "--bandwidth-gbps",
-}
-
-
-def _in_flags(message: str) -> str:
-    """`message` with every library parameter name replaced by its command-line flag."""
-    import re
-
-    return re.sub(r"\b(" + "|".join(_FLAGS) + r")\b", lambda m: _FLAGS[m.group(1)], message)
-
-
 def main() -> None:
+    """The console script `prfaas-plan`: the app, and an interrupt before it starts."""
     try:
         app()
-    except PlanError as exc:
-        sys.stderr.write(f"error: {_in_flags(str(exc))}\n")
-        sys.exit(exc.exit_code)
-    except MemoryError:
-        sys.stderr.write("error: out of memory; ask for fewer requests (--requests/--duration-s)\n")
-        sys.exit(1)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)

@@ -1,26 +1,39 @@
+"""`optimize` and `evaluate` through the CLI, in process (typer's CliRunner): JSON contract,
+views, flags, and hostile inputs failing with one clean line. What only a real process shows
+(the console script, exit status, no traceback) is in tests/test_smoke.py."""
+
 import json
 import os
 import shutil
-import subprocess
-import sys
+from contextlib import chdir, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from prfaas_plan.cli import app
 from prfaas_plan.inputs.resources import default_data_dir, default_scenario_file
 
 CASE = default_scenario_file()
 
 
-def run(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "prfaas_plan", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-    )
+@dataclass(frozen=True)
+class Ran:
+    """What a command run gave, named as subprocess.CompletedProcess names it."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(*args, cwd=None) -> Ran:
+    """`prfaas-plan ARGS` in this process (from `cwd`, if given); unexpected exceptions raise."""
+    runner = CliRunner(env={"COLUMNS": "80"})
+    with chdir(cwd) if cwd is not None else nullcontext():
+        result = runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+    return Ran(result.exit_code, result.stdout, result.stderr)
 
 
 def scenario_with(tmp_path, **changes) -> Path:

@@ -64,3 +64,15 @@ def test_kv_fit_recovers_the_architecture_reading():
     fixed_bytes, per_token_bytes = kv.coefficients
     assert units.bytes_to_mib(fixed_bytes) == pytest.approx(172, rel=0.01)
     assert per_token_bytes == pytest.approx(17_500, rel=0.01)
+
+
+def test_resources_are_found_and_a_broken_install_says_where_it_looked(tmp_path, monkeypatch):
+    from prfaas_plan.inputs import resources
+
+    assert resources.default_models_file().is_file()
+    assert not resources.is_installed_copy(resources.default_data_dir()) or (
+        resources.resource_root().name == "_bundled"
+    )
+    monkeypatch.setattr(resources, "_CANDIDATE_ROOTS", (tmp_path,))
+    with pytest.raises(FileNotFoundError, match=str(tmp_path)):
+        resources.resource_root()

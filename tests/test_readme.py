@@ -1,11 +1,16 @@
-"""The README's commands and examples are executed, so they cannot rot."""
+"""The README's commands and examples are executed, so they cannot rot: `prfaas-plan ...`
+lines in process (typer's CliRunner), the setup command and the example scripts as real
+processes."""
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from .test_cli import run
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -57,8 +62,7 @@ def test_example_blocks_are_current():
     blocks = dict(re.findall(r"<!-- example:([\w-]+) -->\n(.*?)<!-- /example -->", README, re.S))
     assert set(blocks) == set(module.EXAMPLES)
     for name, args in module.EXAMPLES.items():
-        result = subprocess.run([console_script(), *args], capture_output=True, text=True, cwd=ROOT,
-                                timeout=120)  # fmt: skip
+        result = run(*args, cwd=ROOT)
         assert result.returncode == 0, (name, result.stderr)
         assert result.stdout == blocks[name], name
 
@@ -67,13 +71,7 @@ def test_example_blocks_are_current():
     "example", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name
 )
 def test_every_example_plans(example, tmp_path):
-    result = subprocess.run(
-        [console_script(), "optimize", str(example), "-f", "json"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    result = run("optimize", example, "-f", "json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert '"speedup_vs_homogeneous"' in result.stdout
 
@@ -83,24 +81,17 @@ OTHER_COMMANDS = re.search(r"### Other things to ask\n\n```bash\n(.*?)```", READ
 
 @pytest.mark.parametrize("line", [c for c in OTHER_COMMANDS.splitlines() if c.strip()])
 def test_readme_other_commands_run(line, tmp_path):
-    command = line.split("#")[0].split()
+    command = shlex.split(line, comments=True)
     assert command[0] == "prfaas-plan"
-    command = [console_script(), *command[1:]]
     scenario = ROOT / "examples" / "case_study.yaml"
-    command = [str(scenario) if part == "my-scenario.yaml" else part for part in command]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    args = [str(scenario) if part == "my-scenario.yaml" else part for part in command[1:]]
+    result = run(*args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
 
 
 def test_readme_infeasible_example_message_is_current(tmp_path):
     quoted = re.search(r"`(error: no plan reaches 7 req/s.*?)`", README).group(1)
-    result = subprocess.run(
-        [console_script(), "optimize", "--target-rps", "7"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    result = run("optimize", "--target-rps", "7", cwd=tmp_path)
     assert result.returncode == 6
     assert result.stderr.strip() == quoted
 

@@ -1,14 +1,13 @@
 """`prfaas-plan simulate` and `compare-policies`: the CLI around the simulator (the simulator
-itself is validated in tests/test_simulate.py). In-process through typer's CliRunner; one real
-process checks what only a process shows (exit code, one clean line on stderr, no traceback)."""
+itself is validated in tests/test_simulate.py). In-process through typer's CliRunner
+(tests/test_cli.run); tests/test_smoke.py checks what only a real process shows."""
 
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from prfaas_plan.choices import RoutingPolicy
-from prfaas_plan.cli import SIMULATE_FLAGS, app
+from prfaas_plan.cli import PARAMETER_FLAGS
 from prfaas_plan.commands.simulation_spec import (
     ArrivalSpec,
     LoadSpec,
@@ -17,35 +16,19 @@ from prfaas_plan.commands.simulation_spec import (
     StressSpec,
     validate,
 )
-from prfaas_plan.errors import ConfigError, PlanError
+from prfaas_plan.errors import ConfigError
 
 from .test_cli import assert_clean_error, run
 
-RUNNER = CliRunner()
-
-
-def invoke(*args):
-    """The CLI in-process. An expected failure leaves its PlanError in `result.exception`
-    (`main()` turns it into `error: <message>` and the exit code of its class)."""
-    return RUNNER.invoke(app, [str(a) for a in args])
-
 
 def ok(*args):
-    result = invoke(*args)
-    assert result.exit_code == 0, (result.exception, result.output)
+    result = run(*args)
+    assert result.returncode == 0, result.stderr
     return result
 
 
 def simulate_json(*args):
     return json.loads(ok("simulate", "--requests", "20000", *args, "-f", "json").stdout)
-
-
-def assert_fails(result, code, fragment):
-    """What `main()` would print: `error: <message>` with the exit code of the error's class."""
-    assert isinstance(result.exception, PlanError), (result.exception, result.output)
-    assert result.exception.exit_code == code
-    assert fragment in f"error: {result.exception}"
-    assert result.stdout == ""
 
 
 def test_load_sweep_shows_ttft_growing_with_load():
@@ -151,11 +134,7 @@ def test_mooncake_trace_replay_and_prefix_policy(tmp_path):
     ],
 )
 def test_bad_simulate_flags_fail_cleanly(args, fragment):
-    assert_fails(invoke("simulate", *args), 3, fragment)
-
-
-def test_a_bad_flag_fails_cleanly_in_a_real_process():
-    assert_clean_error(run("simulate", "--requests", "0"), 3, "--requests must be >= 1, got 0")
+    assert_clean_error(run("simulate", *args), 3, fragment)
 
 
 def test_simulate_table_view():
@@ -172,8 +151,10 @@ def test_compare_policies_cli(tmp_path):
     assert rows[("burst", "static")]["threshold_changes"] == 0
     again = json.loads(ok("compare-policies", "--requests", "3000", "-f", "json").stdout)
     assert again["rows"] == doc["rows"]
-    assert_fails(invoke("compare-policies", "--load", "-1"), 3, "error: --load must be a finite")
-    assert_fails(invoke("compare-policies", "--requests", "10"), 3, "error: --requests must be >=")
+    assert_clean_error(run("compare-policies", "--load", "-1"), 3, "error: --load must be a finite")
+    assert_clean_error(
+        run("compare-policies", "--requests", "10"), 3, "error: --requests must be >="
+    )
 
 
 def test_sustainable_rate_is_reported_against_both_modes():
@@ -202,4 +183,4 @@ def test_the_library_names_spec_fields_not_flags(request_, parameter):
         validate(request_)
     assert caught.value.parameter == parameter
     assert parameter in str(caught.value) and "--" not in str(caught.value)
-    assert set(SIMULATE_FLAGS) >= {parameter}
+    assert set(PARAMETER_FLAGS) >= {parameter}

@@ -17,6 +17,7 @@ Units: SI inside; the report converts.
 
 import hashlib
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,8 +30,10 @@ from prfaas_plan.analytic.architecture import DTYPE_BYTES, kv_footprint
 from prfaas_plan.analytic.derive import prefill_latency_from_kv_throughput
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError, PlanError, ProfileError
-from prfaas_plan.inputs.catalog import Catalog, parse, read_csv_columns, read_yaml
+from prfaas_plan.inputs.catalog import Catalog, ModelSpec, parse, read_csv_columns, read_yaml
 from prfaas_plan.inputs.files import write_atomically
+from prfaas_plan.inputs.files import write_text as _write_text
+from prfaas_plan.inputs.resources import resource_root
 
 MFU_FLOOR = 5e-4  # 0.05% of BF16 peak: ~10x below the slowest real 1K-token prefill we know
 KV_TOLERANCE = 0.05  # measured KV table vs an (inferred) architecture
@@ -87,7 +90,7 @@ class CheckReport:
         return not self.findings and not self.drifts
 
 
-def _active_params(spec) -> float:
+def _active_params(spec: ModelSpec) -> float:
     return spec.active_params or spec.total_params * ACTIVE_FRACTION_FLOOR
 
 
@@ -184,7 +187,7 @@ def check_tables(catalog: Catalog) -> tuple[int, list[Finding]]:
     findings: list[Finding] = []
     checked = 0
 
-    def attempt(where: str, check, *args) -> None:
+    def attempt(where: str, check: Callable[..., object], *args: object) -> None:
         nonlocal checked
         checked += 1
         try:
@@ -232,7 +235,7 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _finite_or_none(x) -> float | None:
+def _finite_or_none(x: float) -> float | None:
     """A golden value: the number, or None where it does not exist (nan, inf)."""
     x = float(x)
     return x if math.isfinite(x) else None
@@ -269,21 +272,82 @@ def golden_values(catalog: Catalog, scenario: Path) -> _Golden:
     return _Golden(out, inputs)
 
 
-def _moved(key: str, expected, found) -> bool:
+def _moved(key: str, expected: float | None, found: float | None) -> bool:
     if expected is None or found is None:
         return (expected is None) != (found is None)
     tolerance = TOLERANCES.get(key.split(".", 1)[-1])
     if tolerance is None:
         return True  # a key we do not produce any more
     absolute, relative = tolerance
-    return abs(found - expected) > absolute + relative * abs(expected)
+    return bool(abs(found - expected) > absolute + relative * abs(expected))
 
 
 def _read_expectations(path: Path) -> _Expectations:
     return parse(_Expectations, read_yaml(path, "expectations") or {}, str(path), ConfigError)
 
 
-def check(catalog: Catalog, scenarios: list[Path], *, update: bool = False) -> CheckReport:
+def golden_scenarios() -> list[Path]:
+    """The shipped example scenarios, the default golden set."""
+    return sorted((resource_root() / "examples").glob("*.yaml"))
+
+
+def _write_expectations(
+    path: Path, previous: _Expectations | None, found: dict[str, _Golden]
+) -> None:
+    """Rewrite the expectations with `found`; scenarios not re-planned keep their entries."""
+    kept = previous or _Expectations(scenarios={})
+    document = {
+        # --scenario updates only the scenarios it names; the others stay as they were
+        "scenarios": {**kept.scenarios, **{n: g.values for n, g in found.items()}},
+        "inputs": {**kept.inputs, **{n: g.inputs for n, g in found.items()}},
+    }
+    text = (
+        "# prfaas-plan check: golden plans of the shipped example scenarios (paper mode, SI\n"
+        "# units) and fingerprints of the tables behind them. Written by\n"
+        "# `prfaas-plan check --update`; review the diff before committing.\n"
+        + yaml.safe_dump(document, sort_keys=True)
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, lambda tmp: _write_text(tmp, text), "update")
+
+
+def _compare(
+    previous: _Expectations, found: dict[str, _Golden], scenarios: list[Path]
+) -> tuple[list[Drift], dict[str, tuple[str, ...]]]:
+    """Golden outputs that moved beyond TOLERANCES, and per moved scenario the input files
+    whose fingerprints changed since the expectations were written."""
+    drifts: list[Drift] = []
+    changed_inputs: dict[str, tuple[str, ...]] = {}
+    shipped = {s.name for s in scenarios}
+    for name in sorted(set(previous.scenarios) | set(found)):
+        if name not in found:
+            if name not in shipped:  # expected, but no longer among the golden scenarios
+                drifts.append(Drift(name, "(scenario missing)", None, None))
+            continue  # failed to plan: a finding says why
+        expected = previous.scenarios.get(name)
+        if expected is None:
+            drifts.append(Drift(name, "(new scenario, not in expectations)", None, None))
+            continue
+        values = found[name].values
+        moved = [
+            k for k in sorted(set(expected) | set(values))
+            if _moved(k, expected.get(k), values.get(k))
+        ]  # fmt: skip
+        drifts += [Drift(name, k, expected.get(k), values.get(k)) for k in moved]
+        if moved:
+            before = previous.inputs.get(name, {})
+            changed_inputs[name] = tuple(
+                sorted(f for f, digest in found[name].inputs.items() if before.get(f) != digest)
+            )
+    return drifts, changed_inputs
+
+
+def check(
+    catalog: Catalog, scenarios: Sequence[Path] | None = None, *, update: bool = False
+) -> CheckReport:
+    """Check every table of `catalog`, re-plan `scenarios` (default: `golden_scenarios()`) and
+    compare with, or with `update` rewrite, the expectations file."""
+    scenarios = list(scenarios) if scenarios is not None else golden_scenarios()
     tables, findings = check_tables(catalog)
     expectations_file = catalog.data_dir / EXPECTATIONS
     found: dict[str, _Golden] = {}
@@ -305,20 +369,7 @@ def check(catalog: Catalog, scenarios: list[Path], *, update: bool = False) -> C
         if findings:  # never bless a plan computed from broken tables
             update, update_refused = False, True
         else:
-            kept = previous or _Expectations(scenarios={})
-            document = {
-                # --scenario updates only the scenarios it names; the others stay as they were
-                "scenarios": {**kept.scenarios, **{n: g.values for n, g in found.items()}},
-                "inputs": {**kept.inputs, **{n: g.inputs for n, g in found.items()}},
-            }
-            text = (
-                "# prfaas-plan check: golden plans of the shipped example scenarios (paper mode, SI\n"
-                "# units) and fingerprints of the tables behind them. Written by\n"
-                "# `prfaas-plan check --update`; review the diff before committing.\n"
-                + yaml.safe_dump(document, sort_keys=True)
-            )
-            expectations_file.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(expectations_file, lambda tmp: tmp.write_text(text), "--update")
+            _write_expectations(expectations_file, previous, found)
     elif previous is None and not expectations_file.is_file():
         findings.append(
             Finding(
@@ -327,29 +378,7 @@ def check(catalog: Catalog, scenarios: list[Path], *, update: bool = False) -> C
             )
         )
     elif previous is not None:
-        expected_all = previous.scenarios
-        shipped = {s.name for s in scenarios}
-        for name in sorted(set(expected_all) | set(found)):
-            if name not in found:
-                if name not in shipped:  # expected, but no longer among the golden scenarios
-                    drifts.append(Drift(name, "(scenario missing)", None, None))
-                continue  # failed to plan: a finding says why
-            expected = expected_all.get(name)
-            if expected is None:
-                drifts.append(Drift(name, "(new scenario, not in expectations)", None, None))
-                continue
-            values = found[name].values
-            moved = [
-                k
-                for k in sorted(set(expected) | set(values))
-                if _moved(k, expected.get(k), values.get(k))
-            ]
-            drifts += [Drift(name, k, expected.get(k), values.get(k)) for k in moved]
-            if moved:
-                before = previous.inputs.get(name, {})
-                changed_inputs[name] = tuple(
-                    sorted(f for f, digest in found[name].inputs.items() if before.get(f) != digest)
-                )
+        drifts, changed_inputs = _compare(previous, found, scenarios)
     return CheckReport(
         data_dir=catalog.shown(catalog.data_dir) if catalog.shipped else str(catalog.data_dir),
         tables_checked=tables,

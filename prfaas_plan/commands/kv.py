@@ -3,6 +3,7 @@ measured or derived tables and the KV throughput Φ_kv = S_kv / T_prefill on a r
 Units: bytes, seconds, bytes/s, tokens.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,8 @@ class ModelKv:
         size = (
             self.kv_cache_bytes if self.table_kv_cache_bytes is None else self.table_kv_cache_bytes
         )
-        return size / self.prefill_latency(self.lengths_tokens)
+        phi: np.ndarray = size / self.prefill_latency(self.lengths_tokens)
+        return phi
 
     @property
     def extrapolated(self) -> list[str]:
@@ -71,29 +73,39 @@ class KvReport:
     models: tuple[ModelKv, ...]
 
 
-def _check_dtype(name: str, flag: str) -> None:
+def _check_dtype(name: str, parameter: str) -> None:
     if name not in DTYPE_BYTES:
-        raise ConfigError(f"{flag}: unknown dtype {name!r}; known: {', '.join(DTYPE_BYTES)}")
+        raise ConfigError(
+            f"{parameter}: unknown dtype {name!r}; known: {', '.join(DTYPE_BYTES)}",
+            parameter=parameter,
+        )
 
 
 def kv_report(
     catalog: Catalog,
     models: list[str] | None,
-    lengths_tokens,
+    lengths_tokens: Sequence[float] | np.ndarray,
     *,
     kv_dtype: str = "bf16",
     state_dtype: str = "fp32",
     gpu: str = "h200",
     gpus_per_instance: int = 8,
 ) -> KvReport:
-    _check_dtype(kv_dtype, "--kv-dtype")
-    _check_dtype(state_dtype, "--state-dtype")
+    """KV footprint of `models` (default: every catalog model) at `lengths_tokens`."""
+    _check_dtype(kv_dtype, "kv_dtype")
+    _check_dtype(state_dtype, "state_dtype")
     if gpus_per_instance < 1:
-        raise ConfigError(f"--gpus-per-instance must be >= 1, got {gpus_per_instance}")
-    catalog.gpu(gpu, where="--gpu: ")
+        raise ConfigError(
+            f"gpus_per_instance must be >= 1, got {gpus_per_instance}",
+            parameter="gpus_per_instance",
+        )
+    catalog.gpu(gpu, where="gpu: ", parameter="gpu")
     lengths = np.asarray(lengths_tokens, dtype=float)
     if lengths.size == 0 or np.any(~np.isfinite(lengths) | (lengths <= 0)):
-        raise ConfigError(f"--lengths: expected positive token counts, got {lengths.tolist()}")
+        raise ConfigError(
+            f"lengths_tokens: expected positive token counts, got {lengths.tolist()}",
+            parameter="lengths_tokens",
+        )
     names = models or list(catalog.models())
     rows = []
     for name in names:

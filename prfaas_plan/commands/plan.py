@@ -1,6 +1,6 @@
-"""The library entry points behind the CLI: plan a scenario (optimise, baselines, TTFT, mode
-comparison, optional sizing), evaluate one given configuration, or size the KV egress of a
-prefill cluster. No printing; file reading only through `scenario` and `catalog`.
+"""`optimize` and `evaluate`: plan a scenario (optimise, baselines, TTFT, mode comparison,
+optional sizing or TTFT target under load), or evaluate one given configuration. No printing,
+no file reading (the caller builds the `Problem`). Units: SI (s, req/s, tokens).
 """
 
 import math
@@ -9,19 +9,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from prfaas_plan import units
 from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate
-from prfaas_plan.analytic.egress import (
-    EgressReport,
-    egress_at_length,
-    egress_at_threshold,
-    smallest_fitting_threshold,
-)
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
 from prfaas_plan.choices import Mode, RangePolicy, Solver
 from prfaas_plan.errors import ConfigError, RangeError
-from prfaas_plan.inputs.scenario import Problem, build_problem, load_scenario
+from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.sizing import SizingResult, size_prfaas_cluster
 from prfaas_plan.solve.threshold import (
     SearchSpace,
@@ -81,19 +74,54 @@ class TtftTarget:
     load_rps: float | None = None
     load_fraction: float | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
+        if self.percentile not in TTFT_PERCENTILES:
+            raise ConfigError(
+                f"ttft.percentile must be mean, 50, 90 or 99, got {self.percentile!r}",
+                parameter="ttft.percentile",
+            )
         if not (self.target_s > 0 and math.isfinite(self.target_s)):
-            raise ConfigError(f"--ttft-target-s must be a finite number > 0, got {self.target_s:g}")
-        if (self.load_rps is None) == (self.load_fraction is None):
-            raise ConfigError("a TTFT target needs exactly one of --ttft-load-rps and --ttft-load")
-        load = self.load_rps if self.load_rps is not None else self.load_fraction
+            raise ConfigError(
+                f"ttft.target_s must be a finite number > 0, got {self.target_s:g}",
+                parameter="ttft.target_s",
+            )
+        if self.load_rps is not None and self.load_fraction is None:
+            load = self.load_rps
+        elif self.load_fraction is not None and self.load_rps is None:
+            load = self.load_fraction
+        else:
+            raise ConfigError(
+                "a TTFT target needs exactly one of ttft.load_rps and ttft.load_fraction",
+                parameter="ttft.load_rps",
+            )
         if not (load > 0 and math.isfinite(load)):
             raise ConfigError(f"the TTFT target's load must be a finite number > 0, got {load:g}")
 
     def rate_rps(self, exact_capacity_rps: float) -> float:
-        return (
-            self.load_rps if self.load_rps is not None else self.load_fraction * exact_capacity_rps
-        )
+        """The target's arrival rate: `load_rps`, or `load_fraction` × `exact_capacity_rps`."""
+        if self.load_rps is not None:
+            return self.load_rps
+        assert self.load_fraction is not None  # __post_init__: exactly one of the two
+        return self.load_fraction * exact_capacity_rps
+
+
+TTFT_PERCENTILES: tuple[int | str, ...] = ("mean", 50, 90, 99)
+
+
+def ttft_target(
+    target_s: float | None,
+    percentile: int | str = 90,
+    load_rps: float | None = None,
+    load_fraction: float | None = None,
+) -> TtftTarget | None:
+    """A TtftTarget, or None when no target is given (then no load may be given either)."""
+    if target_s is None:
+        if load_rps is not None or load_fraction is not None:
+            raise ConfigError(
+                "ttft.load_fraction/ttft.load_rps need ttft.target_s", parameter="ttft.target_s"
+            )
+        return None
+    return TtftTarget(target_s, percentile, load_rps, load_fraction)
 
 
 @dataclass(frozen=True)
@@ -152,8 +180,9 @@ def range_notes(problem: Problem, policy: RangePolicy) -> tuple[RangeNote, ...]:
             f"{n.curves[0].source}: {n.fraction_below:.3%} of input lengths lie below "
             f"{n.table_min_tokens:g} and {n.fraction_above:.3%} above {n.table_max_tokens:g} tokens, "
             "the profiled range; "
-            "--out-of-range error forbids extrapolating the fit (use --out-of-range extrapolate, "
-            "narrow workload.input_tokens, or profile more lengths)"
+            "range_policy error forbids extrapolating the fit (use range_policy extrapolate, "
+            "narrow workload.input_tokens, or profile more lengths)",
+            parameter="range_policy",
         )
     return tuple(notes)
 
@@ -170,6 +199,42 @@ def _deployment(problem: Problem, name: str, evaluation: Evaluation) -> Deployme
     )
 
 
+def _check_threshold(threshold_tokens: float | None) -> None:
+    if threshold_tokens is not None and not threshold_tokens >= 0:
+        raise ConfigError(
+            f"threshold_tokens must be >= 0, got {threshold_tokens:g}", parameter="threshold_tokens"
+        )
+
+
+def _size(
+    problem: Problem,
+    mode: Mode,
+    target_rps: float | None,
+    max_prfaas_gpus: int | None,
+    solver: Solver,
+) -> SizingResult:
+    """The PrfaaS cluster size (solve/sizing.py), with `max_prfaas_gpus` in whole instances."""
+    per_instance = problem.scenario.prfaas_cluster.gpus_per_instance
+    if max_prfaas_gpus is not None and (max_prfaas_gpus < 0 or max_prfaas_gpus % per_instance):
+        below = max(max_prfaas_gpus, 0) // per_instance * per_instance
+        raise ConfigError(
+            f"max_prfaas_gpus must be a non-negative multiple of prfaas_cluster.gpus_per_instance "
+            f"({per_instance}), got {max_prfaas_gpus}; e.g. {below} or {below + per_instance}",
+            parameter="max_prfaas_gpus",
+        )
+    cap = None if max_prfaas_gpus is None else max_prfaas_gpus // per_instance
+    return size_prfaas_cluster(
+        problem.system, problem.workload, problem.pd_instances, target_rps=target_rps,
+        max_prfaas_instances=cap, mode=mode, solver=solver,
+    )  # fmt: skip
+
+
+def _mode_comparison(problem: Problem, optimum: dict[Mode, Evaluation]) -> ModeComparison:
+    paper_config = optimum[Mode.PAPER].configuration
+    exact = evaluate(problem.system, problem.workload, paper_config, Mode.EXACT)
+    return ModeComparison(optimum[Mode.PAPER], optimum[Mode.EXACT], exact.system_throughput_rps)
+
+
 def plan(
     problem: Problem,
     *,
@@ -184,65 +249,36 @@ def plan(
     """Optimise t and N_p/N_d (or size the PrfaaS cluster), compare with both baselines.
     With `ttft`, the plan is the best one whose TTFT under load meets the target."""
     notes = range_notes(problem, range_policy)
-    if threshold_tokens is not None and not threshold_tokens >= 0:
-        raise ConfigError(f"--threshold-tokens must be >= 0, got {threshold_tokens:g}")
+    _check_threshold(threshold_tokens)
     system, workload = problem.system, problem.workload
     sizing = None
     prfaas_instances = problem.prfaas_instances
     if target_rps is not None or max_prfaas_gpus is not None:
         if threshold_tokens is not None:
             raise ConfigError(
-                "--threshold-tokens cannot be combined with sizing (--target-rps/--max-prfaas-gpus)"
+                "threshold_tokens cannot be combined with sizing (target_rps/max_prfaas_gpus)",
+                parameter="threshold_tokens",
             )
-        per_instance = problem.scenario.prfaas_cluster.gpus_per_instance
-        if max_prfaas_gpus is not None and (max_prfaas_gpus < 0 or max_prfaas_gpus % per_instance):
-            below = max(max_prfaas_gpus, 0) // per_instance * per_instance
-            raise ConfigError(
-                f"--max-prfaas-gpus must be a non-negative multiple of prfaas_cluster.gpus_per_instance "
-                f"({per_instance}), got {max_prfaas_gpus}; e.g. {below} or {below + per_instance}"
-            )
-        cap = None if max_prfaas_gpus is None else max_prfaas_gpus // per_instance
-        sizing = size_prfaas_cluster(
-            system,
-            workload,
-            problem.pd_instances,
-            target_rps=target_rps,
-            max_prfaas_instances=cap,
-            mode=mode,
-            solver=solver,
-        )
+        sizing = _size(problem, mode, target_rps, max_prfaas_gpus, solver)
         prfaas_instances = sizing.evaluation.configuration.prfaas_instances
-
-    def best(m: Mode) -> Evaluation:
-        space = SearchSpace(prfaas_instances, problem.pd_instances, threshold_tokens)
-        return optimize_fixed_hardware(system, workload, space, m)
-
-    optimum = {m: best(m) for m in Mode}
+    space = SearchSpace(prfaas_instances, problem.pd_instances, threshold_tokens)
+    optimum = {m: optimize_fixed_hardware(system, workload, space, m) for m in Mode}
     chosen = sizing.evaluation if sizing is not None else optimum[mode]
     loaded = None
     if ttft is not None:
         if sizing is not None:
             raise ConfigError(
-                "a TTFT target cannot be combined with sizing (--target-rps/--max-prfaas-gpus)"
+                "a TTFT target cannot be combined with sizing (target_rps/max_prfaas_gpus)",
+                parameter="ttft",
             )
         from prfaas_plan.solve.ttft_target import optimize_with_ttft
 
         # the unconstrained plan's capacity with exact service times (as `simulate --load`)
         capacity = evaluate(system, workload, optimum[mode].configuration, Mode.EXACT)
-        rate_rps = ttft.rate_rps(capacity.system_throughput_rps)
-        space = SearchSpace(prfaas_instances, problem.pd_instances, threshold_tokens)
         chosen, loaded = optimize_with_ttft(
-            system, workload, space, arrival_rate_rps=rate_rps, ttft_target_s=ttft.target_s,
-            ttft_percentile=ttft.percentile, mode=mode,
+            system, workload, space, arrival_rate_rps=ttft.rate_rps(capacity.system_throughput_rps),
+            ttft_target_s=ttft.target_s, ttft_percentile=ttft.percentile, mode=mode,
         )  # fmt: skip
-    paper_config = optimum[Mode.PAPER].configuration
-    modes = ModeComparison(
-        paper=optimum[Mode.PAPER],
-        exact=optimum[Mode.EXACT],
-        paper_plan_exact_rps=evaluate(
-            system, workload, paper_config, Mode.EXACT
-        ).system_throughput_rps,
-    )
     s = problem.scenario
     total_gpus = prfaas_instances * s.prfaas_cluster.gpus_per_instance + s.pd_cluster.gpus
     homogeneous = homogeneous_baseline(
@@ -255,7 +291,7 @@ def plan(
         plan=_deployment(problem, "prfaas_pd", chosen),
         homogeneous=_deployment(problem, "homogeneous_pd", homogeneous),
         naive=_deployment(problem, "naive_heterogeneous", naive),
-        modes=modes,
+        modes=_mode_comparison(problem, optimum),
         sizing=sizing,
         range_notes=notes,
         ttft_target=ttft,
@@ -276,14 +312,16 @@ def evaluate_configuration(
     notes = range_notes(problem, range_policy)
     n_prfaas = problem.prfaas_instances if prfaas_instances is None else prfaas_instances
     if n_prfaas < 0:
-        raise ConfigError(f"--prfaas-instances must be >= 0, got {n_prfaas}")
+        raise ConfigError(
+            f"prfaas_instances must be >= 0, got {n_prfaas}", parameter="prfaas_instances"
+        )
     if not 0 <= pd_prefill_instances < problem.pd_instances:
         raise ConfigError(
-            f"--pd-prefill-instances must be in [0, {problem.pd_instances - 1}] so that at least one "
-            f"of pd_cluster.instances={problem.pd_instances} decodes, got {pd_prefill_instances}"
+            f"pd_prefill_instances must be in [0, {problem.pd_instances - 1}] so that at least one "
+            f"of pd_cluster.instances={problem.pd_instances} decodes, got {pd_prefill_instances}",
+            parameter="pd_prefill_instances",
         )
-    if not threshold_tokens >= 0:
-        raise ConfigError(f"--threshold-tokens must be >= 0, got {threshold_tokens:g}")
+    _check_threshold(threshold_tokens)
     configuration = Configuration(
         n_prfaas,
         pd_prefill_instances,
@@ -292,107 +330,3 @@ def evaluate_configuration(
     )
     evaluation = evaluate(problem.system, problem.workload, configuration, mode)
     return EvaluationReport(problem, _deployment(problem, "evaluated", evaluation), notes)
-
-
-PAPER_EGRESS_GPUS = 512  # the paper's cluster-scale example: 512 H200 ...
-PAPER_EGRESS_GPUS_PER_INSTANCE = 8
-PAPER_EGRESS_GPU = "h200"
-PAPER_LINK_GBPS = 100.0  # ... against a 100 Gbps link
-
-
-def egress_report(
-    catalog,
-    *,
-    models: list[str] | None = None,
-    scenario=None,
-    prfaas_gpus: int | None = None,
-    gpus_per_instance: int | None = None,
-    gpu: str | None = None,
-    mean_tokens: float = 32768.0,
-    threshold_tokens: float = 0.0,
-    link_gbps: float | None = None,
-    mode: Mode = Mode.PAPER,
-) -> EgressReport:
-    """Eq. 2 across catalog models at one length, or for one scenario's distribution at a
-    threshold (with the smallest threshold that fits its link)."""
-    if link_gbps is not None and not (link_gbps > 0 and math.isfinite(link_gbps)):
-        raise ConfigError(f"--link-gbps must be a finite number > 0, got {link_gbps:g}")
-    if gpus_per_instance is not None and gpus_per_instance < 1:
-        raise ConfigError(f"--gpus-per-instance must be >= 1, got {gpus_per_instance}")
-    if scenario is not None:
-        if models:
-            raise ConfigError("egress: give model names or --scenario, not both")
-        problem = build_problem(load_scenario(scenario), scenario, catalog, link_gbps)
-        cluster = problem.scenario.prfaas_cluster
-        gpu = gpu or cluster.gpu
-        per_instance = cluster.gpus_per_instance if gpus_per_instance is None else gpus_per_instance
-        n_gpus = prfaas_gpus if prfaas_gpus is not None else cluster.gpus
-    else:
-        gpu = gpu or PAPER_EGRESS_GPU
-        per_instance = (
-            PAPER_EGRESS_GPUS_PER_INSTANCE if gpus_per_instance is None else gpus_per_instance
-        )
-        n_gpus = prfaas_gpus if prfaas_gpus is not None else PAPER_EGRESS_GPUS
-    if per_instance <= 0 or n_gpus <= 0 or n_gpus % per_instance:
-        raise ConfigError(
-            f"--prfaas-gpus must be a positive multiple of --gpus-per-instance, "
-            f"got {n_gpus} and {per_instance}"
-        )
-    instances = n_gpus // per_instance
-    if scenario is not None:
-        if not threshold_tokens >= 0:
-            raise ConfigError(f"--threshold-tokens must be >= 0, got {threshold_tokens:g}")
-        model = problem.scenario.model
-        prefill = catalog.prefill_latency(model, gpu, per_instance, problem.workload.max_tokens)
-        kv = problem.system.kv_cache_size
-        link = problem.system.link_bandwidth_bytes_per_s
-        e = egress_at_threshold(
-            prefill, kv, instances, problem.workload, threshold_tokens, link, mode
-        )
-        return EgressReport(
-            title=f"{problem.scenario.name} ({model})",
-            gpu=gpu,
-            gpus_per_instance=per_instance,
-            prfaas_gpus=n_gpus,
-            mode=mode,
-            rows=((model, e, "" if e is not None else "no request is longer than t"),),
-            threshold_tokens=threshold_tokens,
-            smallest_fitting_threshold_tokens=smallest_fitting_threshold(
-                prefill, kv, instances, problem.workload, link, mode
-            ),
-        )
-    if not (mean_tokens > 0 and math.isfinite(mean_tokens)):
-        raise ConfigError(f"--mean-tokens must be a finite number > 0, got {mean_tokens:g}")
-    catalog.gpu(gpu, where="--gpu: ")
-    link = units.gbps_to_bytes_per_s(PAPER_LINK_GBPS if link_gbps is None else link_gbps)
-    rows = []
-    for name in models or list(catalog.models()):
-        catalog.model(name)
-        try:
-            prefill = catalog.prefill_latency(name, gpu, per_instance)
-            kv = catalog.kv_cache_size(name, "bf16")
-        except ConfigError:
-            if models:
-                raise
-            rows.append((name, None, f"no {gpu}-x{per_instance} prefill or bf16 KV profile"))
-            continue
-        beyond = []
-        if mean_tokens > catalog.model(name).max_context_tokens:
-            beyond.append(
-                f"{mean_tokens:g} tokens exceeds its context ({catalog.model(name).max_context_tokens:g})"
-            )
-        if not prefill.table_min_tokens <= mean_tokens <= prefill.table_max_tokens:
-            beyond.append(
-                f"extrapolated beyond its profiled [{prefill.table_min_tokens:g}, {prefill.table_max_tokens:g}] tokens"
-            )
-        rows.append(
-            (name, egress_at_length(prefill, kv, instances, mean_tokens, link), "; ".join(beyond))
-        )
-    return EgressReport(
-        title=f"{n_gpus} x {gpu.upper()} at {units.tokens_to_ktokens(mean_tokens):g}K tokens",
-        gpu=gpu,
-        gpus_per_instance=per_instance,
-        prfaas_gpus=n_gpus,
-        mode=mode,
-        rows=tuple(rows),
-    )

@@ -14,7 +14,7 @@ import csv
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import yaml
@@ -29,12 +29,15 @@ from prfaas_plan.analytic.profiles import (
     fit_curve,
     validate_table,
 )
-from prfaas_plan.errors import ConfigError, ProfileError
+from prfaas_plan.errors import ConfigError, PlanError, ProfileError
 from prfaas_plan.inputs.resources import default_data_dir, default_models_file
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class GpuSpec(_Strict):
@@ -50,7 +53,7 @@ class GpuSpec(_Strict):
     source: str = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _fp8_not_slower(self):
+    def _fp8_not_slower(self) -> "GpuSpec":
         if not self.dense_bf16_tflops <= self.dense_fp8_tflops <= 2.5 * self.dense_bf16_tflops:
             raise ValueError(
                 f"dense_fp8_tflops ({self.dense_fp8_tflops:g}) must lie between 1x and 2.5x "
@@ -88,7 +91,7 @@ class LayerSpec(_Strict):
     conv_kernel: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
-    def _dimensions_present(self):
+    def _dimensions_present(self) -> "LayerSpec":
         needed = _LAYER_DIMENSIONS[self.type]
         missing = [name for name in needed if getattr(self, name) <= 0]
         if missing:
@@ -116,7 +119,7 @@ class ModelSpec(_Strict):
     notes: str = ""
 
     @model_validator(mode="after")
-    def _consistent(self):
+    def _consistent(self) -> "ModelSpec":
         missing = [
             k for k in ("params", "attention", "layers", "context") if not self.sources.get(k)
         ]
@@ -169,7 +172,7 @@ def format_validation_error(where: str, error: ValidationError) -> str:
     return text
 
 
-def read_text(path: Path, what: str, error=ConfigError) -> str:
+def read_text(path: Path, what: str, error: type[PlanError] = ConfigError) -> str:
     """A UTF-8 text file, or one line saying why not."""
     try:
         return path.read_text(encoding="utf-8")
@@ -183,7 +186,7 @@ def read_text(path: Path, what: str, error=ConfigError) -> str:
         raise error(f"{path}: cannot read {what}: {exc.strerror}") from None
 
 
-def read_yaml(path: Path, what: str):
+def read_yaml(path: Path, what: str) -> Any:
     text = read_text(path, what, ConfigError)
     try:
         return yaml.safe_load(text)
@@ -194,7 +197,8 @@ def read_yaml(path: Path, what: str):
         raise ConfigError(f"{path}:{line}: malformed YAML: {problem}") from None
 
 
-def parse(schema, data, where: str, error=ConfigError):
+def parse(schema: type[M], data: Any, where: str, error: type[PlanError] = ConfigError) -> M:
+    """`data` validated against `schema`, or one line naming `where` and the first problem."""
     if not isinstance(data, dict):
         raise error(f"{where}: expected a mapping of fields, found {type(data).__name__}")
     try:
@@ -276,12 +280,14 @@ class Catalog:
         names = sorted(p.stem for p in folder.iterdir()) if folder.is_dir() else []
         return ", ".join(names) or "none"
 
-    def gpu(self, name: str, where: str = "") -> GpuSpec:
+    def gpu(self, name: str, where: str = "", parameter: str | None = None) -> GpuSpec:
+        """The GPU's facts; `where` prefixes, and `parameter` tags, an unknown-GPU error."""
         folder = self.data_dir / "gpus"
         path = folder / f"{name}.yaml"
         if not path.is_file():
             raise ConfigError(
-                f"{where}unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)"
+                f"{where}unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)",
+                parameter=parameter,
             )
         spec = parse(GpuSpec, read_yaml(path, "GPU"), str(path))
         if spec.name != name:
@@ -306,7 +312,16 @@ class Catalog:
             )
         return models[name]
 
-    def _table(self, model, kind, key, csv_name, columns, where, **expected_meta):
+    def _table(
+        self,
+        model: str,
+        kind: str,
+        key: str,
+        csv_name: str,
+        columns: tuple[str, ...],
+        where: str,
+        **expected_meta: object,
+    ) -> tuple[ProfileMeta, Path, tuple[np.ndarray, ...]]:
         """(meta, path, columns) of data/profiles/<model>/<kind>/<key>/<csv_name>, validated."""
         folder = self.data_dir / "profiles" / model / kind
         if not (folder / key).is_dir():

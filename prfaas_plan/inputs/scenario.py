@@ -23,6 +23,7 @@ from prfaas_plan.analytic.distributions import (
 from prfaas_plan.analytic.profiles import decode_point_for_slo
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog, _Strict, parse, read_yaml
+from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.traces import read_observed_lengths
 
 
@@ -48,7 +49,7 @@ class LogNormalLengths(_Strict):
     max_tokens: float = Field(gt=0)
 
     @model_validator(mode="after")
-    def _ordered(self):
+    def _ordered(self) -> "LogNormalLengths":
         if self.max_tokens <= self.min_tokens:
             raise ValueError(
                 f"max_tokens must exceed min_tokens, got {self.max_tokens:g} <= {self.min_tokens:g}"
@@ -62,7 +63,7 @@ class HistogramLengths(_Strict):
     weights: list[Annotated[float, Field(ge=0)]] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _consistent(self):
+    def _consistent(self) -> "HistogramLengths":
         if len(self.weights) != len(self.bin_edges_tokens) - 1:
             raise ValueError(
                 f"needs one weight per bin ({len(self.bin_edges_tokens) - 1}), got {len(self.weights)}"
@@ -163,7 +164,10 @@ def build_problem(
     for cluster in ("prfaas_cluster", "pd_cluster"):
         catalog.gpu(getattr(scenario, cluster).gpu, where=f"{source}: {cluster}.gpu: ")
     if bandwidth_gbps is not None and not (bandwidth_gbps > 0 and math.isfinite(bandwidth_gbps)):
-        raise ConfigError(f"--bandwidth-gbps must be a finite number > 0, got {bandwidth_gbps:g}")
+        raise ConfigError(
+            f"bandwidth_gbps must be a finite number > 0, got {bandwidth_gbps:g}",
+            parameter="bandwidth_gbps",
+        )
     workload = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
     reach = workload.max_tokens
     model, prfaas, pd = scenario.model, scenario.prfaas_cluster, scenario.pd_cluster
@@ -192,3 +196,14 @@ def build_problem(
         ),
     )
     return Problem(scenario, str(source), system, workload, prfaas.instances, pd.instances)
+
+
+def open_problem(
+    scenario: Path | None = None,
+    data_dir: Path | None = None,
+    bandwidth_gbps: float | None = None,
+) -> Problem:
+    """Read a scenario file (default: the paper's case study) against the catalog in
+    `data_dir` (default: the shipped data) and build its Problem."""
+    path = scenario if scenario is not None else default_scenario_file()
+    return build_problem(load_scenario(path), path, Catalog.open(data_dir), bandwidth_gbps)

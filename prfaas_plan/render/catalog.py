@@ -6,7 +6,7 @@ from prfaas_plan import __version__, units
 from prfaas_plan.analytic.egress import Egress, EgressReport
 from prfaas_plan.commands.check import CheckReport
 from prfaas_plan.commands.kv import KvReport
-from prfaas_plan.render.views import View, fmt, number
+from prfaas_plan.render.views import Document, View, fmt, number
 
 
 def kv_view(report: KvReport) -> View:
@@ -59,7 +59,7 @@ def kv_view(report: KvReport) -> View:
     return View("prfaas-plan kv · KV footprint from architecture", columns, rows, notes)
 
 
-def kv_json(report: KvReport) -> dict:
+def kv_json(report: KvReport) -> Document:
     out = []
     for m in report.models:
         phi = m.kv_throughput_bytes_per_s
@@ -130,8 +130,8 @@ def egress_view(report: EgressReport) -> View:
     return View(f"prfaas-plan egress · {report.title}", columns, rows, notes)
 
 
-def egress_json(report: EgressReport) -> dict:
-    def row(model, e: Egress | None, note):
+def egress_json(report: EgressReport) -> Document:
+    def row(model: str, e: Egress | None, note: str) -> Document:
         if e is None:
             return {"model": model, "note": note}
         return {
@@ -193,7 +193,7 @@ def check_view(report: CheckReport) -> View:
     return View(title, ["output", "expected", "found", "change"], rows, notes)
 
 
-def check_json(report: CheckReport) -> dict:
+def check_json(report: CheckReport) -> Document:
     return {
         "prfaas_plan_version": __version__,
         "ok": report.ok,

@@ -5,11 +5,13 @@ JSON is SI throughout with the unit in every key (`_s`, `_bytes`, `_bytes_per_s`
 The table and Markdown views convert at this edge only: K tokens, Gbps, MiB.
 """
 
+from collections.abc import Callable
+
 from prfaas_plan import __version__, units
 from prfaas_plan.analytic.capacity import Evaluation
 from prfaas_plan.analytic.ttft import TtftSummary
 from prfaas_plan.commands.plan import Deployment, EvaluationReport, PlanReport, RangeNote
-from prfaas_plan.render.views import View, fmt, number
+from prfaas_plan.render.views import Document, View, fmt, number
 
 TTFT_NOTE = (
     "TTFT is unloaded: own prefill (+ KV transfer if offloaded), no queueing, no decode step."
@@ -25,7 +27,7 @@ DEPLOYMENT_TITLES = {
 # ---------------------------------------------------------------- JSON
 
 
-def _ttft_json(t: TtftSummary) -> dict:
+def _ttft_json(t: TtftSummary) -> Document:
     return {
         "mean_s": number(t.mean_s),
         "p50_s": number(t.p50_s),
@@ -37,7 +39,7 @@ def _ttft_json(t: TtftSummary) -> dict:
     }
 
 
-def _evaluation_json(e: Evaluation) -> dict:
+def _evaluation_json(e: Evaluation) -> Document:
     c, th = e.configuration, e.throughput
     return {
         "mode": str(e.mode),
@@ -65,7 +67,7 @@ def _evaluation_json(e: Evaluation) -> dict:
     }
 
 
-def _deployment_json(d: Deployment) -> dict:
+def _deployment_json(d: Deployment) -> Document:
     return {
         "prfaas_gpus": d.prfaas_gpus,
         "pd_gpus": d.pd_gpus,
@@ -74,7 +76,7 @@ def _deployment_json(d: Deployment) -> dict:
     }
 
 
-def _range_json(notes: tuple[RangeNote, ...]) -> list[dict]:
+def _range_json(notes: tuple[RangeNote, ...]) -> list[Document]:
     return [
         {
             "tables": [c.source for c in n.curves],
@@ -88,7 +90,7 @@ def _range_json(notes: tuple[RangeNote, ...]) -> list[dict]:
     ]
 
 
-def _inputs_json(report) -> dict:
+def _inputs_json(report: PlanReport | EvaluationReport) -> Document:
     p = report.problem
     s = p.system
     curves = {
@@ -127,9 +129,9 @@ def _inputs_json(report) -> dict:
     }
 
 
-def _ttft_constraint_json(report: PlanReport) -> dict | None:
+def _ttft_constraint_json(report: PlanReport) -> Document | None:
     t, q = report.ttft_target, report.loaded_ttft
-    if t is None:
+    if t is None or q is None:
         return None
     return {
         "target_s": t.target_s,
@@ -150,9 +152,9 @@ def _ttft_constraint_json(report: PlanReport) -> dict | None:
     }  # fmt: skip
 
 
-def plan_to_json(report: PlanReport) -> dict:
+def plan_to_json(report: PlanReport) -> Document:
     m = report.modes
-    out = {
+    out: Document = {
         "prfaas_plan_version": __version__,
         "mode": str(report.mode),
         "inputs": _inputs_json(report),
@@ -187,7 +189,7 @@ def plan_to_json(report: PlanReport) -> dict:
     return out
 
 
-def evaluation_to_json(report: EvaluationReport) -> dict:
+def evaluation_to_json(report: EvaluationReport) -> Document:
     return {
         "prfaas_plan_version": __version__,
         "inputs": _inputs_json(report),
@@ -199,53 +201,49 @@ def evaluation_to_json(report: EvaluationReport) -> dict:
 # ---------------------------------------------------------------- human views
 
 
-def _rows(deployments: list[Deployment], show_gpus: bool = True) -> list[tuple[str, list[str]]]:
+Cell = Callable[[Deployment], str]
+
+
+def _instances_text(d: Deployment) -> str:
+    c = d.evaluation.configuration
+    return f"{c.prfaas_instances} / {c.pd_prefill_instances} / {c.pd_decode_instances}"
+
+
+def _lengths_text(d: Deployment) -> str:
+    e = d.evaluation
+    return "{} / {}".format(
+        fmt(e.long_mean_tokens, ".1f", units.tokens_to_ktokens),
+        fmt(e.short_mean_tokens, ".1f", units.tokens_to_ktokens),
+    )
+
+
+def _percentiles_text(d: Deployment) -> str:
+    t = d.ttft
+    return f"{fmt(t.p50_s, '.2f')} / {fmt(t.p90_s, '.2f')} / {fmt(t.p99_s, '.2f')}"
+
+
+ROWS: tuple[tuple[str, Cell], ...] = (
+    ("instances PrfaaS / PD-P / PD-D", _instances_text),
+    ("threshold t (K tokens)", lambda d: _threshold_text(d.evaluation)),
+    ("offloaded share p", lambda d: fmt(d.evaluation.offload_fraction, ".1%")),
+    ("l_long / l_short (K tokens)", _lengths_text),
+    ("Θ PrfaaS (req/s)", lambda d: fmt(d.evaluation.throughput.prfaas_rps, ".2f")),
+    ("Θ PD-P (req/s)", lambda d: fmt(d.evaluation.throughput.pd_prefill_rps, ".2f")),
+    ("Θ PD-D (req/s)", lambda d: fmt(d.evaluation.throughput.pd_decode_rps, ".2f")),
+    ("Λ_max (req/s)", lambda d: fmt(d.evaluation.system_throughput_rps, ".3f")),
+    ("bound by", lambda d: " = ".join(d.evaluation.bounds)),
+    ("KV egress (Gbps)",
+     lambda d: fmt(d.evaluation.kv_egress_bytes_per_s, ".2f", units.bytes_per_s_to_gbps)),
+    ("link utilisation", lambda d: fmt(d.evaluation.link_utilization, ".1%")),
+    ("TTFT mean (s)", lambda d: fmt(d.ttft.mean_s, ".2f")),
+    ("TTFT P50 / P90 / P99 (s)", _percentiles_text),
+)  # fmt: skip
+
+
+def _rows(deployments: list[Deployment]) -> list[tuple[str, list[str]]]:
     """(label with unit, one cell per deployment): shared by the terminal and Markdown views."""
-
-    def row(label, get):
-        return (label, [get(d) for d in deployments])
-
-    def ev(d):
-        return d.evaluation
-
-    rows = []
-    if show_gpus:
-        rows.append(row("GPUs (PrfaaS + PD)", lambda d: f"{d.prfaas_gpus} + {d.pd_gpus}"))
-    rows += [
-        row(
-            "instances PrfaaS / PD-P / PD-D",
-            lambda d: (
-                f"{ev(d).configuration.prfaas_instances} / {ev(d).configuration.pd_prefill_instances} / {ev(d).configuration.pd_decode_instances}"
-            ),
-        ),
-        row("threshold t (K tokens)", lambda d: _threshold_text(ev(d))),
-        row("offloaded share p", lambda d: fmt(ev(d).offload_fraction, ".1%")),
-        row(
-            "l_long / l_short (K tokens)",
-            lambda d: "{} / {}".format(
-                fmt(ev(d).long_mean_tokens, ".1f", units.tokens_to_ktokens),
-                fmt(ev(d).short_mean_tokens, ".1f", units.tokens_to_ktokens),
-            ),
-        ),
-        row("Θ PrfaaS (req/s)", lambda d: fmt(ev(d).throughput.prfaas_rps, ".2f")),
-        row("Θ PD-P (req/s)", lambda d: fmt(ev(d).throughput.pd_prefill_rps, ".2f")),
-        row("Θ PD-D (req/s)", lambda d: fmt(ev(d).throughput.pd_decode_rps, ".2f")),
-        row("Λ_max (req/s)", lambda d: fmt(ev(d).system_throughput_rps, ".3f")),
-        row("bound by", lambda d: " = ".join(ev(d).bounds)),
-        row(
-            "KV egress (Gbps)",
-            lambda d: fmt(ev(d).kv_egress_bytes_per_s, ".2f", units.bytes_per_s_to_gbps),
-        ),
-        row("link utilisation", lambda d: fmt(ev(d).link_utilization, ".1%")),
-        row("TTFT mean (s)", lambda d: fmt(d.ttft.mean_s, ".2f")),
-        row(
-            "TTFT P50 / P90 / P99 (s)",
-            lambda d: "{} / {} / {}".format(
-                fmt(d.ttft.p50_s, ".2f"), fmt(d.ttft.p90_s, ".2f"), fmt(d.ttft.p99_s, ".2f")
-            ),
-        ),
-    ]
-    return rows
+    rows = [("GPUs (PrfaaS + PD)", [f"{d.prfaas_gpus} + {d.pd_gpus}" for d in deployments])]
+    return rows + [(label, [cell(d) for d in deployments]) for label, cell in ROWS]
 
 
 def _threshold_text(e: Evaluation) -> str:
@@ -266,7 +264,7 @@ def _range_lines(notes: tuple[RangeNote, ...]) -> list[str]:
     ]
 
 
-def _common_notes(report) -> list[str]:
+def _common_notes(report: PlanReport | EvaluationReport) -> list[str]:
     p = report.problem
     s = p.system
     lines = [
@@ -289,7 +287,7 @@ def _common_notes(report) -> list[str]:
     return lines + _range_lines(report.range_notes) + [TTFT_NOTE]
 
 
-def _plan_view(report: PlanReport) -> View:
+def plan_view(report: PlanReport) -> View:
     deployments = [report.plan, report.homogeneous, report.naive]
     rows = _rows(deployments)
     rows.append(
@@ -314,8 +312,8 @@ def _plan_view(report: PlanReport) -> View:
         f"sustains {m.paper_plan_exact_rps:.3f} req/s with exact mean service times: representative "
         f"lengths overstate it by {fmt(m.paper_overstatement, '.1%')}.",
     ]
-    if report.ttft_target is not None:
-        t, q = report.ttft_target, report.loaded_ttft
+    t, q = report.ttft_target, report.loaded_ttft
+    if t is not None and q is not None:
         which = "mean" if t.percentile == "mean" else f"P{t.percentile}"
         notes.insert(0, (
             f"TTFT target: {which} TTFT <= {t.target_s:g} s at {q.arrival_rate_rps:.3f} req/s. The plan "
@@ -348,16 +346,8 @@ def _plan_view(report: PlanReport) -> View:
     return View(title, columns, rows, notes + _common_notes(report))
 
 
-def _evaluation_view(report: EvaluationReport) -> View:
+def evaluation_view(report: EvaluationReport) -> View:
     title = f"prfaas-plan evaluate · {report.problem.scenario.name} · mode {report.deployment.evaluation.mode}"
     return View(
         title, [DEPLOYMENT_TITLES["evaluated"]], _rows([report.deployment]), _common_notes(report)
     )
-
-
-def view(report) -> View:
-    return _plan_view(report) if isinstance(report, PlanReport) else _evaluation_view(report)
-
-
-def to_json(report) -> dict:
-    return plan_to_json(report) if isinstance(report, PlanReport) else evaluation_to_json(report)

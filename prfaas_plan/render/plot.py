@@ -7,6 +7,7 @@ sits where the prefill terms cross. Right: Λ_max(t) for every split N_p/N_d.
 """
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,21 +22,30 @@ PLOT_POINTS = 400
 FORMATS = (".png", ".svg", ".pdf")
 
 
-def _pyplot():
+def _pyplot() -> Any:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ConfigError("--plot needs matplotlib: pip install 'prfaas-plan[plot]'") from None
+        raise ConfigError(
+            "plot_path needs matplotlib: pip install 'prfaas-plan[plot]'", parameter="plot_path"
+        ) from None
     return plt
 
 
-def plot_threshold_balance(report: PlanReport, path: Path) -> None:
-    """Write the figure to `path` (format from its suffix), atomically."""
-    if path.suffix.lower() not in FORMATS:
-        raise ConfigError(f"--plot: file must end in {', '.join(FORMATS)}, got {path.name!r}")
+def _check_suffix(plot_path: Path) -> None:
+    if plot_path.suffix.lower() not in FORMATS:
+        raise ConfigError(
+            f"plot_path: file must end in {', '.join(FORMATS)}, got {plot_path.name!r}",
+            parameter="plot_path",
+        )
+
+
+def plot_threshold_balance(report: PlanReport, plot_path: Path) -> None:
+    """Write the figure to `plot_path` (format from its suffix), atomically."""
+    _check_suffix(plot_path)
     plt = _pyplot()
 
     problem, plan = report.problem, report.plan.evaluation
@@ -79,34 +89,35 @@ def plot_threshold_balance(report: PlanReport, path: Path) -> None:
     fig.suptitle(f"{problem.scenario.name}: threshold balance")
 
     try:
-        write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120), "--plot")
+        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
     finally:
         plt.close(fig)
 
 
-def plot_kv_throughput(report: KvReport, path: Path) -> None:
+def plot_kv_throughput(report: KvReport, plot_path: Path) -> None:
     """Φ_kv = S_kv / T_prefill against input length for every model with a prefill profile on
     the report's GPU (the paper's Figure 2 / Table 3 picture), log-log."""
-    if path.suffix.lower() not in FORMATS:
-        raise ConfigError(f"--plot: file must end in {', '.join(FORMATS)}, got {path.name!r}")
+    _check_suffix(plot_path)
     plt = _pyplot()
     lengths = np.geomspace(report.lengths_tokens.min(), report.lengths_tokens.max(), PLOT_POINTS)
     fig, ax = plt.subplots(figsize=(8, 5), constrained_layout=True)
     drawn = 0
     for m in report.models:
-        if m.prefill_latency is None:
+        points = m.kv_throughput_bytes_per_s  # None exactly when there is no prefill profile
+        if m.prefill_latency is None or points is None:
             continue
         phi = m.footprint.size_bytes(lengths) / m.prefill_latency(lengths)
         (line,) = ax.plot(
             units.tokens_to_ktokens(lengths), units.bytes_per_s_to_gbps(phi), label=m.name
         )
         ax.plot(units.tokens_to_ktokens(report.lengths_tokens),
-                units.bytes_per_s_to_gbps(m.kv_throughput_bytes_per_s), "o", color=line.get_color())  # fmt: skip
+                units.bytes_per_s_to_gbps(points), "o", color=line.get_color())  # fmt: skip
         drawn += 1
     if drawn == 0:
         plt.close(fig)
         raise ConfigError(
-            f"--plot: no chosen model has a {report.gpu}-x{report.gpus_per_instance} prefill profile"
+            f"plot_path: no chosen model has a {report.gpu}-x{report.gpus_per_instance} prefill profile",
+            parameter="plot_path",
         )
     ax.set(
         xscale="log", yscale="log", xlabel="input length (K tokens)",
@@ -116,6 +127,6 @@ def plot_kv_throughput(report: KvReport, path: Path) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
     try:
-        write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=120), "--plot")
+        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
     finally:
         plt.close(fig)

@@ -3,7 +3,14 @@ rich table or Markdown, and JSON serialisation (non-finite numbers become null).
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+Document = dict[str, Any]  # a JSON object
 
 
 @dataclass(frozen=True)
@@ -14,7 +21,7 @@ class View:
     notes: list[str]
 
 
-def number(x):
+def number(x: float | None) -> float | None:
     """A JSON number, or None for values that do not exist (nan, inf)."""
     if x is None:
         return None
@@ -22,13 +29,19 @@ def number(x):
     return x if math.isfinite(x) else None
 
 
-def fmt(x, spec: str, scale=None, none: str = "—") -> str:
+def fmt(
+    x: float | None,
+    spec: str,
+    scale: Callable[[float], float] | None = None,
+    none: str = "—",
+) -> str:
+    """`x` formatted by `spec` (after `scale`), or `none` for a value that does not exist."""
     if x is None or not math.isfinite(x):
         return none
     return format(scale(x) if scale else x, spec)
 
 
-def dumps(document: dict) -> str:
+def dumps(document: Document) -> str:
     return json.dumps(document, indent=2, allow_nan=False) + "\n"
 
 
@@ -44,7 +57,25 @@ def render_markdown(v: View) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_table(v: View, console) -> None:
+FILE_TABLE_WIDTH = 130  # a table written to a file is not bound by a terminal
+
+
+def render_text(v: View, document: Document, fmt: str) -> str:
+    """The result as text in `fmt` ('table', 'json' or 'markdown'); a table without colours."""
+    if fmt == "table":
+        import io
+
+        from rich.console import Console
+
+        buffer = io.StringIO()
+        render_table(v, Console(file=buffer, width=FILE_TABLE_WIDTH, color_system=None))
+        return buffer.getvalue()
+    if fmt == "json":
+        return dumps(document)
+    return render_markdown(v)
+
+
+def render_table(v: View, console: "Console") -> None:
     from rich.table import Table
 
     # never squeeze numbers into ellipses: cells keep their width (headers may wrap at
