@@ -20,7 +20,7 @@ from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, load_scenario
-from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
+from prfaas_plan.sim.arrivals import poisson_arrivals
 from prfaas_plan.sim.engine import simulate
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 from prfaas_plan.solve.ttft_target import optimize_with_ttft
@@ -95,7 +95,7 @@ def main() -> None:
         model = loaded_ttft(s, w, c, lam)
         rng = np.random.default_rng(SEED)
         arrival = poisson_arrivals(lam, rng=rng, count=args.requests)
-        lengths = sample_lengths(w, args.requests, rng, stratified=True)
+        lengths = w.sample(rng, args.requests, stratified=True)
         result = simulate(s, c, arrival, lengths, warmup_s=0.05 * arrival[-1])
         ours = (model.mean_s, model.p50_s, model.p90_s, model.p99_s)
         sim = (result.ttft.mean_s, result.ttft.p50_s, result.ttft.p90_s, result.ttft.p99_s)

@@ -17,7 +17,7 @@ from prfaas_plan.choices import Mode
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, load_scenario
-from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
+from prfaas_plan.sim.arrivals import poisson_arrivals
 from prfaas_plan.sim.engine import simulate
 from prfaas_plan.sim.threshold import AdaptiveThreshold, StaticThreshold
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
@@ -54,7 +54,7 @@ def main() -> None:
         rng = np.random.default_rng(SEED)
         start = time.perf_counter()
         arrival = poisson_arrivals(rate, rng=rng, count=n)
-        lengths = sample_lengths(problem.workload, n, rng)
+        lengths = problem.workload.sample(rng, n)
         generated = time.perf_counter()
         result = simulate(problem.system, c, arrival, lengths, policy=policy)
         done = time.perf_counter()

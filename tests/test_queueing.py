@@ -21,7 +21,7 @@ from prfaas_plan.analytic.queueing import erlang_c, mgc_mean_wait
 from prfaas_plan.analytic.ttft import unloaded_ttft
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError, InfeasibleError
-from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
+from prfaas_plan.sim.arrivals import poisson_arrivals
 from prfaas_plan.sim.engine import simulate
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 from prfaas_plan.solve.ttft_target import optimize_with_ttft
@@ -228,7 +228,7 @@ def simulated(problem, plan, load, count, seed):
     times match the model's, removing that noise), the first 5% of the time as warm-up."""
     rng = np.random.default_rng(seed)
     arrival = poisson_arrivals(load * plan.system_throughput_rps, rng=rng, count=count)
-    lengths = sample_lengths(problem.workload, count, rng, stratified=True)
+    lengths = problem.workload.sample(rng, count, stratified=True)
     return simulate(
         problem.system, plan.configuration, arrival, lengths, warmup_s=0.05 * arrival[-1]
     )
@@ -429,7 +429,7 @@ def test_other_search_spaces_and_distributions(case_problem):
     )
     assert ttft.offload_fraction == 0.0 and math.isnan(ttft.offloaded_mean_s)
     assert ttft.prfaas_prefill.utilization == 0.0 and ttft.link.utilization == 0.0
-    observed = ObservedLengths(np.round(sample_lengths(w, 3000, np.random.default_rng(1))))
+    observed = ObservedLengths(np.round(w.sample(np.random.default_rng(1), 3000)))
     space = SearchSpace(4, 8)
     for mode in Mode:
         free = optimize_fixed_hardware(s, observed, space, mode)

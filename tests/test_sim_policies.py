@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from prfaas_plan.analytic.capacity import Configuration
 from prfaas_plan.choices import Mode, RoutingPolicy
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace, poisson_arrivals, sample_lengths
+from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace, poisson_arrivals
 from prfaas_plan.sim.compare import POLICIES, SCENARIOS, compare_policies
 from prfaas_plan.sim.engine import simulate
 from prfaas_plan.sim.factory import POLICIES as FACTORY_POLICIES
@@ -60,7 +60,7 @@ def plan(case_problem):
 def case_requests(problem, rate_rps, count, seed):
     rng = np.random.default_rng(seed)
     arrival = poisson_arrivals(rate_rps, rng=rng, count=count)
-    return arrival, sample_lengths(problem.workload, count, rng)
+    return arrival, problem.workload.sample(rng, count)
 
 
 def assert_same_schedule(a, b):
@@ -502,7 +502,7 @@ def test_compare_runs_prefix_routing_when_the_requests_carry_prefixes(case_probl
     """Multi-turn sessions from a trace: the prefix policy runs and reuses cached prefixes."""
     sessions, turns = 150, 4
     rng = np.random.default_rng(3)
-    first = np.maximum(sample_lengths(case_problem.workload, sessions, rng) // 512, 1)
+    first = np.maximum(case_problem.workload.sample(rng, sessions) // 512, 1)
     blocks = []
     for turn in range(turns):
         for session in range(sessions):

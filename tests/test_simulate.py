@@ -31,7 +31,6 @@ from prfaas_plan.sim.arrivals import (
     PrefixBlocks,
     gamma_arrivals,
     poisson_arrivals,
-    sample_lengths,
     sinusoidal_arrivals,
 )
 from prfaas_plan.sim.engine import simulate
@@ -155,7 +154,7 @@ def test_processor_sharing_conserves_work(jobs):
 def case_requests(problem, rate_rps, count, seed, stratified=False):
     rng = np.random.default_rng(seed)
     arrival = poisson_arrivals(rate_rps, rng=rng, count=count)
-    return arrival, sample_lengths(problem.workload, count, rng, stratified=stratified)
+    return arrival, problem.workload.sample(rng, count, stratified=stratified)
 
 
 def test_low_load_ttft_matches_unloaded_ttft(case_problem, plans):
@@ -456,18 +455,18 @@ def test_sampled_lengths_follow_the_distribution(distribution):
     x)[0] (p > 0.001 for 50K independent samples of the right law). Stratified samples put one
     draw in each of n equal-probability strata, so their empirical CDF is within 1/n of the law
     everywhere and their mean matches the model's to ~1e-4."""
-    x = sample_lengths(distribution, 50_000, np.random.default_rng(11))
+    x = distribution.sample(np.random.default_rng(11), 50_000)
     assert x.min() >= distribution.min_tokens and x.max() <= distribution.max_tokens
     cdf = lambda v: distribution.partial_moments(-np.inf, v)[0]  # noqa: E731
     assert stats.kstest(x, cdf).pvalue > 0.001
-    y = sample_lengths(distribution, 50_000, np.random.default_rng(11), stratified=True)
+    y = distribution.sample(np.random.default_rng(11), 50_000, stratified=True)
     assert stats.kstest(y, cdf).statistic <= 1.0 / y.size + 1e-9
     assert y.mean() == pytest.approx(distribution.mean_tokens, rel=2e-4)
 
 
 def test_observed_lengths_are_resampled():
     d = ObservedLengths(np.array([100.0, 200.0, 200.0, 5000.0]))
-    x = sample_lengths(d, 40_000, np.random.default_rng(12))
+    x = d.sample(np.random.default_rng(12), 40_000)
     assert set(np.unique(x)) == {100.0, 200.0, 5000.0}
     assert (x == 200.0).mean() == pytest.approx(0.5, abs=0.02)
 
@@ -643,7 +642,7 @@ def test_prefix_reuse_relieves_prefill_and_link(case_problem, plans):
     plan = plans[Mode.EXACT]
     rng = np.random.default_rng(14)
     sessions, turns, chunk = 400, 5, 4
-    first_blocks = np.maximum(sample_lengths(problem.workload, sessions, rng) // 512, 1)
+    first_blocks = np.maximum(problem.workload.sample(rng, sessions) // 512, 1)
     requests = []  # (arrival, tokens, blocks)
     for session in range(sessions):
         base = [session * 10_000 + b for b in range(int(first_blocks[session]))]

@@ -104,7 +104,7 @@ def _requests(
         arrival_s = arrivals.sinusoidal_arrivals(
             rate_rps, spec.amplitude, spec.period_s, rng=rng, count=count, duration_s=duration_s
         )
-    input_tokens = arrivals.sample_lengths(problem.workload, arrival_s.size, rng)
+    input_tokens = problem.workload.sample(rng, arrival_s.size)
     output_tokens = np.full(arrival_s.size, problem.system.output_tokens)
     return arrival_s, input_tokens, output_tokens, None
 
@@ -118,7 +118,7 @@ def _sustainable(
 ) -> SustainableRate:
     """sim/sustainable.sustainable_rate on Poisson arrivals with stratified lengths (sampling noise
     in the pools' capacity otherwise moves the answer by ~0.7% between seeds)."""
-    from prfaas_plan.sim.arrivals import poisson_arrivals, sample_lengths
+    from prfaas_plan.sim.arrivals import poisson_arrivals
     from prfaas_plan.sim.sustainable import sustainable_rate
 
     rng = np.random.default_rng(request.arrivals.seed)
@@ -127,7 +127,7 @@ def _sustainable(
     if trace is not None:
         input_tokens = rng.choice(trace.input_tokens, size=count)
     else:
-        input_tokens = sample_lengths(problem.workload, count, rng, stratified=True)
+        input_tokens = problem.workload.sample(rng, count, stratified=True)
     return sustainable_rate(
         problem.system, configuration, unit_arrival_s, input_tokens,
         low_rps=0.9 * exact_rps, high_rps=1.1 * exact_rps, link_latency_s=request.link_latency_s,

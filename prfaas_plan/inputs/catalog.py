@@ -208,7 +208,11 @@ def parse(schema: type[M], data: Any, where: str, error: type[PlanError] = Confi
 
 
 def read_csv_columns(
-    path: Path, columns: tuple[str, ...], *, what: str = "profile table", error=ProfileError
+    path: Path,
+    columns: tuple[str, ...],
+    *,
+    what: str = "profile table",
+    error: type[PlanError] = ProfileError,
 ) -> tuple[np.ndarray, ...]:
     """Numeric columns of a CSV whose header must be exactly `columns` (units in the names);
     a failure raises `error`, naming the file as `what`."""

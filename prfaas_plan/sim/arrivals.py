@@ -13,9 +13,7 @@ Arrival processes (each generates either `count` arrivals or every arrival in
   thinning (Lewis and Shedler): candidates at the peak rate, each kept with probability
   rate(t) / peak. `thinned_arrivals` does the same for any rate function.
 
-Input lengths: `sample_lengths` draws from a `LengthDistribution` by inverse CDF
-(`inverse_cdf`: the distribution's own `sample` and `quantile`, analytic/distributions.py);
-optionally stratified (one draw per equal-probability stratum).
+Input lengths are drawn by each distribution's own `sample` (analytic/distributions.py).
 
 Trace replay: `RequestTrace` holds a replayed trace's requests and `PrefixBlocks` their prompts'
 prefix-block ids (Mooncake `hash_ids`, 512 tokens each); reading trace files is the job of
@@ -28,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.errors import ConfigError
 
 MOONCAKE_BLOCK_TOKENS = 512  # tokens per hash_ids block in the Mooncake traces
@@ -164,23 +161,6 @@ def sinusoidal_arrivals(
         return mean_rate_rps * (1 + amplitude * np.sin(omega * t + phase_rad))
 
     return thinned_arrivals(rate, peak, rng=rng, count=count, duration_s=duration_s)
-
-
-def inverse_cdf(distribution: LengthDistribution, u) -> np.ndarray:
-    """Quantile function of `distribution` (its `quantile`, exact for each distribution)."""
-    return distribution.quantile(u)
-
-
-def sample_lengths(
-    distribution: LengthDistribution,
-    count: int,
-    rng: np.random.Generator,
-    *,
-    stratified: bool = False,
-) -> np.ndarray:
-    """`count` input lengths (tokens, float) drawn from `distribution` by inverse CDF
-    (its `sample`; `stratified=True`: Latin hypercube sampling)."""
-    return distribution.sample(rng, count, stratified=stratified)
 
 
 @dataclass(frozen=True, eq=False)

@@ -36,7 +36,6 @@ from prfaas_plan.sim.arrivals import (
     RequestTrace,
     gamma_arrivals,
     poisson_arrivals,
-    sample_lengths,
 )
 from prfaas_plan.sim.engine import simulate
 from prfaas_plan.sim.factory import POLICIES, check_policy_options, make_policy
@@ -263,7 +262,7 @@ def _scenario_requests(
             )
         description += f", lengths and prefixes of {trace.source}"
     else:
-        input_tokens = sample_lengths(workload, count, rng)
+        input_tokens = workload.sample(rng, count)
         output_tokens = np.full(count, float(system.output_tokens))
         prefix = None
     bandwidth = BandwidthTrace.constant(system.link_bandwidth_bytes_per_s)
