@@ -1,4 +1,4 @@
-"""Benchmark: the analytic TTFT-under-load model (queueing.py) on the case study.
+"""Benchmark: the analytic TTFT-under-load model (analytic/loaded_ttft.py) on the case study.
 
 Run by hand (not a test):  python benchmarks/bench_queueing.py [--requests 1000000]
                                                                 [--loads 0.5 0.8 0.9 0.95]

@@ -1,9 +1,15 @@
 """Unit constants and the only unit conversions of the package.
 
 Inside the package: seconds, bytes, bytes/s, FLOP/s, tokens, requests/s. The paper quotes KV
-sizes in MiB (2^20 bytes) and link rates in Gbps (10^9 bit/s); people type thousands of tokens
-as "19.4K" (10^3 tokens). Each conversion is one tested function here; no other module
-multiplies by 8, 1e9, 2**20 or 1000 to change units.
+sizes in MiB (2^20 bytes) and link rates in Gbps (10^9 bit/s). Each conversion is one tested
+function here; no other module multiplies by 8, 1e9, 2**20 or 1000 to change units.
+
+The token convention: "K tokens" always means 1,000 tokens, in every view, flag, default and
+document ("19.4K" = 19,400 tokens). It is the reading under which the paper's case study
+reproduces (its 19.4K threshold and 4/3/5 split). Where a source table labels its rows
+"1K/8K/32K/128K", how that label is read is a fact about that table, stated in its meta.yaml and
+stored as exact token counts (Table 5: 1,000/8,000/...; Table 3: 1,024/8,192/...); a view prints
+such a count whole ("32,768 tokens"), never as "32.768K".
 
 Each conversion takes a number or a float array and returns the same kind.
 """

@@ -36,7 +36,7 @@ parallelism: "8 GPUs per instance (the paper's Table 3 setting)"
 engine: SGLang
 engine_version: "v0.5.9"
 provenance: derived
-method: "DERIVED, NOT MEASURED. T_prefill(l) = S_kv(l) / Phi_kv(l): Phi_kv from the paper's Table 3 (kv_throughput.csv beside this file, measured by the paper), S_kv from the architecture in models.yaml with {kv} KV and {state} recurrent state. Written by scripts/derive_table3_profiles.py."
+method: "DERIVED, NOT MEASURED. T_prefill(l) = S_kv(l) / Phi_kv(l): Phi_kv from the paper's Table 3 (kv_throughput.csv beside this file, measured by the paper), S_kv from the architecture in models.yaml with {kv} KV and {state} recurrent state. Table 3's lengths labelled 1K/8K/32K/128K are read as 1,024/8,192/32,768/131,072 tokens (the reading under which its Phi_kv matches the architectures' KV sizes, shared/reference/model-configs.md). Written by scripts/derive_table3_profiles.py."
 source: "Qin et al., arXiv 2604.15039 v2, Table 3; models.yaml"
 """
 KV_META = """quantity: kv_cache_size

@@ -35,7 +35,7 @@ def test_markdown_of_each_command(args, starts):
         (["evaluate", "--threshold-tokens", "19400", "--pd-prefill-instances", "3"],
          ["Configuration", "Λ_max (req/s)", "3.247"]),
         (["kv", "kimi-linear-48b"], ["kimi-linear-48b", "8,064"]),
-        (["egress", "kimi-linear-48b"], ["512 x H200 at 32.768K tokens", "kimi-linear-48b"]),
+        (["egress", "kimi-linear-48b"], ["512 x H200 at 32,768 tokens", "kimi-linear-48b"]),
         (["check"], ["PASS", "within tolerance"]),
         (["optimize", "--target-rps", "4", "--max-prfaas-gpus", "64"],
          ["Sizing (reach 4 req/s with at most 8 PrfaaS instances)"]),

@@ -1,4 +1,4 @@
-"""The analytic TTFT-under-load model (queueing.py) against closed forms, the simulator and
+"""The analytic TTFT-under-load model (analytic/loaded_ttft.py) against closed forms, the simulator and
 brute force.
 
 Oracles: Erlang C by its textbook formula (and in log space for many servers); M/M/c and

@@ -32,3 +32,14 @@ def test_table5_kv_throughput_in_paper_units():
     for size_mib, latency_s, gbps in rows:
         phi = units.bytes_per_s_to_gbps(units.mib_to_bytes(size_mib) / latency_s)
         assert phi == pytest.approx(gbps, rel=0.012)
+
+
+def test_one_token_convention_in_every_view():
+    """K tokens = 1,000 tokens everywhere (units.py); a length that is not a round number of
+    thousands is printed whole, never as a fractional K."""
+    from .test_cli import run
+
+    assert units.tokens_to_ktokens(19_400) == 19.4
+    for args in (["egress"], ["egress", "--format", "markdown"]):
+        out = run(*args).stdout
+        assert "32,768 tokens" in out and "32.768K" not in out

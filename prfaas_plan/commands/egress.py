@@ -153,7 +153,7 @@ def egress_report(
         for name in models or list(catalog.models())
     )
     return EgressReport(
-        title=f"{n_gpus} x {gpu.upper()} at {units.tokens_to_ktokens(mean_tokens):g}K tokens",
+        title=f"{n_gpus} x {gpu.upper()} at {mean_tokens:,.0f} tokens",
         gpu=gpu,
         gpus_per_instance=per_instance,
         prfaas_gpus=n_gpus,
