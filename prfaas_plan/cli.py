@@ -23,6 +23,7 @@ from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy
 from prfaas_plan.commands.simulation_spec import (
     ArrivalSpec,
     ComparisonSpec,
+    LoadSpec,
     PolicySpec,
     SimulationRequest,
     StressSpec,
@@ -478,7 +479,7 @@ def simulate(
         typer.Option(
             "--load",
             help="Arrival rate as fractions of the plan's exact-mode Λ_max, "
-            "comma-separated for a sweep [0.8].",
+            f"comma-separated for a sweep [{LoadSpec.fractions[0]:g}].",
         ),
     ] = None,
     rate_rps: Annotated[
@@ -486,7 +487,7 @@ def simulate(
         typer.Option("--rate-rps", help="Absolute arrival rate (req/s) instead of --load."),
     ] = None,
     requests: Annotated[
-        int | None, typer.Option("--requests", help="Requests per run [100000].")
+        int | None, typer.Option("--requests", help=f"Requests per run [{ArrivalSpec.requests}].")
     ] = None,
     duration_s: Annotated[
         float | None,
@@ -551,7 +552,7 @@ def simulate(
     """Discrete-event simulation of the planned deployment: throughput, TTFT under load, queues,
     utilisation and link load, next to the closed-form model."""
     from prfaas_plan.commands.simulate import run_simulations
-    from prfaas_plan.commands.simulation_spec import LoadSpec, validate
+    from prfaas_plan.commands.simulation_spec import validate
     from prfaas_plan.render.simulation import simulation_json, simulation_view
 
     if trace is not None:

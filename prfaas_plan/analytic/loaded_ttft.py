@@ -60,11 +60,10 @@ from prfaas_plan.analytic.capacity import BOUND_ORDER, Bound, Configuration, Ser
 from prfaas_plan.analytic.deployment_load import Loads, loads
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.analytic.queueing import MgcState, mgc
-from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
+from prfaas_plan.analytic.ttft import PERCENTILES, TtftSummary, unloaded_ttft
 from prfaas_plan.errors import ConfigError
 
 Metric = Literal["mean", 50, 90, 99]  # the TTFT figure a target constrains
-PERCENTILES = (50, 90, 99)
 TTFT_METRICS: tuple[Metric, ...] = ("mean", 50, 90, 99)
 INVERSION_RTOL = 1e-10  # relative accuracy of a TTFT percentile
 

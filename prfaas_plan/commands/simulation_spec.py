@@ -12,8 +12,9 @@ from pathlib import Path
 
 from prfaas_plan.choices import ArrivalProcess, RoutingPolicy
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.sim.defaults import COMPARISON_REQUESTS, LOAD_FRACTION, SIMULATED_REQUESTS
 
-DEFAULT_REQUESTS = 100_000  # per simulated run (and for the sustainable-rate search)
+DEFAULT_REQUESTS = SIMULATED_REQUESTS
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class LoadSpec:
     """The arrival rate: fractions of the plan's exact-mode Λ_max (one run each) or an
     absolute `rate_rps`, not both; neither replays a trace as recorded."""
 
-    fractions: tuple[float, ...] = (0.8,)
+    fractions: tuple[float, ...] = (LOAD_FRACTION,)
     rate_rps: float | None = None
 
 
@@ -72,8 +73,8 @@ class SimulationRequest:
 class ComparisonSpec:
     """What `compare_policies_for` runs: every stress scenario at one load."""
 
-    load_fraction: float = 0.8  # of the plan's exact-mode Λ_max
-    requests: int = 20_000  # per stress scenario
+    load_fraction: float = LOAD_FRACTION  # of the plan's exact-mode Λ_max
+    requests: int = COMPARISON_REQUESTS  # per stress scenario
     seed: int = 0
     trace: Path | None = None  # Mooncake JSONL: lengths and prefix blocks (prefix policy)
 

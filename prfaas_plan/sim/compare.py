@@ -37,6 +37,7 @@ from prfaas_plan.sim.arrivals import (
     gamma_arrivals,
     poisson_arrivals,
 )
+from prfaas_plan.sim.defaults import COMPARISON_REQUESTS, LOAD_FRACTION
 from prfaas_plan.sim.engine import simulate
 from prfaas_plan.sim.factory import POLICIES, check_policy_options, make_policy
 from prfaas_plan.sim.policies import Policy
@@ -115,8 +116,8 @@ def compare_policies(
     workload: LengthDistribution,
     configuration: Configuration,
     *,
-    load_fraction: float = 0.8,
-    requests: int = 20_000,
+    load_fraction: float = LOAD_FRACTION,
+    requests: int = COMPARISON_REQUESTS,
     seed: int = 0,
     scenarios: Sequence[str] = SCENARIOS,
     policies: Sequence[str] = POLICIES,

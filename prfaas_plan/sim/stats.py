@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem
+from prfaas_plan.analytic.ttft import PERCENTILES
 from prfaas_plan.sim.policies import Policy, Role, RoleChange
 from prfaas_plan.sim.queues import BandwidthTrace
-
-PERCENTILES = (50, 90, 99)
 
 
 @dataclass(frozen=True)
