@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "prfaas_plan"
 
 # rank of each layer: a module may import only layers of a lower rank, or its own folder
 LAYERS = {
-    "base": 0,  # units, errors, choices: import nothing of ours
+    "base": 0,  # units, errors, choices, bounds: import only each other
     "analytic": 1,  # the model: distributions, profiles, capacity, TTFT, egress
     "solve": 2,  # optimisers, the only home of solver libraries
     "sim": 2,  # the discrete-event simulator (beside solve, neither imports the other)
@@ -22,7 +22,7 @@ LAYERS = {
     "render": 5,  # views and plots
     "shell": 6,  # cli.py, __main__.py
 }
-BASE_MODULES = {"__init__", "units", "errors", "choices"}
+BASE_MODULES = {"__init__", "units", "errors", "choices", "bounds"}
 SHELL_MODULES = {"cli", "__main__"}
 SOLVER_LIBRARIES = {"pulp", "cvxpy", "highspy"}  # and scipy.optimize
 HEAVY_LIBRARIES = {"cvxpy", "sympy", "matplotlib", "dask", "fastapi", "uvicorn", "pulp"}

@@ -1,0 +1,65 @@
+"""Plausibility bounds on every quantity a user can give, in one place, each with its reason.
+
+A value outside its bound is refused with a one-line ConfigError naming the field or parameter,
+the bound and the value found, so that no input reaches floating-point overflow, an absurd
+allocation or a confident nonsense plan. The bounds are wide on purpose: they only exclude values
+no real deployment has. Units as in the names (SI inside the package).
+"""
+
+import math
+import reprlib
+
+from prfaas_plan.errors import ConfigError
+
+# lengths (tokens): no model has a context near 10^9 tokens, and E[L^4] of 10^9 is 1e36, far
+# from overflow; a request has at least one token
+MIN_TOKENS = 1.0
+MAX_TOKENS = 1e9
+# instances of one role / GPUs of one cluster: 10^5 instances of 8 GPUs is larger than any fleet
+MAX_INSTANCES = 100_000
+MAX_GPUS = 1_000_000
+# arrival rates (req/s): below 10^-6 (one request in 11 days) a run measures nothing
+MIN_RATE_RPS = 1e-6
+MAX_RATE_RPS = 1e6
+# link bandwidth (bytes/s): 1 kbit/s .. 1 Pbit/s
+MIN_BANDWIDTH_BYTES_PER_S = 125.0
+MAX_BANDWIDTH_BYTES_PER_S = 1.25e14
+# durations and latencies (s): up to a year
+MAX_SECONDS = 3.2e7
+# random seeds: numpy takes any non-negative integer; we keep them to 64 bits
+MAX_SEED = 2**63 - 1
+# files we read: sizes, YAML nesting; what an error message may quote of a value
+MAX_SCENARIO_BYTES = 4 * 2**20  # a scenario or catalog YAML file
+MAX_TRACE_BYTES = 1 * 2**30  # a trace or observed-lengths file, read as a stream
+MAX_YAML_DEPTH = 64
+MAX_QUOTED_CHARS = 60
+
+
+_SHORT = reprlib.Repr()  # Python 3.11 takes no keyword arguments here
+_SHORT.maxlevel = 2
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 4
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = MAX_QUOTED_CHARS
+
+
+def quoted(value: object) -> str:
+    """A short repr of `value` (reprlib: at most a few items and MAX_QUOTED_CHARS characters), so
+    an error message never echoes, nor spends time and memory building, a huge value."""
+    return _SHORT.repr(value)
+
+
+def check_in_range(
+    name: str, value: float, low: float, high: float, unit: str = "", *, parameter: bool = True
+) -> float:
+    """`value` if it is a finite number in [low, high], else ConfigError naming `name` (a
+    parameter, carried in `parameter`, or with parameter=False a file field)."""
+    if not (isinstance(value, int | float) and not isinstance(value, bool)):
+        raise ConfigError(
+            f"{name} must be a number, got {quoted(value)}", parameter=name if parameter else None
+        )
+    if not (math.isfinite(value) and low <= value <= high):
+        unit_text = f" {unit}" if unit else ""
+        raise ConfigError(
+            f"{name} must be in [{low:g}, {high:g}]{unit_text}, got {value:g}",
+            parameter=name if parameter else None,
+        )
+    return value
