@@ -25,7 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from prfaas_plan import bounds
-from prfaas_plan.analytic.capacity import Configuration, Evaluation, ServingSystem, evaluate
+from prfaas_plan.analytic.capacity import (
+    Bound,
+    Configuration,
+    Evaluation,
+    ServingSystem,
+    evaluate,
+)
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError, SolverError
@@ -92,9 +98,9 @@ def _infeasible(
     }[best.bounds[0]]
     if cap is not None:
         within = f"with at most {limit} PrfaaS instances"
-    elif limit == bounds.MAX_INSTANCES:
+    elif limit == bounds.MAX_INSTANCES and Bound.PRFAAS_COMPUTE in best.bounds:
         within = f"with at most {limit} PrfaaS instances (the plausibility bound)"
-    else:
+    else:  # more PrfaaS instances would not lift the binding constraint
         within = "with any PrfaaS cluster size"
     return InfeasibleError(
         f"no plan reaches {target_rps:.4g} req/s {within}: best is "
@@ -125,8 +131,8 @@ def _check_goal(target_rps: float | None, max_prfaas_instances: int | None) -> N
             )
         if max_prfaas_instances > bounds.MAX_INSTANCES:
             raise ConfigError(
-                f"max_prfaas_instances must be at most {bounds.MAX_INSTANCES} (larger than any "
-                f"fleet), got {max_prfaas_instances}",
+                f"max_prfaas_instances must be at most {bounds.MAX_INSTANCES} PrfaaS instances "
+                f"(more than any fleet), got {max_prfaas_instances}",
                 parameter="max_prfaas_instances",
             )
 
