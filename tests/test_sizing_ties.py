@@ -17,7 +17,7 @@ from prfaas_plan.analytic.capacity import Bound, ServingSystem, rates
 from prfaas_plan.analytic.distributions import LengthDistribution, TruncatedLogNormal
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError
-from prfaas_plan.solve.sizing import MILP_RTOL, RTOL, size_prfaas_cluster
+from prfaas_plan.solve.sizing import MILP_RTOL, RTOL, _fewest, size_prfaas_cluster
 from prfaas_plan.solve.sizing_milp import milp_threshold_grid
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 from tests.conftest import toy_system
@@ -212,3 +212,34 @@ def test_unreachable_target_beyond_the_instance_bound(case_problem):
     s, w = case_problem.system, case_problem.workload
     with pytest.raises(InfeasibleError, match=r"with any PrfaaS cluster size.*bound by pd_decode"):
         size_prfaas_cluster(s, w, 8, target_rps=1e5)
+
+
+def test_a_milp_too_large_is_refused_before_it_is_built(case_problem, monkeypatch):
+    monkeypatch.setattr(bounds, "MAX_SIZING_MILP_BINARIES", 100)  # the case study's grid: 131
+    with pytest.raises(ConfigError, match=r"131 binaries \(265 variables, 920 constraints"):
+        size_prfaas_cluster(case_problem.system, case_problem.workload, 8, target_rps=4.0)
+
+
+def test_a_target_needing_more_than_the_instance_bound_says_so():
+    """PrfaaS takes ~10^5 s a request, so 10 req/s would need ~10^6 instances: the sizing looks
+    no further than MAX_INSTANCES and says that this bound, not the cluster, is the limit."""
+    system = toy_system(prfaas=(1e5, 0.0), pd=(1e5, 0.0), batch=10_000, bandwidth_gbps=1e6)
+    workload = TruncatedLogNormal(9.0, 1.0, 100.0, 128000.0)
+    with pytest.raises(InfeasibleError, match=r"at most 100000 PrfaaS instances \(the plaus") as e:
+        size_prfaas_cluster(system, workload, 2, target_rps=10.0)
+    assert "bound by prfaas_compute" in str(e.value) and e.value.parameter == "target_rps"
+
+
+@pytest.mark.parametrize("upper", range(0, 40, 3))
+def test_fewest_search_finds_the_threshold_of_a_monotone_predicate(upper):
+    """The gallop-and-bisect search: the right count from any start, in O(log) calls."""
+    for answer in range(upper + 1):
+        for start in range(upper + 1):
+            calls = []
+
+            def reaches(n, answer=answer, calls=calls):
+                calls.append(n)
+                return n >= answer
+
+            assert _fewest(reaches, start, upper) == answer
+            assert len(calls) <= 4 * max(upper, 1).bit_length() + 2

@@ -156,14 +156,14 @@ def _prfaas_upper(
 
 
 def _check_model_size(thresholds: int) -> None:
-    """Refuse, before building it, a MILP too large to solve in seconds."""
+    """Refuse, before building it, a MILP too large to solve in seconds (the threshold grids of
+    solve/sizing_milp.py stay below the bound; this guards a change to them)."""
     size = milp_size(thresholds)
     if size.binaries > bounds.MAX_SIZING_MILP_BINARIES:
         raise ConfigError(
             f"the sizing MILP would have {size.binaries} binaries ({size.variables} variables, "
-            f"{size.constraints} constraints), above MAX_SIZING_MILP_BINARIES = "
-            f"{bounds.MAX_SIZING_MILP_BINARIES}: use fewer distinct lengths",
-            parameter="workload",
+            f"{size.constraints} constraints, <= {size.nonzeros} nonzeros), above "
+            f"MAX_SIZING_MILP_BINARIES = {bounds.MAX_SIZING_MILP_BINARIES}"
         )
 
 
