@@ -64,6 +64,7 @@ def check_in_range(
         )
     return value
 
+
 # the sizing MILP: one binary per candidate threshold. The observed-lengths grid (2,002 points)
 # solves in ~3 s with HiGHS; branch and bound grows faster than linearly beyond, so a model
 # larger than this is refused before it is built rather than left to run for minutes
