@@ -63,3 +63,9 @@ def check_in_range(
             parameter=name if parameter else None,
         )
     return value
+
+
+# the sizing MILP: one binary per candidate threshold. The observed-lengths grid (2,002 points)
+# solves in ~3 s with HiGHS; branch and bound grows faster than linearly beyond, so a model
+# larger than this is refused before it is built rather than left to run for minutes
+MAX_SIZING_MILP_BINARIES = 5_000
