@@ -63,3 +63,17 @@ def check_in_range(
             parameter=name if parameter else None,
         )
     return value
+# a line of a trace or CSV file: a Mooncake line with the hash ids of a 10^9-token prompt
+# (2 million 512-token blocks) fits; a file without newlines (/dev/zero, a binary) does not
+MAX_LINE_CHARS = 16 * 2**20
+# GPUs in one instance (one scale-up domain): the largest NVLink domain announced is 576 GPUs
+MAX_GPUS_PER_INSTANCE = 1024
+# a decode SLO (tokens/s per request): below one token in 1000 s no one is waiting; above 10^6
+# tokens/s no accelerator decodes
+MIN_DECODE_TOKENS_PER_S = 1e-3
+MAX_DECODE_TOKENS_PER_S = 1e6
+# mu_log of a log-normal length (mean of ln(tokens)): e^50 tokens is far beyond MAX_TOKENS, and
+# the probability-mass check refuses any mu_log that misses [min_tokens, max_tokens] anyway
+MAX_ABS_MU_LOG = 50.0
+# a histogram weight is relative; 10^100 each keeps the sum of a million weights finite
+MAX_HISTOGRAM_WEIGHT = 1e100

@@ -30,9 +30,10 @@ from prfaas_plan.analytic.architecture import DTYPE_BYTES, kv_footprint
 from prfaas_plan.analytic.derive import prefill_latency_from_kv_throughput
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError, PlanError, ProfileError
-from prfaas_plan.inputs.catalog import Catalog, ModelSpec, parse, read_csv_columns, read_yaml
+from prfaas_plan.inputs.catalog import Catalog, ModelSpec
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.files import write_text as _write_text
+from prfaas_plan.inputs.reading import parse, read_csv_columns, read_yaml
 from prfaas_plan.inputs.resources import resource_root
 
 MFU_FLOOR = 5e-4  # 0.05% of BF16 peak: ~10x below the slowest real 1K-token prefill we know

@@ -10,15 +10,13 @@ Layout (keyed by exactly what each table depends on):
 CSV headers carry units; the KV table is in MiB (the paper's unit) and converted here.
 """
 
-import csv
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from prfaas_plan import units
 from prfaas_plan.analytic.architecture import LayerGroup
@@ -29,18 +27,12 @@ from prfaas_plan.analytic.profiles import (
     fit_curve,
     validate_table,
 )
-from prfaas_plan.errors import ConfigError, PlanError, ProfileError
+from prfaas_plan.errors import ConfigError, ProfileError
+from prfaas_plan.inputs.reading import Strict, parse, read_csv_columns, read_yaml
 from prfaas_plan.inputs.resources import default_data_dir, default_models_file
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-class GpuSpec(_Strict):
+class GpuSpec(Strict):
     """Datasheet facts; the bounds catch unit slips (TFLOP/s vs FLOP/s, GB vs bytes) for any
     accelerator of the last decade, not precision."""
 
@@ -74,7 +66,7 @@ _ALL_DIMENSIONS = (
 )  # fmt: skip
 
 
-class LayerSpec(_Strict):
+class LayerSpec(Strict):
     """A group of layers of one attention type (see architecture.py for what each stores)."""
 
     type: Literal["gqa", "mla", "swa", "linear"]
@@ -106,7 +98,7 @@ class LayerSpec(_Strict):
         return self
 
 
-class ModelSpec(_Strict):
+class ModelSpec(Strict):
     display_name: str
     attention: str
     layer_pattern: str = Field(min_length=1)  # where the full-attention layers sit
@@ -138,11 +130,11 @@ class ModelSpec(_Strict):
         return tuple(LayerGroup(**g.model_dump()) for g in self.layers)
 
 
-class ModelCatalogFile(_Strict):
+class ModelCatalogFile(Strict):
     models: dict[str, ModelSpec]
 
 
-class ProfileMeta(_Strict):
+class ProfileMeta(Strict):
     quantity: Literal["prefill_latency", "decode_step", "kv_cache_size"]
     model: str
     gpu: str | None = None
@@ -155,91 +147,6 @@ class ProfileMeta(_Strict):
     provenance: Literal["measured", "recovered", "derived"]
     method: str = Field(min_length=1)
     source: str = Field(min_length=1)
-
-
-def format_validation_error(where: str, error: ValidationError) -> str:
-    """One line: `file: field.path: what was expected, got <value>` (+ how many more)."""
-    errors = error.errors()
-    first = errors[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    got = first.get("input")
-    message = first["msg"][0].lower() + first["msg"][1:]
-    text = f"{where}: {field}: {message}"
-    if first["type"] != "missing" and not isinstance(got, dict) and " got " not in message:
-        text += f", got {got!r}"
-    if len(errors) > 1:
-        text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return text
-
-
-def read_text(path: Path, what: str, error: type[PlanError] = ConfigError) -> str:
-    """A UTF-8 text file, or one line saying why not."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error(f"{path}: {what} file not found") from None
-    except IsADirectoryError:
-        raise error(f"{path}: is a directory, expected the {what} file") from None
-    except UnicodeDecodeError as exc:
-        raise error(f"{path}: {what} file is not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise error(f"{path}: cannot read {what}: {exc.strerror}") from None
-
-
-def read_yaml(path: Path, what: str) -> Any:
-    text = read_text(path, what, ConfigError)
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{path}:{line}: malformed YAML: {problem}") from None
-
-
-def parse(schema: type[M], data: Any, where: str, error: type[PlanError] = ConfigError) -> M:
-    """`data` validated against `schema`, or one line naming `where` and the first problem."""
-    if not isinstance(data, dict):
-        raise error(f"{where}: expected a mapping of fields, found {type(data).__name__}")
-    try:
-        return schema.model_validate(data)
-    except ValidationError as exc:
-        raise error(format_validation_error(where, exc)) from None
-
-
-def read_csv_columns(
-    path: Path,
-    columns: tuple[str, ...],
-    *,
-    what: str = "profile table",
-    error: type[PlanError] = ProfileError,
-) -> tuple[np.ndarray, ...]:
-    """Numeric columns of a CSV whose header must be exactly `columns` (units in the names);
-    a failure raises `error`, naming the file as `what`."""
-    text = read_text(path, what, error)
-    rows = [
-        row for row in csv.reader(text.splitlines()) if row and any(cell.strip() for cell in row)
-    ]
-    if not rows:
-        raise error(f"{path}: empty file, expected header {','.join(columns)}")
-    header = tuple(cell.strip() for cell in rows[0])
-    if header != columns:
-        raise error(
-            f"{path}: header must be {','.join(columns)} (units in the column names), "
-            f"found {','.join(header)}"
-        )
-    values = np.empty((len(rows) - 1, len(columns)))
-    for r, row in enumerate(rows[1:], start=1):
-        if len(row) != len(columns):
-            raise error(f"{path}: data row {r} has {len(row)} cells, expected {len(columns)}")
-        for c, cell in enumerate(row):
-            try:
-                values[r - 1, c] = float(cell)
-            except ValueError:
-                raise error(
-                    f"{path}: data row {r}, column {columns[c]}: expected a number, found {cell.strip()!r}"
-                ) from None
-    return tuple(values[:, c] for c in range(len(columns)))
 
 
 @dataclass(frozen=True)
@@ -272,7 +179,8 @@ class Catalog:
     def resolve(self, shown: str) -> Path:
         """The file behind a name produced by `shown`."""
         path = Path(shown)
-        return path if path.is_absolute() else self.data_dir.parent / path
+        # only the shipped data is shown relative to its root; other names are paths as given
+        return self.data_dir.parent / path if self.shipped and not path.is_absolute() else path
 
     def shown(self, path: Path) -> str:
         """How a data file is named in results and messages."""
