@@ -63,6 +63,8 @@ def check_in_range(
             parameter=name if parameter else None,
         )
     return value
+
+
 # a line of a trace or CSV file: a Mooncake line with the hash ids of a 10^9-token prompt
 # (2 million 512-token blocks) fits; a file without newlines (/dev/zero, a binary) does not
 MAX_LINE_CHARS = 16 * 2**20

@@ -20,6 +20,11 @@ from pydantic import Field, model_validator
 
 from prfaas_plan import units
 from prfaas_plan.analytic.architecture import LayerGroup
+from prfaas_plan.analytic.prefill_physics import (
+    MFU_FLOOR,
+    active_params_lower_bound,
+    prefill_mfu,
+)
 from prfaas_plan.analytic.profiles import (
     KV_CACHE_SIZE_DEGREE,
     PREFILL_LATENCY_DEGREE,
@@ -269,7 +274,7 @@ class Catalog:
             ("input_tokens", "prefill_latency_s"), where,
             quantity="prefill_latency", gpu=gpu, gpus_per_instance=gpus_per_instance,
         )  # fmt: skip
-        return fit_curve(
+        curve = fit_curve(
             tokens,
             latency_s,
             degree=PREFILL_LATENCY_DEGREE,
@@ -278,6 +283,25 @@ class Catalog:
             source=self.shown(path),
             check_up_to_tokens=check_up_to_tokens,
         )
+        self._check_mfu_floor(model, gpu, gpus_per_instance, tokens[-1], latency_s[-1], curve)
+        return curve
+
+    def _check_mfu_floor(
+        self, model: str, gpu: str, gpus: int, tokens: float, latency_s: float, curve: FittedCurve
+    ) -> None:
+        """ProfileError if the longest row (where compute dominates the fixed overhead) is
+        slower than prefill_physics.MFU_FLOOR of the GPUs' BF16 peak allows."""
+        spec, facts = self.model(model), self.gpu(gpu)
+        n = active_params_lower_bound(spec.total_params, spec.active_params)
+        mfu = prefill_mfu(
+            n, tokens, latency_s, units.tflops_to_flops(facts.dense_bf16_tflops) * gpus
+        )
+        if mfu < MFU_FLOOR:
+            raise ProfileError(
+                f"{curve.source}: {latency_s:g} s at {tokens:g} tokens uses only {mfu:.2g} of "
+                f"{gpus} x {facts.name} BF16 peak (floor {MFU_FLOOR:g}), far too slow for a "
+                "prefill: is the column in ms instead of s?"
+            )
 
     def kv_cache_size(
         self, model: str, kv_dtype: str, check_up_to_tokens: float | None = None, where: str = ""

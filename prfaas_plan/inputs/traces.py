@@ -10,8 +10,8 @@ file and line. A CSV of lengths has the single column `input_tokens`.
 
 import errno
 import json
-import os
 import math
+import os
 from array import array
 from collections.abc import Iterable
 from pathlib import Path
