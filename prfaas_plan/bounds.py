@@ -79,3 +79,12 @@ MAX_DECODE_TOKENS_PER_S = 1e6
 MAX_ABS_MU_LOG = 50.0
 # a histogram weight is relative; 10^100 each keeps the sum of a million weights finite
 MAX_HISTOGRAM_WEIGHT = 1e100
+# the model catalog: the deepest published models have ~200 layers and ~2·10^12 parameters;
+# head counts, head and latent dimensions stay far below 2^20
+MAX_LAYERS = 10_000
+MAX_LAYER_DIMENSION = 2**20
+MAX_PARAMS = 1e15
+# profile tables: a decode batch of 10^6 requests and a KV cache of 2^30 MiB (1 PiB) for one
+# request are beyond any GPU
+MAX_BATCH_SIZE = 1e6
+MAX_KV_CACHE_MIB = 2.0**30

@@ -13,12 +13,12 @@ CSV headers carry units; the KV table is in MiB (the paper's unit) and converted
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
-from prfaas_plan import units
+from prfaas_plan import bounds, units
 from prfaas_plan.analytic.architecture import LayerGroup
 from prfaas_plan.analytic.prefill_physics import (
     MFU_FLOOR,
@@ -71,21 +71,24 @@ _ALL_DIMENSIONS = (
 )  # fmt: skip
 
 
+Dimension = Annotated[int, Field(ge=0, le=bounds.MAX_LAYER_DIMENSION)]
+
+
 class LayerSpec(Strict):
     """A group of layers of one attention type (see architecture.py for what each stores)."""
 
     type: Literal["gqa", "mla", "swa", "linear"]
-    count: int = Field(gt=0)
+    count: int = Field(gt=0, le=bounds.MAX_LAYERS)
     variant: str = ""
-    kv_heads: int = Field(default=0, ge=0)
-    key_head_dim: int = Field(default=0, ge=0)
-    value_head_dim: int = Field(default=0, ge=0)
-    kv_lora_rank: int = Field(default=0, ge=0)
-    qk_rope_head_dim: int = Field(default=0, ge=0)
-    window_tokens: int = Field(default=0, ge=0)
-    heads: int = Field(default=0, ge=0)
-    conv_channels: int = Field(default=0, ge=0)
-    conv_kernel: int = Field(default=0, ge=0)
+    kv_heads: Dimension = 0
+    key_head_dim: Dimension = 0
+    value_head_dim: Dimension = 0
+    kv_lora_rank: Dimension = 0
+    qk_rope_head_dim: Dimension = 0
+    window_tokens: int = Field(default=0, ge=0, le=bounds.MAX_TOKENS)
+    heads: Dimension = 0
+    conv_channels: Dimension = 0
+    conv_kernel: Dimension = 0
 
     @model_validator(mode="after")
     def _dimensions_present(self) -> "LayerSpec":
@@ -107,9 +110,9 @@ class ModelSpec(Strict):
     display_name: str
     attention: str
     layer_pattern: str = Field(min_length=1)  # where the full-attention layers sit
-    total_params: float = Field(gt=0)
-    active_params: float | None = Field(gt=0)  # None: not published
-    max_context_tokens: int = Field(gt=0)
+    total_params: float = Field(gt=0, le=bounds.MAX_PARAMS)
+    active_params: float | None = Field(gt=0, le=bounds.MAX_PARAMS)  # None: not published
+    max_context_tokens: int = Field(gt=0, le=bounds.MAX_TOKENS)
     layers: list[LayerSpec] = Field(min_length=1)
     sources: dict[str, str]
     inferred: list[str]
@@ -143,7 +146,7 @@ class ProfileMeta(Strict):
     quantity: Literal["prefill_latency", "decode_step", "kv_cache_size"]
     model: str
     gpu: str | None = None
-    gpus_per_instance: int | None = Field(default=None, gt=0)
+    gpus_per_instance: int | None = Field(default=None, gt=0, le=bounds.MAX_GPUS_PER_INSTANCE)
     kv_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = None
     recurrent_state_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = None
     parallelism: str | None = None
@@ -152,6 +155,16 @@ class ProfileMeta(Strict):
     provenance: Literal["measured", "recovered", "derived"]
     method: str = Field(min_length=1)
     source: str = Field(min_length=1)
+
+
+# plausibility bounds of profile columns (bounds.py); a larger value is a unit slip
+_COLUMN_MAX = {
+    "input_tokens": bounds.MAX_TOKENS,
+    "batch_size": bounds.MAX_BATCH_SIZE,
+    "prefill_latency_s": bounds.MAX_SECONDS,
+    "decode_step_latency_s": bounds.MAX_SECONDS,
+    "kv_cache_mib": bounds.MAX_KV_CACHE_MIB,
+}
 
 
 @dataclass(frozen=True)
@@ -201,7 +214,7 @@ class Catalog:
         """The GPU's facts; `where` prefixes, and `parameter` tags, an unknown-GPU error."""
         folder = self.data_dir / "gpus"
         path = folder / f"{name}.yaml"
-        if not path.is_file():
+        if not path.exists():  # anything else there is refused by read_yaml, saying why
             raise ConfigError(
                 f"{where}unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)",
                 parameter=parameter,
@@ -259,7 +272,16 @@ class Catalog:
                     f"found {getattr(meta, field)!r}"
                 )
         path = folder / key / csv_name
-        return meta, path, read_csv_columns(path, columns)
+        values = read_csv_columns(path, columns)
+        for name, column in zip(columns, values, strict=True):
+            high = _COLUMN_MAX[name]
+            if np.any(column > high):  # the lower bounds (> 0, sorted) are validate_table's
+                row = int(np.flatnonzero(column > high)[0]) + 1
+                raise ProfileError(
+                    f"{path}: data row {row}, column {name}: must be <= {high:g}, "
+                    f"found {column[row - 1]:g}"
+                )
+        return meta, path, values
 
     def prefill_latency(
         self,

@@ -74,9 +74,7 @@ class LogNormalLengths(Strict):
 class HistogramLengths(Strict):
     distribution: Literal["histogram"]
     bin_edges_tokens: list[Tokens] = Field(min_length=2)
-    weights: list[Annotated[float, Field(ge=0, le=bounds.MAX_HISTOGRAM_WEIGHT)]] = Field(
-        min_length=1
-    )
+    weights: list[Annotated[float, Field(ge=0)]] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> "HistogramLengths":
@@ -90,6 +88,11 @@ class HistogramLengths(Strict):
             raise ValueError(
                 "bin_edges_tokens must be strictly increasing, "
                 f"got {bounds.quoted(self.bin_edges_tokens)}"
+            )
+        if max(self.weights) > bounds.MAX_HISTOGRAM_WEIGHT:  # their sum stays finite
+            raise ValueError(
+                f"weights must each be <= {bounds.MAX_HISTOGRAM_WEIGHT:g} (they are relative), "
+                f"got {max(self.weights):g}"
             )
         if sum(self.weights) <= 0:
             raise ValueError("weights must not all be zero")
