@@ -98,22 +98,28 @@ def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> Request
         raise ConfigError(
             f"{source}: timestamps (ms) span {span_s:.3g} s, more than {bounds.MAX_SECONDS:g} s"
         )
-    order = np.argsort(stamps, kind="stable")
+    input_tokens = np.frombuffer(inputs, dtype=float)
+    output_tokens = np.frombuffer(outputs, dtype=float)
     counts_arr = np.frombuffer(counts, dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(counts_arr)])
     values = np.frombuffer(ids, dtype=np.int64)
-    if not np.array_equal(order, np.arange(order.size)):
-        values = np.concatenate(
-            [values[offsets[i] : offsets[i + 1]] for i in order] or [np.empty(0, np.int64)]
+    offsets = np.concatenate([[0], np.cumsum(counts_arr)])
+    if np.any(np.diff(stamps) < 0):  # in file order already (the usual case): no copies
+        order = np.argsort(stamps, kind="stable")
+        stamps, input_tokens, output_tokens = (
+            stamps[order],
+            input_tokens[order],
+            output_tokens[order],
         )
-        counts_arr = counts_arr[order]
+        starts, counts_arr = offsets[:-1][order], counts_arr[order]
         offsets = np.concatenate([[0], np.cumsum(counts_arr)])
-    arrival_s = units.ms_to_s(stamps[order] - stamps[order[0]])
+        # block j of request k moves from starts[k] + j to offsets[k] + j
+        moved = np.arange(values.size) + np.repeat(starts - offsets[:-1], counts_arr)
+        values = values[moved]
     return RequestTrace(
-        arrival_s=np.asarray(arrival_s, dtype=float),
-        input_tokens=np.frombuffer(inputs, dtype=float)[order],
-        output_tokens=np.frombuffer(outputs, dtype=float)[order],
-        prefix_blocks=PrefixBlocks(np.array(values, dtype=np.int64), offsets),
+        arrival_s=np.asarray(units.ms_to_s(stamps - stamps[0]), dtype=float),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        prefix_blocks=PrefixBlocks(values, offsets),
         source=source,
     )
 
