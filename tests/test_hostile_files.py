@@ -4,6 +4,7 @@ fragments the one-line error must carry (the file field, the bound or expected t
 found). In process (typer's CliRunner); only the memory bound runs in a real process, under an
 address-space limit."""
 
+import functools
 import json
 import os
 import subprocess
@@ -90,6 +91,8 @@ SCENARIOS = [
      ["link.bandwidth_gbps", "valid number", "got '100'"]),
     ("huge string value", replaced("bandwidth_gbps: 100", "bandwidth_gbps: " + "9" * 5000 + "x"),
      3, ["link.bandwidth_gbps", "valid number", "..."]),
+    ("a 5,000-digit integer", replaced("instances: 4", "instances: " + "9" * 5000), 3,
+     ["scenario.yaml: malformed YAML", "an integer of more than 4,300 digits"]),
     # 2. the YAML loader: duplicate keys, aliases (billion laughs), depth, size, devices
     ("duplicate key", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 100\n  bandwidth_gbps: 1"),
      3, ["line 18", "duplicate key 'bandwidth_gbps'"]),
@@ -141,6 +144,9 @@ SCENARIOS = [
      ["l.jsonl:1", "input_length must be <= 1e+09, found 1e+300"]),
     ("observed CSV without newlines", observed("l.csv", "input_tokens," * (2**21)), 3,
      ["l.csv:1: line longer than 16,777,216 characters"]),
+    ("observed FIFO", observed("fifo", None, "fifo"), 3, ["fifo", "must be a regular file"]),
+    ("observed JSONL 5,000-digit int", observed("l.jsonl", '{"timestamp": ' + "9" * 5000 + "}\n"),
+     3, ["l.jsonl:1: not a JSON object"]),
     ("observed JSONL nested JSON", observed("l.jsonl", "[" * 100_000 + "\n"), 3,
      ["l.jsonl:1: not a JSON object"]),
     # accepted: ints for floats, YAML 1.2 exponents, a spreadsheet's BOM
@@ -157,6 +163,7 @@ SCENARIOS = [
     "make, code, fragments", [row[1:] for row in SCENARIOS], ids=[row[0] for row in SCENARIOS]
 )
 def test_hostile_scenario_files(tmp_path, make, code, fragments):
+    os.mkfifo(tmp_path / "fifo")  # no writer: opening it blocking would hang
     path = tmp_path / "scenario.yaml"
     path.write_text(make(tmp_path))
     result = run("optimize", path)
@@ -259,6 +266,7 @@ def to_device(relative: str):
 CATALOGS = [
     ("latency in ms under _s", scale_latency(1000), 4,
      [H200_PREFILL, "is the column in ms instead of s?", "floor 0.0005"]),
+    ("a spreadsheet's BOM", edit(H200_PREFILL, "input_tokens", "\ufeffinput_tokens"), 0, []),
     ("latency 1e300 s", scale_latency(1e300), 4,
      [H200_PREFILL, "column prefill_latency_s: must be <= 3.2e+07"]),
     ("GPU TFLOP/s as a string", edit("gpus/h200.yaml", "dense_bf16_tflops: 989",
@@ -277,13 +285,23 @@ CATALOGS = [
 ]  # fmt: skip
 
 
+@functools.cache
+def shipped_plan() -> dict:
+    return json.loads(run("optimize", "-f", "json").stdout)["plan"]
+
+
 @pytest.mark.parametrize(
     "make, code, fragments", [row[1:] for row in CATALOGS], ids=[row[0] for row in CATALOGS]
 )
 def test_hostile_catalog_files(tmp_path, make, code, fragments):
     data = data_copy(tmp_path)
     make(data)
-    assert_clean_error(run("optimize", "--data-dir", data), code, *fragments)
+    result = run("optimize", "--data-dir", data, "-f", "json")
+    if code == 0:
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["plan"] == shipped_plan()
+        return
+    assert_clean_error(result, code, *fragments)
 
 
 @pytest.mark.parametrize("folder, argument", [("", "catalog/data"), ("catalog/sub", "../data")])

@@ -60,28 +60,27 @@ def open_bounded(
 ) -> IO[str]:
     """`path` opened as UTF-8 text (a leading BOM skipped) if it is a regular file of at most
     `limit_bytes`, else one line saying why not. The caller closes the handle."""
-    try:
-        handle = open(path, encoding="utf-8-sig")  # noqa: SIM115 - returned to the caller
+    try:  # non-blocking: opening a FIFO without a writer must not hang
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise error(f"{path}: {what} file not found") from None
     except IsADirectoryError:
         raise error(f"{path}: is a directory, expected the {what} file") from None
     except OSError as exc:
         raise error(f"{path}: cannot read {what}: {exc.strerror}") from None
-    info = os.fstat(handle.fileno())
+    info = os.fstat(fd)
+    problem = None
     if stat.S_ISDIR(info.st_mode):
-        handle.close()
-        raise error(f"{path}: is a directory, expected the {what} file")
-    if not stat.S_ISREG(info.st_mode):
-        handle.close()
-        raise error(f"{path}: {what} must be a regular file, not a device, pipe or socket")
-    if info.st_size > limit_bytes:
-        handle.close()
-        raise error(
-            f"{path}: {what} file is {info.st_size:,} bytes, over the limit of "
-            f"{limit_bytes:,} bytes"
-        )
-    return handle
+        problem = f"is a directory, expected the {what} file"
+    elif not stat.S_ISREG(info.st_mode):
+        problem = f"{what} must be a regular file, not a device, pipe or socket"
+    elif info.st_size > limit_bytes:
+        problem = f"{what} file is {info.st_size:,} bytes, over the limit of {limit_bytes:,} bytes"
+    if problem is not None:
+        os.close(fd)
+        raise error(f"{path}: {problem}")
+    os.set_blocking(fd, True)
+    return open(fd, encoding="utf-8-sig")
 
 
 def read_text(
@@ -185,6 +184,8 @@ def read_yaml(path: Path, what: str, error: type[PlanError] = ConfigError) -> An
         line = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise error(f"{path}:{line}: malformed YAML: {problem}") from None
+    except ValueError:  # the only one PyYAML lets through: int()'s 4,300-digit limit
+        raise error(f"{path}: malformed YAML: an integer of more than 4,300 digits") from None
     finally:
         loader.dispose()
 

@@ -72,7 +72,7 @@ def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> Request
         where = f"{source}:{number}"
         try:
             record = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # JSONDecodeError, an int over 4,300 digits
             raise ConfigError(f"{where}: not a JSON object: {line[:60]!r}") from None
         if not isinstance(record, dict):
             raise ConfigError(f"{where}: expected a JSON object, found {line[:60]!r}")
