@@ -88,3 +88,5 @@ MAX_PARAMS = 1e15
 # request are beyond any GPU
 MAX_BATCH_SIZE = 1e6
 MAX_KV_CACHE_MIB = 2.0**30
+# a GPU, model or dtype name is a file or folder name in data/: short, no path separators
+MAX_NAME_CHARS = 64

@@ -93,6 +93,12 @@ SCENARIOS = [
      3, ["link.bandwidth_gbps", "valid number", "..."]),
     ("a 5,000-digit integer", replaced("instances: 4", "instances: " + "9" * 5000), 3,
      ["scenario.yaml: malformed YAML", "an integer of more than 4,300 digits"]),
+    ("gpu name of 300 chars", replaced("gpu: h200", "gpu: " + "x" * 300), 3,
+     ["prfaas_cluster.gpu", "string should match pattern", "..."]),
+    ("gpu name ../../models", replaced("gpu: h200", "gpu: ../../models"), 3,
+     ["prfaas_cluster.gpu", "got '../../models'"]),
+    ("kv_dtype of 3,000 chars", replaced("kv_dtype: bf16", "kv_dtype: " + "x" * 3000), 3,
+     ["kv_dtype", "string should match pattern"]),
     # 2. the YAML loader: duplicate keys, aliases (billion laughs), depth, size, devices
     ("duplicate key", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 100\n  bandwidth_gbps: 1"),
      3, ["line 18", "duplicate key 'bandwidth_gbps'"]),
@@ -354,3 +360,17 @@ def test_refusals_stay_within_an_address_space_limit(tmp_path, args, fragment):
     )  # fmt: skip
     assert result.returncode == 3, result.stderr
     assert fragment in result.stderr and "Traceback" not in result.stderr  # no MemoryError
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["egress", "--gpu", "x" * 300], ["--gpu: unknown GPU 'xxx", "...", "known: h20, h200"]),
+        (["egress", "--gpu", "../models"], ["--gpu: unknown GPU '../models'"]),
+    ],
+    ids=["300 chars", "a path"],
+)
+def test_a_name_flag_never_becomes_a_path(args, fragments):
+    """Names are checked before a path is built from them (a 300-character file name was an
+    OSError traceback)."""
+    assert_clean_error(run(*args), 3, *fragments)

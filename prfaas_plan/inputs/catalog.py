@@ -10,6 +10,7 @@ Layout (keyed by exactly what each table depends on):
 CSV headers carry units; the KV table is in MiB (the paper's unit) and converted here.
 """
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -35,6 +36,10 @@ from prfaas_plan.analytic.profiles import (
 from prfaas_plan.errors import ConfigError, ProfileError
 from prfaas_plan.inputs.reading import Strict, parse, read_csv_columns, read_yaml
 from prfaas_plan.inputs.resources import default_data_dir, default_models_file
+
+# a GPU, model or dtype name: it names a file or folder in data/, so no separators or `..`
+NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{bounds.MAX_NAME_CHARS - 1}}}$"
+_NAME = re.compile(NAME_PATTERN)
 
 
 class GpuSpec(Strict):
@@ -214,9 +219,11 @@ class Catalog:
         """The GPU's facts; `where` prefixes, and `parameter` tags, an unknown-GPU error."""
         folder = self.data_dir / "gpus"
         path = folder / f"{name}.yaml"
-        if not path.exists():  # anything else there is refused by read_yaml, saying why
+        if (
+            not _NAME.match(name) or not path.exists()
+        ):  # anything else there is refused by read_yaml, saying why
             raise ConfigError(
-                f"{where}unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)",
+                f"{where}unknown GPU {bounds.quoted(name)}; known: {self._known(folder)} ({folder}/)",
                 parameter=parameter,
             )
         spec = parse(GpuSpec, read_yaml(path, "GPU"), str(path))
@@ -238,7 +245,7 @@ class Catalog:
         models = self.models()
         if name not in models:
             raise ConfigError(
-                f"{where}unknown model {name!r}; known: {', '.join(sorted(models)) or 'none'} ({self.models_file})"
+                f"{where}unknown model {bounds.quoted(name)}; known: {', '.join(sorted(models)) or 'none'} ({self.models_file})"
             )
         return models[name]
 
@@ -254,6 +261,12 @@ class Catalog:
     ) -> tuple[ProfileMeta, Path, tuple[np.ndarray, ...]]:
         """(meta, path, columns) of data/profiles/<model>/<kind>/<key>/<csv_name>, validated."""
         folder = self.data_dir / "profiles" / model / kind
+        if not _NAME.match(key):  # before any path is built from it
+            raise ConfigError(
+                f"{where}no {kind} profile for model {model!r} at {bounds.quoted(key)} (not a "
+                f"name of at most {bounds.MAX_NAME_CHARS} letters, digits, '.', '_' or '-'); "
+                f"available: {self._known(folder)}"
+            )
         if not (folder / key).is_dir():
             raise ConfigError(
                 f"{where}no {kind} profile for model {model!r} at {key!r} (expected "

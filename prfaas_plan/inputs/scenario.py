@@ -22,19 +22,21 @@ from prfaas_plan.analytic.distributions import (
 )
 from prfaas_plan.analytic.profiles import decode_point_for_slo
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.catalog import NAME_PATTERN, Catalog
 from prfaas_plan.inputs.reading import Strict, parse, read_yaml
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.traces import read_observed_lengths
 
 _MIN_GBPS = units.bytes_per_s_to_gbps(bounds.MIN_BANDWIDTH_BYTES_PER_S)
 _MAX_GBPS = units.bytes_per_s_to_gbps(bounds.MAX_BANDWIDTH_BYTES_PER_S)
+# a GPU, model or dtype name (it names a file or folder of the catalog)
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 # a length in tokens, as every length field takes it
 Tokens = Annotated[float, Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)]
 
 
 class ClusterSpec(Strict):
-    gpu: str
+    gpu: Name
     gpus_per_instance: int = Field(gt=0, le=bounds.MAX_GPUS_PER_INSTANCE)
     instances: int = Field(ge=0, le=bounds.MAX_INSTANCES)
 
@@ -123,8 +125,8 @@ class SloSpec(Strict):
 class Scenario(Strict):
     name: str
     description: str = ""
-    model: str
-    kv_dtype: str = "bf16"
+    model: Name
+    kv_dtype: Name = "bf16"
     prfaas_cluster: ClusterSpec
     pd_cluster: ClusterSpec
     link: LinkSpec
