@@ -8,6 +8,10 @@ Layout (keyed by exactly what each table depends on):
     data/profiles/<model>/kv/<kv_dtype>/{meta.yaml,kv_cache_size.csv}
     models.yaml
 CSV headers carry units; the KV table is in MiB (the paper's unit) and converted here.
+
+Files are read through inputs/reading.py (bounded, strict YAML and schemas); every column and
+field has a plausibility bound (bounds.py), and a prefill table must reach the MFU floor of
+analytic/prefill_physics.py (a latency column in ms under a `_s` header does not).
 """
 
 import re
