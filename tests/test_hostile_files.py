@@ -7,6 +7,7 @@ address-space limit."""
 import functools
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -15,9 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prfaas_plan import bounds
+from prfaas_plan import bounds, units
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import read_yaml
+from prfaas_plan.inputs.traces import parse_mooncake_trace
 from tests.test_cli import CASE, assert_clean_error, data_copy, run
 
 CASE_TEXT = CASE.read_text()
@@ -374,3 +376,27 @@ def test_a_name_flag_never_becomes_a_path(args, fragments):
     """Names are checked before a path is built from them (a 300-character file name was an
     OSError traceback)."""
     assert_clean_error(run(*args), 3, *fragments)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_an_unordered_trace_keeps_each_request_with_its_prefix_blocks(seed):
+    """The vectorised reorder against the obvious one: a stable sort of whole records."""
+    rng = random.Random(seed)
+    records = [
+        {
+            "timestamp": rng.choice([0, 5, 5, 9, 12.5]),
+            "input_length": rng.randint(1, 10**6),
+            "output_length": rng.randint(0, 99),
+            "hash_ids": [rng.randint(-(2**63), 2**63 - 1) for _ in range(rng.randint(0, 4))],
+        }
+        for _ in range(60)
+    ]
+    trace = parse_mooncake_trace(json.dumps(r) for r in records)
+    expected = sorted(records, key=lambda r: r["timestamp"])  # sorted() is stable
+    first = expected[0]["timestamp"]
+    assert trace.arrival_s.tolist() == pytest.approx(
+        [units.ms_to_s(r["timestamp"] - first) for r in expected]
+    )
+    assert trace.input_tokens.tolist() == [r["input_length"] for r in expected]
+    assert trace.output_tokens.tolist() == [r["output_length"] for r in expected]
+    assert [trace.hash_ids(i).tolist() for i in range(60)] == [r["hash_ids"] for r in expected]
