@@ -90,3 +90,8 @@ MAX_BATCH_SIZE = 1e6
 MAX_KV_CACHE_MIB = 2.0**30
 # a GPU, model or dtype name is a file or folder name in data/: short, no path separators
 MAX_NAME_CHARS = 64
+# a trace read into memory: 10^7 requests (the public Mooncake traces have ~2·10^4) and 5·10^7
+# prefix-block ids (25·10^9 tokens in 512-token blocks) keep it within ~1 GB; a file of short
+# lines or of one long hash_ids list would otherwise reach several GB below MAX_TRACE_BYTES
+MAX_TRACE_REQUESTS = 10_000_000
+MAX_TRACE_HASH_IDS = 50_000_000

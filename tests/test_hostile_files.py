@@ -400,3 +400,15 @@ def test_an_unordered_trace_keeps_each_request_with_its_prefix_blocks(seed):
     assert trace.input_tokens.tolist() == [r["input_length"] for r in expected]
     assert trace.output_tokens.tolist() == [r["output_length"] for r in expected]
     assert [trace.hash_ids(i).tolist() for i in range(60)] == [r["hash_ids"] for r in expected]
+
+
+@pytest.mark.parametrize(
+    "bound, lines, where",
+    [("MAX_TRACE_REQUESTS", [line()] * 4, "trace.jsonl:4"),
+     ("MAX_TRACE_HASH_IDS", [line(hash_ids=[1, 2])] * 2, "trace.jsonl:2")],
+)  # fmt: skip
+def test_a_trace_is_bounded_in_requests_and_hash_ids(tmp_path, monkeypatch, bound, lines, where):
+    """The bounds that keep a trace under ~1 GB in memory, at a small scale."""
+    monkeypatch.setattr(bounds, bound, 3)
+    path = write_trace("".join(lines))(tmp_path)
+    assert_clean_error(run("simulate", "--trace", path), 3, where, "replay a window of it")

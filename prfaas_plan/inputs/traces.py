@@ -90,6 +90,11 @@ def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> Request
         blocks = _hash_ids(record, where)
         ids.extend(blocks)
         counts.append(len(blocks))
+        if len(counts) > bounds.MAX_TRACE_REQUESTS or len(ids) > bounds.MAX_TRACE_HASH_IDS:
+            raise ConfigError(
+                f"{where}: a trace holds at most {bounds.MAX_TRACE_REQUESTS:,} requests and "
+                f"{bounds.MAX_TRACE_HASH_IDS:,} hash_ids in all; replay a window of it"
+            )
     if not timestamps:
         raise ConfigError(f"{source}: no requests found")
     stamps = np.frombuffer(timestamps, dtype=float)
