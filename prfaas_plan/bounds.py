@@ -69,3 +69,33 @@ def check_in_range(
 # solves in ~3 s with HiGHS; branch and bound grows faster than linearly beyond, so a model
 # larger than this is refused before it is built rather than left to run for minutes
 MAX_SIZING_MILP_BINARIES = 5_000
+# a line of a trace or CSV file: a Mooncake line with the hash ids of a 10^9-token prompt
+# (2 million 512-token blocks) fits; a file without newlines (/dev/zero, a binary) does not
+MAX_LINE_CHARS = 16 * 2**20
+# GPUs in one instance (one scale-up domain): the largest NVLink domain announced is 576 GPUs
+MAX_GPUS_PER_INSTANCE = 1024
+# a decode SLO (tokens/s per request): below one token in 1000 s no one is waiting; above 10^6
+# tokens/s no accelerator decodes
+MIN_DECODE_TOKENS_PER_S = 1e-3
+MAX_DECODE_TOKENS_PER_S = 1e6
+# mu_log of a log-normal length (mean of ln(tokens)): e^50 tokens is far beyond MAX_TOKENS, and
+# the probability-mass check refuses any mu_log that misses [min_tokens, max_tokens] anyway
+MAX_ABS_MU_LOG = 50.0
+# a histogram weight is relative; 10^100 each keeps the sum of a million weights finite
+MAX_HISTOGRAM_WEIGHT = 1e100
+# the model catalog: the deepest published models have ~200 layers and ~2·10^12 parameters;
+# head counts, head and latent dimensions stay far below 2^20
+MAX_LAYERS = 10_000
+MAX_LAYER_DIMENSION = 2**20
+MAX_PARAMS = 1e15
+# profile tables: a decode batch of 10^6 requests and a KV cache of 2^30 MiB (1 PiB) for one
+# request are beyond any GPU
+MAX_BATCH_SIZE = 1e6
+MAX_KV_CACHE_MIB = 2.0**30
+# a GPU, model or dtype name is a file or folder name in data/: short, no path separators
+MAX_NAME_CHARS = 64
+# a trace read into memory: 10^7 requests (the public Mooncake traces have ~2·10^4) and 5·10^7
+# prefix-block ids (25·10^9 tokens in 512-token blocks) keep it within ~1 GB; a file of short
+# lines or of one long hash_ids list would otherwise reach several GB below MAX_TRACE_BYTES
+MAX_TRACE_REQUESTS = 10_000_000
+MAX_TRACE_HASH_IDS = 50_000_000

@@ -4,7 +4,8 @@
    physical fit), and every table is checked against physics:
    - prefill cannot beat the speed of light: T(l) >= 2 · active_params · l / (peak FP8 FLOP/s);
    - prefill cannot be absurdly slow either: the FLOPs it implies must reach MFU_FLOOR of the
-     GPUs' BF16 peak (a latency column entered in ms fails this by 1000x);
+     GPUs' BF16 peak (a latency column entered in ms fails this by 1000x; refused when the
+     table is loaded, see analytic/prefill_physics.py);
    - a KV table must agree with the model's architecture within KV_TOLERANCE (derived tables
      within DERIVED_TOLERANCE), and a derived prefill table with T = S_kv / Φ_kv.
    Models whose active parameters are not published use total_params / 100 as a lower bound
@@ -28,17 +29,17 @@ from pydantic import BaseModel, ConfigDict
 from prfaas_plan import units
 from prfaas_plan.analytic.architecture import DTYPE_BYTES, kv_footprint
 from prfaas_plan.analytic.derive import prefill_latency_from_kv_throughput
+from prfaas_plan.analytic.prefill_physics import active_params_lower_bound, fastest_prefill_s
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError, PlanError, ProfileError
-from prfaas_plan.inputs.catalog import Catalog, ModelSpec, parse, read_csv_columns, read_yaml
+from prfaas_plan.inputs.catalog import Catalog, ModelSpec
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.files import write_text as _write_text
+from prfaas_plan.inputs.reading import parse, read_csv_columns, read_yaml
 from prfaas_plan.inputs.resources import resource_root
 
-MFU_FLOOR = 5e-4  # 0.05% of BF16 peak: ~10x below the slowest real 1K-token prefill we know
 KV_TOLERANCE = 0.05  # measured KV table vs an (inferred) architecture
 DERIVED_TOLERANCE = 1e-4  # tables we derived ourselves must match their derivation
-ACTIVE_FRACTION_FLOOR = 0.01
 EXPECTATIONS = Path("golden") / "expectations.yaml"
 # what a golden comparison may drift by before it fails (absolute, relative)
 TOLERANCES = {
@@ -91,7 +92,7 @@ class CheckReport:
 
 
 def _active_params(spec: ModelSpec) -> float:
-    return spec.active_params or spec.total_params * ACTIVE_FRACTION_FLOOR
+    return active_params_lower_bound(spec.total_params, spec.active_params)
 
 
 def _gpu_key(key: str, where: Path) -> tuple[str, int]:
@@ -112,8 +113,9 @@ def _check_prefill(catalog: Catalog, model: str, key: str, findings: list[Findin
     tokens, latency_s = read_csv_columns(
         folder / "prefill_latency.csv", ("input_tokens", "prefill_latency_s")
     )
-    flops = 2.0 * _active_params(spec) * tokens
-    fastest_s = flops / (units.tflops_to_flops(gpu.dense_fp8_tflops) * gpus)
+    fastest_s = fastest_prefill_s(
+        _active_params(spec), tokens, units.tflops_to_flops(gpu.dense_fp8_tflops) * gpus
+    )
     too_fast = np.flatnonzero(latency_s < fastest_s)
     if too_fast.size:
         i = too_fast[0]
@@ -123,14 +125,7 @@ def _check_prefill(catalog: Catalog, model: str, key: str, findings: list[Findin
             f"x tokens at {gpus} x {gpu.dense_fp8_tflops:g} TFLOP/s FP8); is the column in seconds, "
             "and active_params in models.yaml right?"
         )))  # fmt: skip
-    # the longest row: there compute dominates the fixed overhead that short prompts pay
-    mfu = flops[-1] / (latency_s[-1] * units.tflops_to_flops(gpu.dense_bf16_tflops) * gpus)
-    if mfu < MFU_FLOOR:
-        findings.append(Finding(curve.source, (
-            f"{latency_s[-1]:g} s at {tokens[-1]:g} tokens uses only {mfu:.2g} of {gpus} x "
-            f"{gpu.name} BF16 peak (floor {MFU_FLOOR:g}), far too slow for a prefill: is the "
-            "column in ms instead of s?"
-        )))  # fmt: skip
+    # a table below the MFU floor (prefill_physics) is refused by catalog.prefill_latency above
     derivation = folder / "kv_throughput.csv"
     if curve.provenance == "derived" and not derivation.is_file():
         findings.append(

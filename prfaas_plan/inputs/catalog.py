@@ -8,20 +8,28 @@ Layout (keyed by exactly what each table depends on):
     data/profiles/<model>/kv/<kv_dtype>/{meta.yaml,kv_cache_size.csv}
     models.yaml
 CSV headers carry units; the KV table is in MiB (the paper's unit) and converted here.
+
+Files are read through inputs/reading.py (bounded, strict YAML and schemas); every column and
+field has a plausibility bound (bounds.py), and a prefill table must reach the MFU floor of
+analytic/prefill_physics.py (a latency column in ms under a `_s` header does not).
 """
 
-import csv
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Literal
 
 import numpy as np
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from prfaas_plan import units
+from prfaas_plan import bounds, units
 from prfaas_plan.analytic.architecture import LayerGroup
+from prfaas_plan.analytic.prefill_physics import (
+    MFU_FLOOR,
+    active_params_lower_bound,
+    prefill_mfu,
+)
 from prfaas_plan.analytic.profiles import (
     KV_CACHE_SIZE_DEGREE,
     PREFILL_LATENCY_DEGREE,
@@ -29,18 +37,16 @@ from prfaas_plan.analytic.profiles import (
     fit_curve,
     validate_table,
 )
-from prfaas_plan.errors import ConfigError, PlanError, ProfileError
+from prfaas_plan.errors import ConfigError, ProfileError
+from prfaas_plan.inputs.reading import Strict, parse, read_csv_columns, read_yaml
 from prfaas_plan.inputs.resources import default_data_dir, default_models_file
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-M = TypeVar("M", bound=BaseModel)
+# a GPU, model or dtype name: it names a file or folder in data/, so no separators or `..`
+NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{bounds.MAX_NAME_CHARS - 1}}}$"
+_NAME = re.compile(NAME_PATTERN)
 
 
-class GpuSpec(_Strict):
+class GpuSpec(Strict):
     """Datasheet facts; the bounds catch unit slips (TFLOP/s vs FLOP/s, GB vs bytes) for any
     accelerator of the last decade, not precision."""
 
@@ -74,21 +80,24 @@ _ALL_DIMENSIONS = (
 )  # fmt: skip
 
 
-class LayerSpec(_Strict):
+Dimension = Annotated[int, Field(ge=0, le=bounds.MAX_LAYER_DIMENSION)]
+
+
+class LayerSpec(Strict):
     """A group of layers of one attention type (see architecture.py for what each stores)."""
 
     type: Literal["gqa", "mla", "swa", "linear"]
-    count: int = Field(gt=0)
+    count: int = Field(gt=0, le=bounds.MAX_LAYERS)
     variant: str = ""
-    kv_heads: int = Field(default=0, ge=0)
-    key_head_dim: int = Field(default=0, ge=0)
-    value_head_dim: int = Field(default=0, ge=0)
-    kv_lora_rank: int = Field(default=0, ge=0)
-    qk_rope_head_dim: int = Field(default=0, ge=0)
-    window_tokens: int = Field(default=0, ge=0)
-    heads: int = Field(default=0, ge=0)
-    conv_channels: int = Field(default=0, ge=0)
-    conv_kernel: int = Field(default=0, ge=0)
+    kv_heads: Dimension = 0
+    key_head_dim: Dimension = 0
+    value_head_dim: Dimension = 0
+    kv_lora_rank: Dimension = 0
+    qk_rope_head_dim: Dimension = 0
+    window_tokens: int = Field(default=0, ge=0, le=bounds.MAX_TOKENS)
+    heads: Dimension = 0
+    conv_channels: Dimension = 0
+    conv_kernel: Dimension = 0
 
     @model_validator(mode="after")
     def _dimensions_present(self) -> "LayerSpec":
@@ -106,13 +115,13 @@ class LayerSpec(_Strict):
         return self
 
 
-class ModelSpec(_Strict):
+class ModelSpec(Strict):
     display_name: str
     attention: str
     layer_pattern: str = Field(min_length=1)  # where the full-attention layers sit
-    total_params: float = Field(gt=0)
-    active_params: float | None = Field(gt=0)  # None: not published
-    max_context_tokens: int = Field(gt=0)
+    total_params: float = Field(gt=0, le=bounds.MAX_PARAMS)
+    active_params: float | None = Field(gt=0, le=bounds.MAX_PARAMS)  # None: not published
+    max_context_tokens: int = Field(gt=0, le=bounds.MAX_TOKENS)
     layers: list[LayerSpec] = Field(min_length=1)
     sources: dict[str, str]
     inferred: list[str]
@@ -138,15 +147,15 @@ class ModelSpec(_Strict):
         return tuple(LayerGroup(**g.model_dump()) for g in self.layers)
 
 
-class ModelCatalogFile(_Strict):
+class ModelCatalogFile(Strict):
     models: dict[str, ModelSpec]
 
 
-class ProfileMeta(_Strict):
+class ProfileMeta(Strict):
     quantity: Literal["prefill_latency", "decode_step", "kv_cache_size"]
     model: str
     gpu: str | None = None
-    gpus_per_instance: int | None = Field(default=None, gt=0)
+    gpus_per_instance: int | None = Field(default=None, gt=0, le=bounds.MAX_GPUS_PER_INSTANCE)
     kv_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = None
     recurrent_state_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = None
     parallelism: str | None = None
@@ -157,89 +166,14 @@ class ProfileMeta(_Strict):
     source: str = Field(min_length=1)
 
 
-def format_validation_error(where: str, error: ValidationError) -> str:
-    """One line: `file: field.path: what was expected, got <value>` (+ how many more)."""
-    errors = error.errors()
-    first = errors[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    got = first.get("input")
-    message = first["msg"][0].lower() + first["msg"][1:]
-    text = f"{where}: {field}: {message}"
-    if first["type"] != "missing" and not isinstance(got, dict) and " got " not in message:
-        text += f", got {got!r}"
-    if len(errors) > 1:
-        text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-    return text
-
-
-def read_text(path: Path, what: str, error: type[PlanError] = ConfigError) -> str:
-    """A UTF-8 text file, or one line saying why not."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise error(f"{path}: {what} file not found") from None
-    except IsADirectoryError:
-        raise error(f"{path}: is a directory, expected the {what} file") from None
-    except UnicodeDecodeError as exc:
-        raise error(f"{path}: {what} file is not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise error(f"{path}: cannot read {what}: {exc.strerror}") from None
-
-
-def read_yaml(path: Path, what: str) -> Any:
-    text = read_text(path, what, ConfigError)
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"{path}:{line}: malformed YAML: {problem}") from None
-
-
-def parse(schema: type[M], data: Any, where: str, error: type[PlanError] = ConfigError) -> M:
-    """`data` validated against `schema`, or one line naming `where` and the first problem."""
-    if not isinstance(data, dict):
-        raise error(f"{where}: expected a mapping of fields, found {type(data).__name__}")
-    try:
-        return schema.model_validate(data)
-    except ValidationError as exc:
-        raise error(format_validation_error(where, exc)) from None
-
-
-def read_csv_columns(
-    path: Path,
-    columns: tuple[str, ...],
-    *,
-    what: str = "profile table",
-    error: type[PlanError] = ProfileError,
-) -> tuple[np.ndarray, ...]:
-    """Numeric columns of a CSV whose header must be exactly `columns` (units in the names);
-    a failure raises `error`, naming the file as `what`."""
-    text = read_text(path, what, error)
-    rows = [
-        row for row in csv.reader(text.splitlines()) if row and any(cell.strip() for cell in row)
-    ]
-    if not rows:
-        raise error(f"{path}: empty file, expected header {','.join(columns)}")
-    header = tuple(cell.strip() for cell in rows[0])
-    if header != columns:
-        raise error(
-            f"{path}: header must be {','.join(columns)} (units in the column names), "
-            f"found {','.join(header)}"
-        )
-    values = np.empty((len(rows) - 1, len(columns)))
-    for r, row in enumerate(rows[1:], start=1):
-        if len(row) != len(columns):
-            raise error(f"{path}: data row {r} has {len(row)} cells, expected {len(columns)}")
-        for c, cell in enumerate(row):
-            try:
-                values[r - 1, c] = float(cell)
-            except ValueError:
-                raise error(
-                    f"{path}: data row {r}, column {columns[c]}: expected a number, found {cell.strip()!r}"
-                ) from None
-    return tuple(values[:, c] for c in range(len(columns)))
+# plausibility bounds of profile columns (bounds.py); a larger value is a unit slip
+_COLUMN_MAX = {
+    "input_tokens": bounds.MAX_TOKENS,
+    "batch_size": bounds.MAX_BATCH_SIZE,
+    "prefill_latency_s": bounds.MAX_SECONDS,
+    "decode_step_latency_s": bounds.MAX_SECONDS,
+    "kv_cache_mib": bounds.MAX_KV_CACHE_MIB,
+}
 
 
 @dataclass(frozen=True)
@@ -272,7 +206,8 @@ class Catalog:
     def resolve(self, shown: str) -> Path:
         """The file behind a name produced by `shown`."""
         path = Path(shown)
-        return path if path.is_absolute() else self.data_dir.parent / path
+        # only the shipped data is shown relative to its root; other names are paths as given
+        return self.data_dir.parent / path if self.shipped and not path.is_absolute() else path
 
     def shown(self, path: Path) -> str:
         """How a data file is named in results and messages."""
@@ -288,9 +223,11 @@ class Catalog:
         """The GPU's facts; `where` prefixes, and `parameter` tags, an unknown-GPU error."""
         folder = self.data_dir / "gpus"
         path = folder / f"{name}.yaml"
-        if not path.is_file():
+        if (
+            not _NAME.match(name) or not path.exists()
+        ):  # anything else there is refused by read_yaml, saying why
             raise ConfigError(
-                f"{where}unknown GPU {name!r}; known: {self._known(folder)} ({folder}/)",
+                f"{where}unknown GPU {bounds.quoted(name)}; known: {self._known(folder)} ({folder}/)",
                 parameter=parameter,
             )
         spec = parse(GpuSpec, read_yaml(path, "GPU"), str(path))
@@ -312,7 +249,7 @@ class Catalog:
         models = self.models()
         if name not in models:
             raise ConfigError(
-                f"{where}unknown model {name!r}; known: {', '.join(sorted(models)) or 'none'} ({self.models_file})"
+                f"{where}unknown model {bounds.quoted(name)}; known: {', '.join(sorted(models)) or 'none'} ({self.models_file})"
             )
         return models[name]
 
@@ -328,6 +265,12 @@ class Catalog:
     ) -> tuple[ProfileMeta, Path, tuple[np.ndarray, ...]]:
         """(meta, path, columns) of data/profiles/<model>/<kind>/<key>/<csv_name>, validated."""
         folder = self.data_dir / "profiles" / model / kind
+        if not _NAME.match(key):  # before any path is built from it
+            raise ConfigError(
+                f"{where}no {kind} profile for model {model!r} at {bounds.quoted(key)} (not a "
+                f"name of at most {bounds.MAX_NAME_CHARS} letters, digits, '.', '_' or '-'); "
+                f"available: {self._known(folder)}"
+            )
         if not (folder / key).is_dir():
             raise ConfigError(
                 f"{where}no {kind} profile for model {model!r} at {key!r} (expected "
@@ -346,7 +289,16 @@ class Catalog:
                     f"found {getattr(meta, field)!r}"
                 )
         path = folder / key / csv_name
-        return meta, path, read_csv_columns(path, columns)
+        values = read_csv_columns(path, columns)
+        for name, column in zip(columns, values, strict=True):
+            high = _COLUMN_MAX[name]
+            if np.any(column > high):  # the lower bounds (> 0, sorted) are validate_table's
+                row = int(np.flatnonzero(column > high)[0]) + 1
+                raise ProfileError(
+                    f"{path}: data row {row}, column {name}: must be <= {high:g}, "
+                    f"found {column[row - 1]:g}"
+                )
+        return meta, path, values
 
     def prefill_latency(
         self,
@@ -361,7 +313,7 @@ class Catalog:
             ("input_tokens", "prefill_latency_s"), where,
             quantity="prefill_latency", gpu=gpu, gpus_per_instance=gpus_per_instance,
         )  # fmt: skip
-        return fit_curve(
+        curve = fit_curve(
             tokens,
             latency_s,
             degree=PREFILL_LATENCY_DEGREE,
@@ -370,6 +322,25 @@ class Catalog:
             source=self.shown(path),
             check_up_to_tokens=check_up_to_tokens,
         )
+        self._check_mfu_floor(model, gpu, gpus_per_instance, tokens[-1], latency_s[-1], curve)
+        return curve
+
+    def _check_mfu_floor(
+        self, model: str, gpu: str, gpus: int, tokens: float, latency_s: float, curve: FittedCurve
+    ) -> None:
+        """ProfileError if the longest row (where compute dominates the fixed overhead) is
+        slower than prefill_physics.MFU_FLOOR of the GPUs' BF16 peak allows."""
+        spec, facts = self.model(model), self.gpu(gpu)
+        n = active_params_lower_bound(spec.total_params, spec.active_params)
+        mfu = prefill_mfu(
+            n, tokens, latency_s, units.tflops_to_flops(facts.dense_bf16_tflops) * gpus
+        )
+        if mfu < MFU_FLOOR:
+            raise ProfileError(
+                f"{curve.source}: {latency_s:g} s at {tokens:g} tokens uses only {mfu:.2g} of "
+                f"{gpus} x {facts.name} BF16 peak (floor {MFU_FLOOR:g}), far too slow for a "
+                "prefill: is the column in ms instead of s?"
+            )
 
     def kv_cache_size(
         self, model: str, kv_dtype: str, check_up_to_tokens: float | None = None, where: str = ""

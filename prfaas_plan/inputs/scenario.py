@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from prfaas_plan import units
+from prfaas_plan import bounds, units
 from prfaas_plan.analytic.capacity import ServingSystem
 from prfaas_plan.analytic.distributions import (
     Histogram,
@@ -22,31 +22,47 @@ from prfaas_plan.analytic.distributions import (
 )
 from prfaas_plan.analytic.profiles import decode_point_for_slo
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.catalog import Catalog, _Strict, parse, read_yaml
+from prfaas_plan.inputs.catalog import NAME_PATTERN, Catalog
+from prfaas_plan.inputs.reading import Strict, parse, read_yaml
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.traces import read_observed_lengths
 
+_MIN_GBPS = units.bytes_per_s_to_gbps(bounds.MIN_BANDWIDTH_BYTES_PER_S)
+_MAX_GBPS = units.bytes_per_s_to_gbps(bounds.MAX_BANDWIDTH_BYTES_PER_S)
+# a GPU, model or dtype name (it names a file or folder of the catalog)
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+# a length in tokens, as every length field takes it
+Tokens = Annotated[float, Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)]
 
-class ClusterSpec(_Strict):
-    gpu: str
-    gpus_per_instance: int = Field(gt=0)
-    instances: int = Field(ge=0)
+
+class ClusterSpec(Strict):
+    gpu: Name
+    gpus_per_instance: int = Field(gt=0, le=bounds.MAX_GPUS_PER_INSTANCE)
+    instances: int = Field(ge=0, le=bounds.MAX_INSTANCES)
 
     @property
     def gpus(self) -> int:
         return self.gpus_per_instance * self.instances
 
 
-class LinkSpec(_Strict):
-    bandwidth_gbps: float = Field(gt=0)
+class LinkSpec(Strict):
+    bandwidth_gbps: float = Field(gt=0, le=_MAX_GBPS)
+
+    @model_validator(mode="after")
+    def _plausible(self) -> "LinkSpec":
+        if self.bandwidth_gbps < _MIN_GBPS:
+            raise ValueError(
+                f"bandwidth_gbps must be >= {_MIN_GBPS:g} (1 kbit/s), got {self.bandwidth_gbps:g}"
+            )
+        return self
 
 
-class LogNormalLengths(_Strict):
+class LogNormalLengths(Strict):
     distribution: Literal["truncated_lognormal"]
-    mu_log: float  # mean of ln(tokens)
+    mu_log: float = Field(ge=-bounds.MAX_ABS_MU_LOG, le=bounds.MAX_ABS_MU_LOG)  # mean of ln(tokens)
     sigma_log: float = Field(gt=0, le=10)  # beyond 10 the moments overflow a double
-    min_tokens: float = Field(gt=0)
-    max_tokens: float = Field(gt=0)
+    min_tokens: Tokens
+    max_tokens: Tokens
 
     @model_validator(mode="after")
     def _ordered(self) -> "LogNormalLengths":
@@ -57,9 +73,9 @@ class LogNormalLengths(_Strict):
         return self
 
 
-class HistogramLengths(_Strict):
+class HistogramLengths(Strict):
     distribution: Literal["histogram"]
-    bin_edges_tokens: list[Annotated[float, Field(gt=0)]] = Field(min_length=2)
+    bin_edges_tokens: list[Tokens] = Field(min_length=2)
     weights: list[Annotated[float, Field(ge=0)]] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -72,14 +88,20 @@ class HistogramLengths(_Strict):
             b <= a for a, b in zip(self.bin_edges_tokens, self.bin_edges_tokens[1:], strict=False)
         ):
             raise ValueError(
-                f"bin_edges_tokens must be strictly increasing, got {self.bin_edges_tokens}"
+                "bin_edges_tokens must be strictly increasing, "
+                f"got {bounds.quoted(self.bin_edges_tokens)}"
+            )
+        if max(self.weights) > bounds.MAX_HISTOGRAM_WEIGHT:  # their sum stays finite
+            raise ValueError(
+                f"weights must each be <= {bounds.MAX_HISTOGRAM_WEIGHT:g} (they are relative), "
+                f"got {max(self.weights):g}"
             )
         if sum(self.weights) <= 0:
             raise ValueError("weights must not all be zero")
         return self
 
 
-class ObservedLengthsFile(_Strict):
+class ObservedLengthsFile(Strict):
     distribution: Literal["observed"]
     file: str  # relative to the scenario file; CSV with input_tokens column, or Mooncake JSONL
 
@@ -89,20 +111,22 @@ InputLengths = Annotated[
 ]
 
 
-class WorkloadSpec(_Strict):
+class WorkloadSpec(Strict):
     input_tokens: InputLengths
-    output_tokens: float = Field(gt=0)  # mean output length
+    output_tokens: float = Field(gt=0, le=bounds.MAX_TOKENS)  # mean output length
 
 
-class SloSpec(_Strict):
-    decode_tokens_per_s: float = Field(gt=0)
+class SloSpec(Strict):
+    decode_tokens_per_s: float = Field(
+        ge=bounds.MIN_DECODE_TOKENS_PER_S, le=bounds.MAX_DECODE_TOKENS_PER_S
+    )
 
 
-class Scenario(_Strict):
+class Scenario(Strict):
     name: str
     description: str = ""
-    model: str
-    kv_dtype: str = "bf16"
+    model: Name
+    kv_dtype: Name = "bf16"
     prfaas_cluster: ClusterSpec
     pd_cluster: ClusterSpec
     link: LinkSpec
@@ -117,6 +141,13 @@ def load_scenario(path: Path) -> Scenario:
             f"{path}: pd_cluster.instances must be >= 1 (every request is decoded in the PD cluster), "
             f"got {scenario.pd_cluster.instances}"
         )
+    for name in ("prfaas_cluster", "pd_cluster"):
+        cluster: ClusterSpec = getattr(scenario, name)
+        if cluster.gpus > bounds.MAX_GPUS:
+            raise ConfigError(
+                f"{path}: {name}: gpus_per_instance x instances must be <= {bounds.MAX_GPUS:,} "
+                f"GPUs, got {cluster.gpus_per_instance} x {cluster.instances} = {cluster.gpus:,}"
+            )
     return scenario
 
 

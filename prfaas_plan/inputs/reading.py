@@ -1,0 +1,282 @@
+"""Reading input files safely: bounded text reads, a strict YAML loader, strict schemas.
+
+Every file a user names is hostile until read: it may be a device (`/dev/zero`), a FIFO, a
+multi-GB file, YAML with duplicate keys, aliases that expand to gigabytes ("billion laughs") or
+nesting thousands deep. Here, and nowhere else:
+- `open_bounded` / `read_text` refuse anything but a regular file of at most `limit_bytes`
+  (stat first, then a read of at most limit + 1 bytes); a UTF-8 byte-order mark is skipped
+  (utf-8-sig: spreadsheets write one);
+- `read_yaml` refuses duplicate keys (naming the key and line), aliases (`*name`: the only
+  way a small YAML document grows large when loaded) and nesting deeper than
+  bounds.MAX_YAML_DEPTH;
+- `Strict` schemas take a number field from a YAML number only (not a boolean or a string;
+  an int is accepted where a float is expected), and error messages quote at most
+  bounds.MAX_QUOTED_CHARS of a value.
+"""
+
+import csv
+import os
+import re
+import stat
+from array import array
+from collections.abc import Hashable, Iterator
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from prfaas_plan import bounds
+from prfaas_plan.errors import ConfigError, PlanError, ProfileError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Strict(BaseModel):
+    """Base of every file schema: unknown keys refused, values frozen, no NaN/inf, and no
+    coercion (`true` or `"100"` is not a number; 100 is a float)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
+
+
+def format_validation_error(where: str, error: ValidationError) -> str:
+    """One line: `file: field.path: what was expected, got <short value>` (+ how many more)."""
+    errors = error.errors(include_url=False, include_context=False)
+    first = errors[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    got = first.get("input")
+    message = first["msg"][0].lower() + first["msg"][1:]
+    text = f"{where}: {field}: {message}"
+    if first["type"] != "missing" and not isinstance(got, dict) and " got " not in message:
+        text += f", got {bounds.quoted(got)}"
+    if len(errors) > 1:
+        text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return text
+
+
+def open_bounded(
+    path: Path, what: str, limit_bytes: int, error: type[PlanError] = ConfigError
+) -> IO[str]:
+    """`path` opened as UTF-8 text (a leading BOM skipped) if it is a regular file of at most
+    `limit_bytes`, else one line saying why not. The caller closes the handle."""
+    try:  # non-blocking: opening a FIFO without a writer must not hang
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise error(f"{path}: {what} file not found") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a directory, expected the {what} file") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what}: {exc.strerror}") from None
+    info = os.fstat(fd)
+    problem = None
+    if stat.S_ISDIR(info.st_mode):
+        problem = f"is a directory, expected the {what} file"
+    elif not stat.S_ISREG(info.st_mode):
+        problem = f"{what} must be a regular file, not a device, pipe or socket"
+    elif info.st_size > limit_bytes:
+        problem = f"{what} file is {info.st_size:,} bytes, over the limit of {limit_bytes:,} bytes"
+    if problem is not None:
+        os.close(fd)
+        raise error(f"{path}: {problem}")
+    os.set_blocking(fd, True)
+    return open(fd, encoding="utf-8-sig")
+
+
+def read_text(
+    path: Path,
+    what: str,
+    error: type[PlanError] = ConfigError,
+    limit_bytes: int = bounds.MAX_SCENARIO_BYTES,
+) -> str:
+    """A UTF-8 text file of at most `limit_bytes`, or one line saying why not."""
+    handle = open_bounded(path, what, limit_bytes, error)
+    with handle:
+        try:
+            text = handle.read(limit_bytes + 1)  # characters >= bytes/4: enough to see overflow
+        except UnicodeDecodeError as exc:
+            raise error(f"{path}: {what} file is not UTF-8 text (byte {exc.start})") from None
+        except OSError as exc:
+            raise error(f"{path}: cannot read {what}: {exc.strerror}") from None
+    if len(text.encode("utf-8")) > limit_bytes:  # it grew while we read it
+        raise error(f"{path}: {what} file is over the limit of {limit_bytes:,} bytes")
+    return text
+
+
+class _YamlRefusedError(Exception):
+    """A structural problem the strict loader refuses; carries the line."""
+
+    def __init__(self, message: str, mark: yaml.Mark | None) -> None:
+        super().__init__(message)
+        self.line = mark.line + 1 if mark is not None else None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader without aliases, duplicate keys or deep nesting."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise _YamlRefusedError(
+                "aliases (*name) are not allowed in prfaas-plan files; write the value out",
+                event.start_mark,
+            )
+        self._depth += 1
+        if self._depth > bounds.MAX_YAML_DEPTH:
+            raise _YamlRefusedError(
+                f"nested deeper than {bounds.MAX_YAML_DEPTH} levels",
+                self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+            )
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Hashable] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, Hashable) and key in seen:
+                raise _YamlRefusedError(
+                    f"duplicate key {bounds.quoted(key)} in one mapping", key_node.start_mark
+                )
+            if isinstance(key, Hashable):
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.1 (PyYAML) reads `1.0e12` as a string, since its exponent has no sign; YAML 1.2 and
+# every reader reads a number. Lax parsing hid this by coercing the string; strict schemas need
+# the number, so the loader resolves floats as YAML 1.2 does (quoted "1e12" stays a string).
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_FLOAT_1_2 = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_StrictLoader.yaml_implicit_resolvers = {  # a deep copy: SafeLoader's own lists stay as they are
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _FLOAT_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _first in "-+0123456789.":
+    _StrictLoader.yaml_implicit_resolvers.setdefault(_first, []).append((_FLOAT_TAG, _FLOAT_1_2))
+
+
+def read_yaml(path: Path, what: str, error: type[PlanError] = ConfigError) -> Any:
+    """The YAML document in `path` (a bounded read, strict loader), or one line saying why not."""
+    text = read_text(path, what, error)
+    loader = _StrictLoader(text)
+    try:
+        return loader.get_single_data()
+    except _YamlRefusedError as exc:
+        line = f" line {exc.line}" if exc.line is not None else ""
+        raise error(f"{path}:{line}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise error(f"{path}:{line}: malformed YAML: {problem}") from None
+    except ValueError:  # the only one PyYAML lets through: int()'s 4,300-digit limit
+        raise error(f"{path}: malformed YAML: an integer of more than 4,300 digits") from None
+    finally:
+        loader.dispose()
+
+
+def parse(schema: type[M], data: Any, where: str, error: type[PlanError] = ConfigError) -> M:
+    """`data` validated against `schema`, or one line naming `where` and the first problem."""
+    if not isinstance(data, dict):
+        raise error(f"{where}: expected a mapping of fields, found {type(data).__name__}")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise error(format_validation_error(where, exc)) from None
+
+
+def bounded_lines(
+    handle: IO[str], path: Path, what: str, error: type[PlanError] = ConfigError
+) -> Iterator[str]:
+    """The lines of `handle`, each at most bounds.MAX_LINE_CHARS characters (else `error`),
+    read one at a time so a file without newlines never sits in memory whole."""
+    number = 0
+    while True:
+        try:
+            line = handle.readline(bounds.MAX_LINE_CHARS + 1)
+        except UnicodeDecodeError as exc:
+            raise error(f"{path}: {what} file is not UTF-8 text (byte {exc.start})") from None
+        except OSError as exc:
+            raise error(f"{path}: cannot read {what}: {exc.strerror}") from None
+        if not line:
+            return
+        number += 1
+        if len(line) > bounds.MAX_LINE_CHARS:
+            raise error(
+                f"{path}:{number}: line longer than {bounds.MAX_LINE_CHARS:,} characters; "
+                f"is this a {what} file?"
+            )
+        yield line
+
+
+def read_csv_columns(
+    path: Path,
+    columns: tuple[str, ...],
+    *,
+    what: str = "profile table",
+    error: type[PlanError] = ProfileError,
+    limit_bytes: int = bounds.MAX_SCENARIO_BYTES,
+) -> tuple[np.ndarray, ...]:
+    """Numeric columns of a CSV whose header must be exactly `columns` (units in the names),
+    read as a stream of at most `limit_bytes`; a failure raises `error`, naming the file as
+    `what`."""
+    with open_bounded(path, what, limit_bytes, error) as handle:
+        rows = (
+            row
+            for row in csv.reader(bounded_lines(handle, path, what, error))
+            if row and any(cell.strip() for cell in row)
+        )
+        try:
+            header = tuple(cell.strip() for cell in next(rows))
+        except StopIteration:
+            raise error(f"{path}: empty file, expected header {','.join(columns)}") from None
+        except csv.Error as exc:
+            raise error(f"{path}: malformed CSV: {exc}") from None
+        if header != columns:
+            found = ",".join(header)
+            raise error(
+                f"{path}: header must be {','.join(columns)} (units in the column names), "
+                f"found {found if len(found) <= bounds.MAX_QUOTED_CHARS else bounds.quoted(found)}"
+            )
+        values = [array("d") for _ in columns]
+        try:
+            for r, row in enumerate(rows, start=1):
+                _append_row(values, row, r, columns, path, error)
+        except csv.Error as exc:
+            raise error(f"{path}: malformed CSV: {exc}") from None
+    return tuple(np.frombuffer(column, dtype=float).copy() for column in values)
+
+
+def _append_row(
+    values: list["array[float]"],
+    row: list[str],
+    r: int,
+    columns: tuple[str, ...],
+    path: Path,
+    error: type[PlanError],
+) -> None:
+    if len(row) != len(columns):
+        raise error(f"{path}: data row {r} has {len(row)} cells, expected {len(columns)}")
+    for c, cell in enumerate(row):
+        try:
+            values[c].append(float(cell))
+        except ValueError:
+            raise error(
+                f"{path}: data row {r}, column {columns[c]}: expected a number, "
+                f"found {bounds.quoted(cell.strip())}"
+            ) from None

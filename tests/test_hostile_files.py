@@ -1,0 +1,414 @@
+"""Hostile input files (issue 8): scenario, catalog, trace and observed-length files a user may
+hand the planner by mistake or on purpose. One row per case: the file, the exit code, the
+fragments the one-line error must carry (the file field, the bound or expected type, the value
+found). In process (typer's CliRunner); only the memory bound runs in a real process, under an
+address-space limit."""
+
+import functools
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from prfaas_plan import bounds, units
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.inputs.reading import read_yaml
+from prfaas_plan.inputs.traces import parse_mooncake_trace
+from tests.test_cli import CASE, assert_clean_error, data_copy, run
+
+CASE_TEXT = CASE.read_text()
+H200_PREFILL = "profiles/internal-1t-hybrid/prefill/h200-x8/prefill_latency.csv"
+
+
+def replaced(old: str, new: str):
+    """The case study with one line's text replaced (raw text: YAML tricks survive)."""
+
+    def make(tmp_path: Path) -> str:
+        assert old in CASE_TEXT, old
+        return CASE_TEXT.replace(old, new, 1)
+
+    return make
+
+
+def appended(extra: str):
+    return lambda tmp_path: CASE_TEXT + extra
+
+
+def observed(name: str, content: bytes | str | None, file: str | None = None):
+    """A scenario whose input lengths are read from `name` (written with `content`)."""
+
+    def make(tmp_path: Path) -> str:
+        if content is not None:
+            path = tmp_path / name
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
+        lognormal = CASE_TEXT[
+            CASE_TEXT.index("    distribution: truncated") : CASE_TEXT.index("  output_tokens")
+        ]
+        return CASE_TEXT.replace(
+            lognormal, f"    distribution: observed\n    file: {file or name}\n"
+        )
+
+    return make
+
+
+def histogram(edges: str, weights: str):
+    def make(tmp_path: Path) -> str:
+        lognormal = CASE_TEXT[
+            CASE_TEXT.index("    distribution: truncated") : CASE_TEXT.index("  output_tokens")
+        ]
+        return CASE_TEXT.replace(
+            lognormal,
+            f"    distribution: histogram\n    bin_edges_tokens: {edges}\n    weights: {weights}\n",
+        )
+
+    return make
+
+
+BILLION_LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{b}: &{b} [{','.join(['*' + a] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+)
+LENGTHS_JSONL = "".join(
+    json.dumps({"timestamp": 10 * i, "input_length": 1000 + 500 * i, "output_length": 64}) + "\n"
+    for i in range(50)
+)
+
+SCENARIOS = [
+    # 1. strict types: a number field takes a YAML number, never a boolean or a string
+    ("instances: true", replaced("instances: 4", "instances: true"), 3,
+     ["prfaas_cluster.instances", "valid integer", "got True"]),
+    ("instances: 4.0", replaced("instances: 4", "instances: 4.0"), 3,
+     ["prfaas_cluster.instances", "valid integer", "got 4.0"]),
+    ("decode SLO true", replaced("decode_tokens_per_s: 40", "decode_tokens_per_s: true"), 3,
+     ["slo.decode_tokens_per_s", "valid number", "got True"]),
+    ("bandwidth string", replaced("bandwidth_gbps: 100", 'bandwidth_gbps: "100"'), 3,
+     ["link.bandwidth_gbps", "valid number", "got '100'"]),
+    ("huge string value", replaced("bandwidth_gbps: 100", "bandwidth_gbps: " + "9" * 5000 + "x"),
+     3, ["link.bandwidth_gbps", "valid number", "..."]),
+    ("a 5,000-digit integer", replaced("instances: 4", "instances: " + "9" * 5000), 3,
+     ["scenario.yaml: malformed YAML", "an integer of more than 4,300 digits"]),
+    ("gpu name of 300 chars", replaced("gpu: h200", "gpu: " + "x" * 300), 3,
+     ["prfaas_cluster.gpu", "string should match pattern", "..."]),
+    ("gpu name ../../models", replaced("gpu: h200", "gpu: ../../models"), 3,
+     ["prfaas_cluster.gpu", "got '../../models'"]),
+    ("kv_dtype of 3,000 chars", replaced("kv_dtype: bf16", "kv_dtype: " + "x" * 3000), 3,
+     ["kv_dtype", "string should match pattern"]),
+    # 2. the YAML loader: duplicate keys, aliases (billion laughs), depth, size, devices
+    ("duplicate key", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 100\n  bandwidth_gbps: 1"),
+     3, ["line 18", "duplicate key 'bandwidth_gbps'"]),
+    ("billion laughs", appended("laughs:\n" + textwrap.indent(BILLION_LAUGHS, "  ")), 3,
+     ["aliases (*name) are not allowed"]),
+    ("alias of a number", replaced("instances: 4", "instances: &n 4\n  again: *n"), 3,
+     ["line 12", "aliases"]),
+    ("nested 10,000 deep", appended("deep: " + "[" * 10_000 + "]" * 10_000 + "\n"), 3,
+     [f"nested deeper than {bounds.MAX_YAML_DEPTH} levels"]),
+    ("5 MB scenario", appended("# " + "x" * (5 * 2**20) + "\n"), 3,
+     ["scenario file is", f"over the limit of {bounds.MAX_SCENARIO_BYTES:,} bytes"]),
+    # 3. plausibility bounds, each naming the field, the bound and the value found
+    ("min_tokens 1e-300", replaced("min_tokens: 128", "min_tokens: 1.0e-300"), 3,
+     ["workload.input_tokens.truncated_lognormal.min_tokens", "greater than or equal to 1", "1e-300"]),
+    ("max_tokens 1e300", replaced("max_tokens: 131072", "max_tokens: 1.0e+300"), 3,
+     ["max_tokens", "less than or equal to 1000000000", "1e+300"]),
+    ("mu_log 1e300", replaced("mu_log: 9.90", "mu_log: 1.0e+300"), 3,
+     ["mu_log", "less than or equal to 50"]),
+    ("instances 10^9", replaced("instances: 4", "instances: 1000000000"), 3,
+     ["prfaas_cluster.instances", "less than or equal to 100000", "1000000000"]),
+    ("10^8 GPUs", replaced("gpus_per_instance: 8\n  instances: 4",
+                           "gpus_per_instance: 1000\n  instances: 100000"), 3,
+     ["prfaas_cluster", "<= 1,000,000 GPUs", "1000 x 100000"]),
+    ("gpus_per_instance 10^6", replaced("gpus_per_instance: 8", "gpus_per_instance: 1000000"), 3,
+     ["prfaas_cluster.gpus_per_instance", "less than or equal to 1024"]),
+    ("bandwidth 1e-300", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 1.0e-300"), 3,
+     ["link", "bandwidth_gbps must be >= 1e-06 (1 kbit/s), got 1e-300"]),
+    ("bandwidth 1e300", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 1.0e+300"), 3,
+     ["link.bandwidth_gbps", "less than or equal to 1000000", "1e+300"]),
+    ("output_tokens 1e300", replaced("output_tokens: 1024", "output_tokens: 1.0e+300"), 3,
+     ["workload.output_tokens", "less than or equal to 1000000000"]),
+    ("decode SLO 1e300", replaced("decode_tokens_per_s: 40", "decode_tokens_per_s: 1.0e+300"), 3,
+     ["slo.decode_tokens_per_s", "less than or equal to 1000000"]),
+    ("decode SLO 1e-300", replaced("decode_tokens_per_s: 40", "decode_tokens_per_s: 1.0e-300"),
+     3, ["slo.decode_tokens_per_s", "greater than or equal to 0.001"]),
+    ("weights overflow", histogram("[100, 1000, 10000]", "[1.0e+308, 1.0e+308]"), 3,
+     ["histogram", "weights must each be <= 1e+100 (they are relative), got 1e+308"]),
+    ("bin edge 1e-300", histogram("[1.0e-300, 1000, 10000]", "[1, 1]"), 3,
+     ["histogram.bin_edges_tokens.0", "greater than or equal to 1"]),
+    # 4. observed lengths: devices, size, long lines, bounds, a byte-order mark
+    ("observed /dev/zero", observed("zero", None, "/dev/zero"), 3,
+     ["/dev/zero", "must be a regular file"]),
+    ("observed length 1e300", observed("l.csv", "input_tokens\n1000\n1e300\n"), 3,
+     ["l.csv", "input lengths must be in [1, 1e+09] tokens, found 1e+300"]),
+    ("observed length 0.5", observed("l.csv", "input_tokens\n1000\n0.5\n"), 3,
+     ["found 0.5"]),
+    ("observed JSONL 1e300", observed("l.jsonl", '{"timestamp": 0, "input_length": 1e300, '
+                                      '"output_length": 1}\n'), 3,
+     ["l.jsonl:1", "input_length must be <= 1e+09, found 1e+300"]),
+    ("observed CSV without newlines", observed("l.csv", "input_tokens," * (2**21)), 3,
+     ["l.csv:1: line longer than 16,777,216 characters"]),
+    ("observed FIFO", observed("fifo", None, "fifo"), 3, ["fifo", "must be a regular file"]),
+    ("observed JSONL 5,000-digit int", observed("l.jsonl", '{"timestamp": ' + "9" * 5000 + "}\n"),
+     3, ["l.jsonl:1: not a JSON object"]),
+    ("observed JSONL nested JSON", observed("l.jsonl", "[" * 100_000 + "\n"), 3,
+     ["l.jsonl:1: not a JSON object"]),
+    # accepted: ints for floats, YAML 1.2 exponents, a spreadsheet's BOM
+    ("bandwidth 1.0e2 (YAML 1.2 float)", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 1.0e2"),
+     0, []),
+    ("bandwidth 100.0", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 100.0"), 0, []),
+    ("observed CSV with a BOM", observed("l.csv", "\ufeffinput_tokens\n1000\n20000\n90000\n"),
+     0, []),
+    ("observed JSONL with a BOM", observed("l.jsonl", "\ufeff" + LENGTHS_JSONL), 0, []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "make, code, fragments", [row[1:] for row in SCENARIOS], ids=[row[0] for row in SCENARIOS]
+)
+def test_hostile_scenario_files(tmp_path, make, code, fragments):
+    os.mkfifo(tmp_path / "fifo")  # no writer: opening it blocking would hang
+    path = tmp_path / "scenario.yaml"
+    path.write_text(make(tmp_path))
+    result = run("optimize", path)
+    if code == 0:
+        assert result.returncode == 0, result.stderr
+        return
+    assert_clean_error(result, code, *fragments)
+    assert len(result.stderr) < 600  # a short quote of the value, never the value
+
+
+def write_trace(text: str | bytes):
+    def make(tmp_path: Path) -> Path:
+        path = tmp_path / "trace.jsonl"
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        return path
+
+    return make
+
+
+def sparse(size: int):
+    def make(tmp_path: Path) -> Path:
+        path = tmp_path / "trace.jsonl"
+        with open(path, "wb") as handle:
+            handle.truncate(size)  # no disk, no memory: a hole of zero bytes
+        return path
+
+    return make
+
+
+def line(**record: object) -> str:
+    return json.dumps({"timestamp": 0, "input_length": 1000, "output_length": 8, **record}) + "\n"
+
+
+TRACES = [
+    ("/dev/zero", lambda tmp_path: Path("/dev/zero"), 3, ["/dev/zero", "must be a regular file"]),
+    ("a directory", lambda tmp_path: tmp_path, 3, ["is a directory"]),
+    ("2 GiB", sparse(2 * 2**30), 3, [f"over the limit of {bounds.MAX_TRACE_BYTES:,} bytes"]),
+    ("1 GiB without newlines", sparse(bounds.MAX_TRACE_BYTES), 3,
+     ["trace.jsonl:1: line longer than"]),
+    ("hash_id 2^64", write_trace(line(hash_ids=[1, 2**64])), 3,
+     ["trace.jsonl:1", "hash_ids must fit in 64 bits", "18446744073709551616"]),
+    ("all outputs 0", write_trace(line(output_length=0) + line(timestamp=5, output_length=0)), 3,
+     ["every output_length is 0"]),
+    ("input 1e300", write_trace(line(input_length=1e300)), 3,
+     ["trace.jsonl:1", "input_length must be <= 1e+09"]),
+    ("output 1e300", write_trace(line(output_length=1e300)), 3,
+     ["trace.jsonl:1", "output_length must be <= 1e+09"]),
+    ("timestamps span 1e300 ms", write_trace(line() + line(timestamp=1e300)), 3,
+     ["timestamps (ms) span 1e+297 s", "more than 3.2e+07 s"]),
+    ("a string timestamp", write_trace(line(timestamp="0")), 3,
+     ["trace.jsonl:1: expected a numeric timestamp, found '0'"]),
+    ("not UTF-8", write_trace(b"\xff\xfe{}\n"), 3, ["not UTF-8 text"]),
+    ("with a BOM", write_trace("\ufeff" + LENGTHS_JSONL), 0, []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["simulate", "compare-policies"])
+@pytest.mark.parametrize(
+    "make, code, fragments", [row[1:] for row in TRACES], ids=[row[0] for row in TRACES]
+)
+def test_hostile_traces(tmp_path, command, make, code, fragments):
+    if code == 0 and command == "compare-policies":
+        pytest.skip("one accepted run is enough")
+    result = run(command, "--trace", make(tmp_path))
+    if code == 0:
+        assert result.returncode == 0, result.stderr
+        return
+    assert_clean_error(result, code, *fragments)
+
+
+def edit(relative: str, old: str, new: str):
+    def make(data: Path) -> None:
+        path = data / relative
+        text = path.read_text()
+        assert old in text, (relative, old)
+        path.write_text(text.replace(old, new, 1))
+
+    return make
+
+
+def scale_latency(factor: float):
+    def make(data: Path) -> None:
+        path = data / H200_PREFILL
+        header, *rows = path.read_text().split()
+        scaled = [f"{r.split(',')[0]},{float(r.split(',')[1]) * factor:g}" for r in rows]
+        path.write_text("\n".join([header, *scaled]) + "\n")
+
+    return make
+
+
+def to_device(relative: str):
+    def make(data: Path) -> None:
+        path = data / relative
+        path.unlink()
+        path.symlink_to("/dev/zero")
+
+    return make
+
+
+CATALOGS = [
+    ("latency in ms under _s", scale_latency(1000), 4,
+     [H200_PREFILL, "is the column in ms instead of s?", "floor 0.0005"]),
+    ("a spreadsheet's BOM", edit(H200_PREFILL, "input_tokens", "\ufeffinput_tokens"), 0, []),
+    ("latency 1e300 s", scale_latency(1e300), 4,
+     [H200_PREFILL, "column prefill_latency_s: must be <= 3.2e+07"]),
+    ("GPU TFLOP/s as a string", edit("gpus/h200.yaml", "dense_bf16_tflops: 989",
+                                     'dense_bf16_tflops: "989"'), 3,
+     ["h200.yaml: dense_bf16_tflops: input should be a valid number, got '989'"]),
+    ("GPU file is /dev/zero", to_device("gpus/h200.yaml"), 3, ["must be a regular file"]),
+    ("models.yaml duplicate key", edit("../models.yaml", "max_context_tokens:",
+                                       "max_context_tokens: 1\n    max_context_tokens:"), 3,
+     ["models.yaml: line", "duplicate key 'max_context_tokens'"]),
+    ("models.yaml context 1e12", edit("../models.yaml", "max_context_tokens: ",
+                                      "max_context_tokens: 1000000000000 #"), 3,
+     ["max_context_tokens", "less than or equal to 1000000000"]),
+    ("meta gpus_per_instance true", edit(H200_PREFILL.replace("prefill_latency.csv", "meta.yaml"),
+                                         "gpus_per_instance: 8", "gpus_per_instance: true"), 4,
+     ["meta.yaml: gpus_per_instance: input should be a valid integer, got True"]),
+]  # fmt: skip
+
+
+@functools.cache
+def shipped_plan() -> dict:
+    return json.loads(run("optimize", "-f", "json").stdout)["plan"]
+
+
+@pytest.mark.parametrize(
+    "make, code, fragments", [row[1:] for row in CATALOGS], ids=[row[0] for row in CATALOGS]
+)
+def test_hostile_catalog_files(tmp_path, make, code, fragments):
+    data = data_copy(tmp_path)
+    make(data)
+    result = run("optimize", "--data-dir", data, "-f", "json")
+    if code == 0:
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["plan"] == shipped_plan()
+        return
+    assert_clean_error(result, code, *fragments)
+
+
+@pytest.mark.parametrize("folder, argument", [("", "catalog/data"), ("catalog/sub", "../data")])
+def test_check_on_a_relative_data_dir_with_parent_parts(tmp_path, folder, argument):
+    """`check nested/data` and `check ../data` on the unmodified data (the paths were doubled)."""
+    data_copy(tmp_path)
+    cwd = tmp_path / folder
+    cwd.mkdir(parents=True, exist_ok=True)
+    result = run("check", argument, "-f", "json", cwd=cwd)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["ok"]
+
+
+def test_the_strict_loader_leaves_pyyaml_alone(tmp_path):
+    """The YAML 1.2 float resolver is the strict loader's own: yaml.safe_load is unchanged."""
+    path = tmp_path / "f.yaml"
+    path.write_text("a: 1.0e12\nb: '1.0e12'\nc: 1_000\n")
+    assert read_yaml(path, "test") == {"a": 1e12, "b": "1.0e12", "c": 1000}
+    assert yaml.safe_load(path.read_text())["a"] == "1.0e12"
+    path.write_text("a: 1\n? [1, 2]\n: x\n")  # a non-hashable key is PyYAML's own error
+    with pytest.raises(ConfigError, match="malformed YAML"):
+        read_yaml(path, "test")
+
+
+_BOUNDED = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1536 * 2**20, 1536 * 2**20))
+from prfaas_plan.cli import main
+sys.argv = ["prfaas-plan", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["simulate", "--trace", "/dev/zero"], "must be a regular file"),
+        (["optimize", "{laughs}"], "aliases"),
+    ],
+    ids=["trace /dev/zero", "billion laughs"],
+)
+def test_refusals_stay_within_an_address_space_limit(tmp_path, args, fragment):
+    """Under a 1.5 GB RLIMIT_AS (a real process: only it shows memory) the refusal is clean."""
+    laughs = tmp_path / "laughs.yaml"
+    laughs.write_text(CASE_TEXT + "laughs:\n" + textwrap.indent(BILLION_LAUGHS, "  "))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    result = subprocess.run(
+        [sys.executable, "-c", _BOUNDED, *(a.format(laughs=laughs) for a in args)],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    assert fragment in result.stderr and "Traceback" not in result.stderr  # no MemoryError
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["egress", "--gpu", "x" * 300], ["--gpu: unknown GPU 'xxx", "...", "known: h20, h200"]),
+        (["egress", "--gpu", "../models"], ["--gpu: unknown GPU '../models'"]),
+    ],
+    ids=["300 chars", "a path"],
+)
+def test_a_name_flag_never_becomes_a_path(args, fragments):
+    """Names are checked before a path is built from them (a 300-character file name was an
+    OSError traceback)."""
+    assert_clean_error(run(*args), 3, *fragments)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_an_unordered_trace_keeps_each_request_with_its_prefix_blocks(seed):
+    """The vectorised reorder against the obvious one: a stable sort of whole records."""
+    rng = random.Random(seed)
+    records = [
+        {
+            "timestamp": rng.choice([0, 5, 5, 9, 12.5]),
+            "input_length": rng.randint(1, 10**6),
+            "output_length": rng.randint(0, 99),
+            "hash_ids": [rng.randint(-(2**63), 2**63 - 1) for _ in range(rng.randint(0, 4))],
+        }
+        for _ in range(60)
+    ]
+    trace = parse_mooncake_trace(json.dumps(r) for r in records)
+    expected = sorted(records, key=lambda r: r["timestamp"])  # sorted() is stable
+    first = expected[0]["timestamp"]
+    assert trace.arrival_s.tolist() == pytest.approx(
+        [units.ms_to_s(r["timestamp"] - first) for r in expected]
+    )
+    assert trace.input_tokens.tolist() == [r["input_length"] for r in expected]
+    assert trace.output_tokens.tolist() == [r["output_length"] for r in expected]
+    assert [trace.hash_ids(i).tolist() for i in range(60)] == [r["hash_ids"] for r in expected]
+
+
+@pytest.mark.parametrize(
+    "bound, lines, where",
+    [("MAX_TRACE_REQUESTS", [line()] * 4, "trace.jsonl:4"),
+     ("MAX_TRACE_HASH_IDS", [line(hash_ids=[1, 2])] * 2, "trace.jsonl:2")],
+)  # fmt: skip
+def test_a_trace_is_bounded_in_requests_and_hash_ids(tmp_path, monkeypatch, bound, lines, where):
+    """The bounds that keep a trace under ~1 GB in memory, at a small scale."""
+    monkeypatch.setattr(bounds, bound, 3)
+    path = write_trace("".join(lines))(tmp_path)
+    assert_clean_error(run("simulate", "--trace", path), 3, where, "replay a window of it")
