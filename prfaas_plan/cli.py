@@ -3,7 +3,9 @@
 
 Data goes to stdout (or --output, written atomically), messages to stderr. Expected failures
 print one line `error: ...` and exit with the code of their class (see errors.py), whether the
-app runs as the console script (`main`) or through typer's CliRunner (`app`). The library names
+app runs as the console script (`main`) or through typer's CliRunner (`app`); a usage error
+(exit 2) prints one `error:` line and one usage line. An option given twice is refused (the
+last one would silently win): a sweep is one comma-separated `--load` list. The library names
 its parameters (`max_prfaas_gpus`); `PARAMETER_FLAGS` maps them to this CLI's flags. Heavy
 modules are imported inside the commands so `--help` stays fast.
 """
@@ -17,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer._click.exceptions import UsageError  # typer vendors click: no public name for it
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy, Solver
 from prfaas_plan.commands.simulation_spec import (
@@ -28,7 +31,7 @@ from prfaas_plan.commands.simulation_spec import (
     SimulationRequest,
     StressSpec,
 )
-from prfaas_plan.errors import ConfigError, PlanError
+from prfaas_plan.errors import ConfigError, PlanError, ResourceLimitError
 
 if TYPE_CHECKING:
     from prfaas_plan.inputs.scenario import Problem
@@ -129,18 +132,66 @@ def _fail(message: str, exit_code: int) -> typer.Exit:
     return typer.Exit(exit_code)
 
 
+def _usage_error(exc: UsageError) -> typer.Exit:
+    """click's usage error as one `error:` line and one usage line (not rich's boxed panel)."""
+    message = " ".join(exc.format_message().split())
+    sys.stderr.write(f"error: {message}\n")
+    if exc.ctx is not None:
+        sys.stderr.write(f"{exc.ctx.get_usage()}  (see {exc.ctx.command_path} --help)\n")
+    return typer.Exit(exc.exit_code)
+
+
+def _is_help(exc: UsageError) -> bool:
+    """`no_args_is_help`: click shows the help through this exception; it stays as it is."""
+    return type(exc).__name__ == "NoArgsIsHelpError"
+
+
+class _PlanCommand(TyperCommand):
+    """A command that refuses an option given more than once (click keeps the last one)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing:
+            try:
+                _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            except UsageError:
+                order = []  # super() reports it
+            seen: set[str] = set()
+            for param in order:
+                if not isinstance(param, TyperOption) or param.multiple or param.count:
+                    continue
+                flag = max(param.opts, key=len)
+                if flag in seen:
+                    hint = " (a sweep is one list: --load 0.5,0.8)" if flag == "--load" else ""
+                    raise ConfigError(f"{flag} given more than once; give it once{hint}")
+                seen.add(flag)
+        return super().parse_args(ctx, args)
+
+
 class _PlanGroup(TyperGroup):
     """Every command's expected failure becomes one stderr line and its exit code, also under
-    typer's CliRunner (which calls `app`, not `main`)."""
+    typer's CliRunner (which calls `app`, not `main`); so does a usage error."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as exc:
+            if _is_help(exc):
+                raise
+            raise _usage_error(exc) from None
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
+        except UsageError as exc:
+            if _is_help(exc):
+                raise
+            raise _usage_error(exc) from None
         except PlanError as exc:
             raise _fail(error_message(exc), exc.exit_code) from None
         except MemoryError:
             raise _fail(
-                "out of memory; ask for fewer requests (--requests/--duration-s)", 1
+                "out of memory; ask for a smaller run (fewer requests, instances or lengths)",
+                ResourceLimitError.exit_code,
             ) from None
         except KeyboardInterrupt:
             sys.stderr.write("interrupted\n")
@@ -230,7 +281,7 @@ def _spinner(show: bool, label: str) -> AbstractContextManager[object]:
     return Console(stderr=True).status(label)
 
 
-@app.command()
+@app.command(cls=_PlanCommand)
 def optimize(
     scenario: ScenarioArg = None,
     mode: ModeOpt = Mode.PAPER,
@@ -313,7 +364,7 @@ def optimize(
     _emit(plan_view(report), plan_to_json(report), fmt, output)
 
 
-@app.command()
+@app.command(cls=_PlanCommand)
 def evaluate(
     threshold_tokens: Annotated[
         float, typer.Option("--threshold-tokens", help="Routing threshold t (tokens).")
@@ -363,7 +414,7 @@ def _int_list(text: str, flag: str) -> list[float]:
         ) from None
 
 
-@app.command()
+@app.command(cls=_PlanCommand)
 def kv(
     models: Annotated[
         list[str] | None, typer.Argument(help="Catalog models (default: every model).")
@@ -401,7 +452,7 @@ def kv(
     _emit(kv_view(report), kv_json(report), fmt, output)
 
 
-@app.command()
+@app.command(cls=_PlanCommand)
 def egress(
     models: Annotated[
         list[str] | None,
@@ -471,7 +522,7 @@ def _float_list(text: str, flag: str) -> tuple[float, ...]:
         raise ConfigError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
 
 
-@app.command()
+@app.command(cls=_PlanCommand)
 def simulate(
     scenario: ScenarioArg = None,
     load: Annotated[
@@ -584,7 +635,7 @@ def simulate(
     _emit(simulation_view(report), simulation_json(report), fmt, output)
 
 
-@app.command("compare-policies")
+@app.command("compare-policies", cls=_PlanCommand)
 def compare_policies_command(
     scenario: ScenarioArg = None,
     load: Annotated[
@@ -617,7 +668,7 @@ def compare_policies_command(
     _emit(comparison_view(report), comparison_json(report), fmt, output)
 
 
-@app.command("check")
+@app.command("check", cls=_PlanCommand)
 def check_command(
     data_dir: Annotated[
         Path | None, typer.Argument(help="Data directory to check (default: the shipped data/).")
