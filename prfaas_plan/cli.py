@@ -4,8 +4,8 @@
 Data goes to stdout (or --output, written atomically), messages to stderr. Expected failures
 print one line `error: ...` and exit with the code of their class (see errors.py), whether the
 app runs as the console script (`main`) or through typer's CliRunner (`app`); a usage error
-(exit 2) prints one `error:` line and one usage line. An option given twice is refused (the
-last one would silently win): a sweep is one comma-separated `--load` list. The library names
+(exit 2) prints one `error:` line and one usage line. A repeated `--load` is refused (click
+keeps the last one; a sweep is one comma-separated list). The library names
 its parameters (`max_prfaas_gpus`); `PARAMETER_FLAGS` maps them to this CLI's flags. Heavy
 modules are imported inside the commands so `--help` stays fast.
 """
@@ -77,6 +77,7 @@ PARAMETER_FLAGS: dict[str, str] = {
     "arrivals.duration_s": "--duration-s",
     "arrivals.process": "--arrivals",
     "arrivals.seed": "--seed",
+    "comparison.seed": "--seed",
     "arrivals.burst_cv": "--burst-cv",
     "arrivals.period_s": "--period-s",
     "arrivals.amplitude": "--amplitude",
@@ -146,8 +147,14 @@ def _is_help(exc: UsageError) -> bool:
     return type(exc).__name__ == "NoArgsIsHelpError"
 
 
+# options a repeat of which reads as a list (`--load 0.5 --load 0.8`: a sweep?) although click
+# keeps only the last: refused when repeated. Any other option given twice keeps click's rule,
+# the last one wins, on which the example scripts rely (their own arguments, then "$@").
+_NOT_REPEATABLE = frozenset({"--load"})
+
+
 class _PlanCommand(TyperCommand):
-    """A command that refuses an option given more than once (click keeps the last one)."""
+    """A command that refuses an option of _NOT_REPEATABLE given more than once."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if not ctx.resilient_parsing:
@@ -155,15 +162,16 @@ class _PlanCommand(TyperCommand):
                 _, _, order = self.make_parser(ctx).parse_args(args=list(args))
             except UsageError:
                 order = []  # super() reports it
-            seen: set[str] = set()
-            for param in order:
-                if not isinstance(param, TyperOption) or param.multiple or param.count:
-                    continue
-                flag = max(param.opts, key=len)
-                if flag in seen:
-                    hint = " (a sweep is one list: --load 0.5,0.8)" if flag == "--load" else ""
-                    raise ConfigError(f"{flag} given more than once; give it once{hint}")
-                seen.add(flag)
+            flags = [max(p.opts, key=len) for p in order if isinstance(p, TyperOption)]
+            for flag in _NOT_REPEATABLE.intersection(flags):
+                if flags.count(flag) > 1:
+                    sweep = (
+                        ", a sweep as one list: --load 0.5,0.8" if self.name == "simulate" else ""
+                    )
+                    raise ConfigError(
+                        f"{flag} given more than once (only the last would count); "
+                        f"give it once{sweep}"
+                    )
         return super().parse_args(ctx, args)
 
 
@@ -474,11 +482,16 @@ def egress(
     ] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", help="Prefill GPU [h200].")] = None,
     mean_tokens: Annotated[
-        float, typer.Option("--mean-tokens", help="L_avg, mean offloaded length (tokens).")
-    ] = 32768,
+        float | None,
+        typer.Option(
+            "--mean-tokens",
+            help="Without --scenario: L_avg, mean offloaded length (tokens) [32768].",
+        ),
+    ] = None,
     threshold_tokens: Annotated[
-        float, typer.Option("--threshold-tokens", help="With --scenario: routing threshold t.")
-    ] = 0.0,
+        float | None,
+        typer.Option("--threshold-tokens", help="With --scenario: routing threshold t [0]."),
+    ] = None,
     link_gbps: Annotated[
         float | None, typer.Option("--link-gbps", help="Link to test, 10^9 bit/s [100].")
     ] = None,
@@ -548,8 +561,11 @@ def simulate(
         int, typer.Option("--seed", help="Random seed (same seed, same result).")
     ] = ArrivalSpec.seed,
     arrivals: Annotated[
-        ArrivalProcess, typer.Option("--arrivals", help="Arrival process.")
-    ] = ArrivalSpec.process,
+        ArrivalProcess | None,
+        typer.Option(
+            "--arrivals", help=f"Arrival process [{ArrivalSpec.process}; with --trace: trace]."
+        ),
+    ] = None,
     burst_cv: Annotated[
         float, typer.Option("--burst-cv", help="gamma: coefficient of variation of inter-arrivals.")
     ] = ArrivalSpec.burst_cv,
@@ -606,8 +622,8 @@ def simulate(
     from prfaas_plan.commands.simulation_spec import validate
     from prfaas_plan.render.simulation import simulation_json, simulation_view
 
-    if trace is not None:
-        arrivals = ArrivalProcess.TRACE
+    if arrivals is None:
+        arrivals = ArrivalProcess.TRACE if trace is not None else ArrivalSpec.process
     # without --load: the default fraction, unless a rate is given or a trace replays as is
     default_load = () if trace or rate_rps else LoadSpec.fractions
     sized = requests is not None or duration_s is not None or trace is not None

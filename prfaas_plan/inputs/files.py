@@ -1,6 +1,10 @@
-"""Writing result files: all or nothing, never a half-written or lost file, never onto anything
-but a regular file or a new path (a device node, a FIFO or a directory is refused)."""
+"""Writing result files: all or nothing, never a half-written or lost file.
 
+Only onto a regular file or a new path: a device node, a FIFO or a directory is refused (as root,
+a rename over /dev/null would replace the device by a file). Every OSError becomes one line
+naming the path."""
+
+import contextlib
 import errno
 import os
 import stat
@@ -71,7 +75,5 @@ def write_atomically(path: Path, write: Callable[[Path], None], parameter: str) 
     except OSError as exc:
         raise _write_error(path, exc, parameter) from None
     finally:
-        try:
+        with contextlib.suppress(OSError):  # the directory turned unwritable: nothing to do
             tmp.unlink(missing_ok=True)
-        except OSError:
-            pass  # the directory turned unwritable: nothing more we can do
