@@ -120,7 +120,10 @@ def error_message(exc: PlanError) -> str:
     text = str(exc)
     if exc.parameter in PARAMETER_FLAGS:
         own = _name_pattern(exc.parameter, field_guard=False)
-        text = own.sub(PARAMETER_FLAGS[exc.parameter], text)
+        # a plain word (`output`) is the flag where the message names it first, English after
+        # (`--output: cannot write x: Input/output error`)
+        plain = "_" not in exc.parameter and "." not in exc.parameter
+        text = own.sub(PARAMETER_FLAGS[exc.parameter], text, count=1 if plain else 0)
     elif _ABOUT_A_FILE.match(text):
         return text
     for pattern, flag in _IDENTIFIERS:
@@ -172,7 +175,13 @@ class _PlanCommand(TyperCommand):
                         f"{flag} given more than once (only the last would count); "
                         f"give it once{sweep}"
                     )
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except UsageError as exc:
+            exc.ctx = (
+                exc.ctx or ctx
+            )  # click leaves it out of some (a missing value): the usage line
+            raise
 
 
 class _PlanGroup(TyperGroup):
