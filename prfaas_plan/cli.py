@@ -245,8 +245,33 @@ ModeOpt = Annotated[
     ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
+
+
+def _output_target(value: Path | None) -> Path | None:
+    """--output is checked before any work (inputs/files.py: a regular file or a new path)."""
+    from prfaas_plan.inputs.files import check_target
+
+    if value is not None:
+        check_target(value, "output")
+    return value
+
+
+def _plot_target(value: Path | None) -> Path | None:
+    from prfaas_plan.inputs.files import check_target
+
+    if value is not None:
+        check_target(value, "plot_path")
+    return value
+
+
 OutputOpt = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Write the result to this file (atomically).")
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the result to this file (atomically).",
+        callback=_output_target,
+    ),
 ]
 DataDirOpt = Annotated[
     Path | None,
@@ -333,7 +358,11 @@ def optimize(
     output: OutputOpt = None,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="Also draw the threshold-balance figure (.png/.svg/.pdf)."),
+        typer.Option(
+            "--plot",
+            help="Also draw the threshold-balance figure (.png/.svg/.pdf).",
+            callback=_plot_target,
+        ),
     ] = None,
     ttft_target_s: Annotated[
         float | None,
@@ -446,7 +475,10 @@ def kv(
     gpu: Annotated[str, typer.Option("--gpu", help="Reference GPU for Φ_kv.")] = "h200",
     gpus_per_instance: Annotated[int, typer.Option("--gpus-per-instance")] = 8,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Draw Φ_kv against length (.png/.svg/.pdf).")
+        Path | None,
+        typer.Option(
+            "--plot", help="Draw Φ_kv against length (.png/.svg/.pdf).", callback=_plot_target
+        ),
     ] = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,

@@ -292,3 +292,13 @@ def test_the_model_may_still_compute_inf_where_it_says_so():
             return float(np.float64(1e300) * np.float64(1e300) - np.inf)
 
     assert np.isnan(intended())
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    """`check --update -o /dev/null` used to rewrite the expectations, then fail on the output."""
+    data = data_copy(tmp_path)
+    expectations = data / "golden" / "expectations.yaml"
+    before = expectations.read_text()
+    result = run("check", data, "--update", "-f", "json", "-o", "/dev/null")
+    assert_clean_error(result, 3, "--output: /dev/null is not a regular file")
+    assert expectations.read_text() == before

@@ -23,8 +23,9 @@ def write_text(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def _check_target(path: Path, parameter: str) -> None:
-    """Refuse a target that is not a regular file or a new path in an existing directory."""
+def check_target(path: Path, parameter: str) -> None:
+    """Refuse a target that is not a regular file or a new path in an existing directory (the
+    CLI checks its outputs with it before any work; `write_atomically` again when it writes)."""
     directory = path.parent
     if not directory.is_dir():
         raise ConfigError(f"{parameter}: directory {directory} does not exist", parameter=parameter)
@@ -59,7 +60,7 @@ def write_atomically(path: Path, write: Callable[[Path], None], parameter: str) 
     failure `path` is left as it was and the temporary file is removed; an OSError (read-only
     directory, full device, ...) becomes a one-line error naming `path`. `parameter` names
     where `path` came from in an error."""
-    _check_target(path, parameter)
+    check_target(path, parameter)
     try:
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
     except OSError as exc:
