@@ -300,18 +300,42 @@ def _emit(view: "View", document: "Document", fmt: OutputFormat, output: Path | 
     """Write a result: `view` (views.View) for table/Markdown, `document` for JSON."""
     from prfaas_plan.render import views
 
-    if fmt is OutputFormat.TABLE and output is None:
-        from rich.console import Console
-
-        views.render_table(view, Console())
-        return
-    text = views.render_text(view, document, fmt)
     if output is None:
-        sys.stdout.write(text)
-    else:
-        from prfaas_plan.inputs.files import write_atomically, write_text
+        with _stdout_errors():
+            if fmt is OutputFormat.TABLE:
+                from rich.console import Console
 
-        write_atomically(output, lambda tmp: write_text(tmp, text), "output")
+                views.render_table(view, Console())
+            else:
+                sys.stdout.write(views.render_text(view, document, fmt))
+            sys.stdout.flush()
+        return
+    from prfaas_plan.inputs.files import write_atomically, write_text
+
+    text = views.render_text(view, document, fmt)
+    write_atomically(output, lambda tmp: write_text(tmp, text), "output")
+
+
+@contextmanager
+def _stdout_errors() -> Iterator[None]:
+    """A failing write to stdout (a full device, ...) as one line; a closed pipe stays typer's
+    (exit 1, silent). The unwritable rest is dropped so that Python's exit does not retry it."""
+    import errno
+    import os
+
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise
+        from prfaas_plan.inputs.files import write_error
+
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass  # no file descriptor (typer's CliRunner): nothing is retried
+        raise write_error("the result", exc, "stdout") from None
 
 
 def _spinner(show: bool, label: str) -> AbstractContextManager[object]:

@@ -118,3 +118,19 @@ def test_a_huge_policy_comparison_is_refused_within_a_memory_limit():
     assert result.returncode in (3, 9), result.stderr
     (line,) = result.stderr.splitlines()
     assert line.startswith("error: ") and "requests" in line, line
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_stdout_on_a_full_device_is_one_line_with_the_resource_exit_code(fmt):
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "prfaas_plan", "optimize", "-f", fmt],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 9
+    assert result.stderr == (
+        "error: stdout: cannot write the result: No space left on device; "
+        "free space or write elsewhere\n"
+    )

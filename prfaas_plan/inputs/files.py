@@ -38,7 +38,7 @@ def check_target(path: Path, parameter: str) -> None:
     except FileNotFoundError:
         return  # a new path (or a dangling link, replaced as a new file)
     except OSError as exc:
-        raise _write_error(path, exc, parameter) from None
+        raise write_error(path, exc, parameter) from None
     if not stat.S_ISREG(mode):
         raise ConfigError(
             f"{parameter}: {path} is not a regular file (a device, FIFO or socket); "
@@ -47,7 +47,8 @@ def check_target(path: Path, parameter: str) -> None:
         )
 
 
-def _write_error(path: Path, exc: OSError, parameter: str) -> PlanError:
+def write_error(path: Path | str, exc: OSError, parameter: str) -> PlanError:
+    """The one-line error for an OSError writing `path` (lack of space: ResourceLimitError)."""
     reason = exc.strerror or type(exc).__name__
     message = f"{parameter}: cannot write {path}: {reason}"
     if exc.errno in _NO_SPACE:
@@ -64,7 +65,7 @@ def write_atomically(path: Path, write: Callable[[Path], None], parameter: str) 
     try:
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
     except OSError as exc:
-        raise _write_error(path, exc, parameter) from None
+        raise write_error(path, exc, parameter) from None
     os.close(fd)
     tmp = Path(name)
     try:
@@ -74,7 +75,7 @@ def write_atomically(path: Path, write: Callable[[Path], None], parameter: str) 
         tmp.chmod(0o666 & ~umask)  # mkstemp's 0600 would surprise whoever reads the result
         os.replace(tmp, path)
     except OSError as exc:
-        raise _write_error(path, exc, parameter) from None
+        raise write_error(path, exc, parameter) from None
     finally:
         with contextlib.suppress(OSError):  # the directory turned unwritable: nothing to do
             tmp.unlink(missing_ok=True)
