@@ -99,3 +99,15 @@ MAX_NAME_CHARS = 64
 # lines or of one long hash_ids list would otherwise reach several GB below MAX_TRACE_BYTES
 MAX_TRACE_REQUESTS = 10_000_000
 MAX_TRACE_HASH_IDS = 50_000_000
+# --- command-line quantities (simulate, compare-policies, optimize, egress) ---
+# load as a fraction of a deployment's Λ_max: past 100 times its capacity a queue only grows
+# without bound, and a rate of 100 Λ_max stays far from MAX_RATE_RPS
+MAX_LOAD_FRACTION = 100.0
+# coefficient of variation of gamma inter-arrival times: past 10^3 the gamma shape 1/CV^2 is
+# below 10^-6 and a whole run arrives in a handful of bursts
+MAX_BURST_CV = 1000.0
+# below 0.1% of Λ_max a deployment idles: a run measures only the unloaded TTFT (the model gives
+# it directly), and its span requests / rate, ticked by the policies, grows without need
+MIN_LOAD_FRACTION = 1e-3
+# the span a simulated run may cover (requests / rate, or its duration): a year, as MAX_SECONDS
+MAX_SIMULATED_SPAN_S = MAX_SECONDS

@@ -3,7 +3,9 @@
 
 Data goes to stdout (or --output, written atomically), messages to stderr. Expected failures
 print one line `error: ...` and exit with the code of their class (see errors.py), whether the
-app runs as the console script (`main`) or through typer's CliRunner (`app`). The library names
+app runs as the console script (`main`) or through typer's CliRunner (`app`); a usage error
+(exit 2) prints one `error:` line and one usage line. A repeated `--load` is refused (click
+keeps the last one; a sweep is one comma-separated list). The library names
 its parameters (`max_prfaas_gpus`); `PARAMETER_FLAGS` maps them to this CLI's flags. Heavy
 modules are imported inside the commands so `--help` stays fast.
 """
@@ -17,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+from typer._click.exceptions import UsageError  # typer vendors click: no public name for it
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy, Solver
 from prfaas_plan.commands.simulation_spec import (
@@ -28,7 +31,7 @@ from prfaas_plan.commands.simulation_spec import (
     SimulationRequest,
     StressSpec,
 )
-from prfaas_plan.errors import ConfigError, PlanError
+from prfaas_plan.errors import ConfigError, PlanError, ResourceLimitError
 
 if TYPE_CHECKING:
     from prfaas_plan.inputs.scenario import Problem
@@ -74,6 +77,7 @@ PARAMETER_FLAGS: dict[str, str] = {
     "arrivals.duration_s": "--duration-s",
     "arrivals.process": "--arrivals",
     "arrivals.seed": "--seed",
+    "comparison.seed": "--seed",
     "arrivals.burst_cv": "--burst-cv",
     "arrivals.period_s": "--period-s",
     "arrivals.amplitude": "--amplitude",
@@ -116,7 +120,10 @@ def error_message(exc: PlanError) -> str:
     text = str(exc)
     if exc.parameter in PARAMETER_FLAGS:
         own = _name_pattern(exc.parameter, field_guard=False)
-        text = own.sub(PARAMETER_FLAGS[exc.parameter], text)
+        # a plain word (`output`) is the flag where the message names it first, English after
+        # (`--output: cannot write x: Input/output error`)
+        plain = "_" not in exc.parameter and "." not in exc.parameter
+        text = own.sub(PARAMETER_FLAGS[exc.parameter], text, count=1 if plain else 0)
     elif _ABOUT_A_FILE.match(text):
         return text
     for pattern, flag in _IDENTIFIERS:
@@ -129,18 +136,79 @@ def _fail(message: str, exit_code: int) -> typer.Exit:
     return typer.Exit(exit_code)
 
 
+def _usage_error(exc: UsageError) -> typer.Exit:
+    """click's usage error as one `error:` line and one usage line (not rich's boxed panel)."""
+    message = " ".join(exc.format_message().split())
+    sys.stderr.write(f"error: {message}\n")
+    if exc.ctx is not None:
+        sys.stderr.write(f"{exc.ctx.get_usage()}  (see {exc.ctx.command_path} --help)\n")
+    return typer.Exit(exc.exit_code)
+
+
+def _is_help(exc: UsageError) -> bool:
+    """`no_args_is_help`: click shows the help through this exception; it stays as it is."""
+    return type(exc).__name__ == "NoArgsIsHelpError"
+
+
+# options a repeat of which reads as a list (`--load 0.5 --load 0.8`: a sweep?) although click
+# keeps only the last: refused when repeated. Any other option given twice keeps click's rule,
+# the last one wins, on which the example scripts rely (their own arguments, then "$@").
+_NOT_REPEATABLE = frozenset({"--load"})
+
+
+class _PlanCommand(TyperCommand):
+    """A command that refuses an option of _NOT_REPEATABLE given more than once."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing:
+            try:
+                _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            except UsageError:
+                order = []  # super() reports it
+            flags = [max(p.opts, key=len) for p in order if isinstance(p, TyperOption)]
+            for flag in _NOT_REPEATABLE.intersection(flags):
+                if flags.count(flag) > 1:
+                    sweep = (
+                        ", a sweep as one list: --load 0.5,0.8" if self.name == "simulate" else ""
+                    )
+                    raise ConfigError(
+                        f"{flag} given more than once (only the last would count); "
+                        f"give it once{sweep}"
+                    )
+        try:
+            return super().parse_args(ctx, args)
+        except UsageError as exc:
+            exc.ctx = (
+                exc.ctx or ctx
+            )  # click leaves it out of some (a missing value): the usage line
+            raise
+
+
 class _PlanGroup(TyperGroup):
     """Every command's expected failure becomes one stderr line and its exit code, also under
-    typer's CliRunner (which calls `app`, not `main`)."""
+    typer's CliRunner (which calls `app`, not `main`); so does a usage error."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as exc:
+            if _is_help(exc):
+                raise
+            raise _usage_error(exc) from None
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
+        except UsageError as exc:
+            if _is_help(exc):
+                raise
+            raise _usage_error(exc) from None
         except PlanError as exc:
             raise _fail(error_message(exc), exc.exit_code) from None
         except MemoryError:
             raise _fail(
-                "out of memory; ask for fewer requests (--requests/--duration-s)", 1
+                "out of memory; ask for a smaller run (fewer requests, instances or lengths)",
+                ResourceLimitError.exit_code,
             ) from None
         except KeyboardInterrupt:
             sys.stderr.write("interrupted\n")
@@ -177,8 +245,33 @@ ModeOpt = Annotated[
     ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
+
+
+def _output_target(value: Path | None) -> Path | None:
+    """--output is checked before any work (inputs/files.py: a regular file or a new path)."""
+    from prfaas_plan.inputs.files import check_target
+
+    if value is not None:
+        check_target(value, "output")
+    return value
+
+
+def _plot_target(value: Path | None) -> Path | None:
+    from prfaas_plan.inputs.files import check_target
+
+    if value is not None:
+        check_target(value, "plot_path")
+    return value
+
+
 OutputOpt = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Write the result to this file (atomically).")
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the result to this file (atomically).",
+        callback=_output_target,
+    ),
 ]
 DataDirOpt = Annotated[
     Path | None,
@@ -207,18 +300,42 @@ def _emit(view: "View", document: "Document", fmt: OutputFormat, output: Path | 
     """Write a result: `view` (views.View) for table/Markdown, `document` for JSON."""
     from prfaas_plan.render import views
 
-    if fmt is OutputFormat.TABLE and output is None:
-        from rich.console import Console
-
-        views.render_table(view, Console())
-        return
-    text = views.render_text(view, document, fmt)
     if output is None:
-        sys.stdout.write(text)
-    else:
-        from prfaas_plan.inputs.files import write_atomically, write_text
+        with _stdout_errors():
+            if fmt is OutputFormat.TABLE:
+                from rich.console import Console
 
-        write_atomically(output, lambda tmp: write_text(tmp, text), "output")
+                views.render_table(view, Console())
+            else:
+                sys.stdout.write(views.render_text(view, document, fmt))
+            sys.stdout.flush()
+        return
+    from prfaas_plan.inputs.files import write_atomically, write_text
+
+    text = views.render_text(view, document, fmt)
+    write_atomically(output, lambda tmp: write_text(tmp, text), "output")
+
+
+@contextmanager
+def _stdout_errors() -> Iterator[None]:
+    """A failing write to stdout (a full device, ...) as one line; a closed pipe stays typer's
+    (exit 1, silent). The unwritable rest is dropped so that Python's exit does not retry it."""
+    import errno
+    import os
+
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise
+        from prfaas_plan.inputs.files import write_error
+
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass  # no file descriptor (typer's CliRunner): nothing is retried
+        raise write_error("the result", exc, "stdout") from None
 
 
 def _spinner(show: bool, label: str) -> AbstractContextManager[object]:
@@ -230,7 +347,7 @@ def _spinner(show: bool, label: str) -> AbstractContextManager[object]:
     return Console(stderr=True).status(label)
 
 
-@app.command()
+@app.command(cls=_PlanCommand)
 def optimize(
     scenario: ScenarioArg = None,
     mode: ModeOpt = Mode.PAPER,
@@ -265,7 +382,11 @@ def optimize(
     output: OutputOpt = None,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="Also draw the threshold-balance figure (.png/.svg/.pdf)."),
+        typer.Option(
+            "--plot",
+            help="Also draw the threshold-balance figure (.png/.svg/.pdf).",
+            callback=_plot_target,
+        ),
     ] = None,
     ttft_target_s: Annotated[
         float | None,
@@ -313,7 +434,7 @@ def optimize(
     _emit(plan_view(report), plan_to_json(report), fmt, output)
 
 
-@app.command()
+@app.command(cls=_PlanCommand)
 def evaluate(
     threshold_tokens: Annotated[
         float, typer.Option("--threshold-tokens", help="Routing threshold t (tokens).")
@@ -363,7 +484,7 @@ def _int_list(text: str, flag: str) -> list[float]:
         ) from None
 
 
-@app.command()
+@app.command(cls=_PlanCommand)
 def kv(
     models: Annotated[
         list[str] | None, typer.Argument(help="Catalog models (default: every model).")
@@ -378,7 +499,10 @@ def kv(
     gpu: Annotated[str, typer.Option("--gpu", help="Reference GPU for Φ_kv.")] = "h200",
     gpus_per_instance: Annotated[int, typer.Option("--gpus-per-instance")] = 8,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Draw Φ_kv against length (.png/.svg/.pdf).")
+        Path | None,
+        typer.Option(
+            "--plot", help="Draw Φ_kv against length (.png/.svg/.pdf).", callback=_plot_target
+        ),
     ] = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
@@ -401,7 +525,7 @@ def kv(
     _emit(kv_view(report), kv_json(report), fmt, output)
 
 
-@app.command()
+@app.command(cls=_PlanCommand)
 def egress(
     models: Annotated[
         list[str] | None,
@@ -423,11 +547,16 @@ def egress(
     ] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", help="Prefill GPU [h200].")] = None,
     mean_tokens: Annotated[
-        float, typer.Option("--mean-tokens", help="L_avg, mean offloaded length (tokens).")
-    ] = 32768,
+        float | None,
+        typer.Option(
+            "--mean-tokens",
+            help="Without --scenario: L_avg, mean offloaded length (tokens) [32768].",
+        ),
+    ] = None,
     threshold_tokens: Annotated[
-        float, typer.Option("--threshold-tokens", help="With --scenario: routing threshold t.")
-    ] = 0.0,
+        float | None,
+        typer.Option("--threshold-tokens", help="With --scenario: routing threshold t [0]."),
+    ] = None,
     link_gbps: Annotated[
         float | None, typer.Option("--link-gbps", help="Link to test, 10^9 bit/s [100].")
     ] = None,
@@ -471,7 +600,7 @@ def _float_list(text: str, flag: str) -> tuple[float, ...]:
         raise ConfigError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
 
 
-@app.command()
+@app.command(cls=_PlanCommand)
 def simulate(
     scenario: ScenarioArg = None,
     load: Annotated[
@@ -497,8 +626,11 @@ def simulate(
         int, typer.Option("--seed", help="Random seed (same seed, same result).")
     ] = ArrivalSpec.seed,
     arrivals: Annotated[
-        ArrivalProcess, typer.Option("--arrivals", help="Arrival process.")
-    ] = ArrivalSpec.process,
+        ArrivalProcess | None,
+        typer.Option(
+            "--arrivals", help=f"Arrival process [{ArrivalSpec.process}; with --trace: trace]."
+        ),
+    ] = None,
     burst_cv: Annotated[
         float, typer.Option("--burst-cv", help="gamma: coefficient of variation of inter-arrivals.")
     ] = ArrivalSpec.burst_cv,
@@ -555,8 +687,8 @@ def simulate(
     from prfaas_plan.commands.simulation_spec import validate
     from prfaas_plan.render.simulation import simulation_json, simulation_view
 
-    if trace is not None:
-        arrivals = ArrivalProcess.TRACE
+    if arrivals is None:
+        arrivals = ArrivalProcess.TRACE if trace is not None else ArrivalSpec.process
     # without --load: the default fraction, unless a rate is given or a trace replays as is
     default_load = () if trace or rate_rps else LoadSpec.fractions
     sized = requests is not None or duration_s is not None or trace is not None
@@ -584,7 +716,7 @@ def simulate(
     _emit(simulation_view(report), simulation_json(report), fmt, output)
 
 
-@app.command("compare-policies")
+@app.command("compare-policies", cls=_PlanCommand)
 def compare_policies_command(
     scenario: ScenarioArg = None,
     load: Annotated[
@@ -617,7 +749,7 @@ def compare_policies_command(
     _emit(comparison_view(report), comparison_json(report), fmt, output)
 
 
-@app.command("check")
+@app.command("check", cls=_PlanCommand)
 def check_command(
     data_dir: Annotated[
         Path | None, typer.Argument(help="Data directory to check (default: the shipped data/).")

@@ -1,6 +1,8 @@
 """Exceptions a user can act on, each mapped to a distinct process exit code.
 
-Exit codes: 0 ok, 1 unexpected bug, 2 command-line usage (typer/click), and the codes below.
+Exit codes: 0 ok, 1 unexpected bug, 2 command-line usage (typer/click: one `error:` line and a
+usage hint), and the codes below: 3 ConfigError, 4 ProfileError, 5 RangeError, 6 InfeasibleError,
+7 SolverError, 8 `check` failed, 9 ResourceLimitError, 130 interrupted.
 Messages are one line: where, what was expected, what was found. The library speaks in its own
 terms: a message names the file field (`scenario.yaml: link.bandwidth_gbps`) or the Python
 parameter (`max_prfaas_gpus`), never a command-line flag; an error about a parameter carries
@@ -48,6 +50,14 @@ class SolverError(PlanError):
     exit_code = 7
 
 
+class ResourceLimitError(PlanError):
+    """The machine ran out of a resource during a run: memory (MemoryError) or space on the
+    device an output is written to. A run that would need too much is refused up front instead,
+    as a ConfigError naming the parameter to change."""
+
+    exit_code = 9
+
+
 # `prfaas-plan check` found a broken table or a golden plan that moved (its report says which)
 CHECK_FAILED_EXIT_CODE = 8
 
@@ -57,4 +67,5 @@ EXIT_CODES = {
         for cls in (ConfigError, ProfileError, RangeError, InfeasibleError, SolverError)
     },
     "check failed": CHECK_FAILED_EXIT_CODE,
+    ResourceLimitError.__name__: ResourceLimitError.exit_code,
 }

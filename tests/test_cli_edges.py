@@ -177,7 +177,8 @@ def test_check_on_a_copy_without_expectations_fails(tmp_path):
 @pytest.mark.parametrize(
     "raised, code, line",
     [
-        (MemoryError(), 1, "error: out of memory; ask for fewer requests (--requests/--duration-s)"),
+        (MemoryError(), 9,
+         "error: out of memory; ask for a smaller run (fewer requests, instances or lengths)"),
         (KeyboardInterrupt(), 130, "interrupted"),
         (ConfigError("max_prfaas_gpus must be 8", parameter="max_prfaas_gpus"), 3,
          "error: --max-prfaas-gpus must be 8"),

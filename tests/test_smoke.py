@@ -4,6 +4,7 @@ no traceback, and `--help` starts without numpy. Everything else runs in process
 (tests/test_cli.py and friends, through typer's CliRunner)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,47 @@ def test_help_is_fast_and_imports_no_numpy():
     assert result.returncode == 0, result.stderr
     assert "--ttft-target-s" in result.stdout
     assert result.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_usage_error_is_one_error_line_and_one_usage_line_in_a_real_process():
+    result = process("optimize", "--bogus")
+    assert result.returncode == 2 and result.stdout == ""
+    error, usage = result.stderr.splitlines()
+    assert error == "error: No such option: --bogus"
+    assert usage.startswith("Usage: ") and "optimize [OPTIONS]" in usage and "--help" in usage
+
+
+def test_a_huge_policy_comparison_is_refused_within_a_memory_limit():
+    """compare-policies --requests 10^8 (9 GB before the up-front guard) under a 1.5 GB address
+    space limit: refused in one line (exit 3 by the estimate, or 9 if the machine is so large
+    that the estimate lets it start), never killed, no traceback."""
+    resource = pytest.importorskip("resource")
+    limit = 1536 * 2**20
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    result = subprocess.run(
+        [sys.executable, "-m", "prfaas_plan", "compare-policies", "--requests", "100000000"],
+        capture_output=True, text=True, timeout=120, preexec_fn=limited,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode in (3, 9), result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: ") and "requests" in line, line
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_stdout_on_a_full_device_is_one_line_with_the_resource_exit_code(fmt):
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "prfaas_plan", "optimize", "-f", fmt],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 9
+    assert result.stderr == (
+        "error: stdout: cannot write the result: No space left on device; "
+        "free space or write elsewhere\n"
+    )

@@ -6,7 +6,7 @@ Units: bytes/s, tokens; the link in Gbps (10^9 bit/s) as given.
 import math
 from pathlib import Path
 
-from prfaas_plan import units
+from prfaas_plan import bounds, units
 from prfaas_plan.analytic.egress import (
     Egress,
     EgressReport,
@@ -15,6 +15,7 @@ from prfaas_plan.analytic.egress import (
     smallest_fitting_threshold,
 )
 from prfaas_plan.choices import Mode
+from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import build_problem, load_scenario
@@ -23,6 +24,7 @@ PAPER_EGRESS_GPUS = 512  # the paper's cluster-scale example: 512 H200 ...
 PAPER_EGRESS_GPUS_PER_INSTANCE = 8
 PAPER_EGRESS_GPU = "h200"
 PAPER_LINK_GBPS = 100.0  # ... against a 100 Gbps link
+PAPER_MEAN_TOKENS = 32768.0  # ... offloading requests of 32K tokens on average
 
 
 def _instances(n_gpus: int, per_instance: int) -> int:
@@ -32,6 +34,7 @@ def _instances(n_gpus: int, per_instance: int) -> int:
             f"got {n_gpus} and {per_instance}",
             parameter="prfaas_gpus",
         )
+    bounds.check_in_range("prfaas_gpus", n_gpus, 1, bounds.MAX_GPUS, "GPUs")
     return n_gpus // per_instance
 
 
@@ -46,16 +49,17 @@ def _scenario_egress(
     mode: Mode,
 ) -> EgressReport:
     """Eq. 2 for a scenario's PrfaaS cluster, link and length distribution at threshold t."""
+    if not threshold_tokens >= 0:
+        raise ConfigError(
+            f"threshold_tokens must be >= 0, got {threshold_tokens:g}", parameter="threshold_tokens"
+        )
+    bounds.check_in_range("threshold_tokens", threshold_tokens, 0, bounds.MAX_TOKENS, "tokens")
     problem = build_problem(load_scenario(scenario), scenario, catalog, link_gbps)
     cluster = problem.scenario.prfaas_cluster
     gpu = gpu or cluster.gpu
     per_instance = cluster.gpus_per_instance if gpus_per_instance is None else gpus_per_instance
     n_gpus = prfaas_gpus if prfaas_gpus is not None else cluster.gpus
     instances = _instances(n_gpus, per_instance)
-    if not threshold_tokens >= 0:
-        raise ConfigError(
-            f"threshold_tokens must be >= 0, got {threshold_tokens:g}", parameter="threshold_tokens"
-        )
     model = problem.scenario.model
     prefill = catalog.prefill_latency(model, gpu, per_instance, problem.workload.max_tokens)
     kv = problem.system.kv_cache_size
@@ -105,6 +109,7 @@ def _model_row(
     return name, e, "; ".join(beyond)
 
 
+@model_numerics("egress")
 def egress_report(
     catalog: Catalog,
     *,
@@ -113,17 +118,24 @@ def egress_report(
     prfaas_gpus: int | None = None,
     gpus_per_instance: int | None = None,
     gpu: str | None = None,
-    mean_tokens: float = 32768.0,
-    threshold_tokens: float = 0.0,
+    mean_tokens: float | None = None,
+    threshold_tokens: float | None = None,
     link_gbps: float | None = None,
     mode: Mode = Mode.PAPER,
 ) -> EgressReport:
-    """Eq. 2 across catalog models at one length, or for one scenario's distribution at a
-    threshold (with the smallest threshold that fits its link)."""
+    """Eq. 2 across catalog models at one length (`mean_tokens`, default PAPER_MEAN_TOKENS), or
+    for one scenario's distribution at a threshold (`threshold_tokens`, default 0; with the
+    smallest threshold that fits its link). A parameter the chosen form does not use is refused,
+    not ignored."""
     if link_gbps is not None and not (link_gbps > 0 and math.isfinite(link_gbps)):
         raise ConfigError(
             f"link_gbps must be a finite number > 0, got {link_gbps:g}", parameter="link_gbps"
         )
+    if link_gbps is not None:
+        bounds.check_in_range(
+            "link_gbps", link_gbps, units.bytes_per_s_to_gbps(bounds.MIN_BANDWIDTH_BYTES_PER_S),
+            units.bytes_per_s_to_gbps(bounds.MAX_BANDWIDTH_BYTES_PER_S), "Gbps",
+        )  # fmt: skip
     if gpus_per_instance is not None and gpus_per_instance < 1:
         raise ConfigError(
             f"gpus_per_instance must be >= 1, got {gpus_per_instance}",
@@ -134,8 +146,21 @@ def egress_report(
             raise ConfigError(
                 "egress: give model names or scenario, not both", parameter="scenario"
             )
+        if mean_tokens is not None:
+            raise ConfigError(
+                "mean_tokens has no effect with a scenario: L_avg is the scenario's "
+                "E[L | L > t]; drop mean_tokens or the scenario",
+                parameter="mean_tokens",
+            )
         return _scenario_egress(catalog, scenario, prfaas_gpus, gpus_per_instance, gpu,
-                                threshold_tokens, link_gbps, mode)  # fmt: skip
+                                threshold_tokens or 0.0, link_gbps, mode)  # fmt: skip
+    if threshold_tokens is not None:
+        raise ConfigError(
+            "threshold_tokens needs a scenario: it splits the scenario's length distribution; "
+            "without one, mean_tokens sets the length",
+            parameter="threshold_tokens",
+        )
+    mean_tokens = PAPER_MEAN_TOKENS if mean_tokens is None else mean_tokens
     gpu = gpu or PAPER_EGRESS_GPU
     per_instance = (
         PAPER_EGRESS_GPUS_PER_INSTANCE if gpus_per_instance is None else gpus_per_instance
@@ -146,6 +171,9 @@ def egress_report(
         raise ConfigError(
             f"mean_tokens must be a finite number > 0, got {mean_tokens:g}", parameter="mean_tokens"
         )
+    bounds.check_in_range(
+        "mean_tokens", mean_tokens, bounds.MIN_TOKENS, bounds.MAX_TOKENS, "tokens"
+    )
     catalog.gpu(gpu, where="gpu: ", parameter="gpu")
     link = units.gbps_to_bytes_per_s(PAPER_LINK_GBPS if link_gbps is None else link_gbps)
     rows = tuple(

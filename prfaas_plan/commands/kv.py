@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from prfaas_plan import bounds
 from prfaas_plan.analytic.architecture import (
     DTYPE_BYTES,
     KvFootprint,
@@ -15,6 +16,7 @@ from prfaas_plan.analytic.architecture import (
     kv_footprint,
 )
 from prfaas_plan.analytic.profiles import FittedCurve
+from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog, ModelSpec
 
@@ -81,6 +83,7 @@ def _check_dtype(name: str, parameter: str) -> None:
         )
 
 
+@model_numerics("kv")
 def kv_report(
     catalog: Catalog,
     models: list[str] | None,
@@ -103,9 +106,14 @@ def kv_report(
     lengths = np.asarray(lengths_tokens, dtype=float)
     if lengths.size == 0 or np.any(~np.isfinite(lengths) | (lengths <= 0)):
         raise ConfigError(
-            f"lengths_tokens: expected positive token counts, got {lengths.tolist()}",
+            f"lengths_tokens: expected positive token counts, got {bounds.quoted(lengths.tolist())}",
             parameter="lengths_tokens",
         )
+    for length in lengths.tolist():
+        bounds.check_in_range(
+            "lengths_tokens", length, bounds.MIN_TOKENS, bounds.MAX_TOKENS, "tokens"
+        )
+    bounds.check_in_range("gpus_per_instance", gpus_per_instance, 1, bounds.MAX_GPUS, "GPUs")
     names = models or list(catalog.models())
     rows = []
     for name in names:

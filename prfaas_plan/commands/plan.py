@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from prfaas_plan import bounds
 from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
 from prfaas_plan.choices import Mode, RangePolicy, Solver
+from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError, RangeError
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.sizing import SizingResult, size_prfaas_cluster
@@ -96,6 +98,13 @@ class TtftTarget:
             )
         if not (load > 0 and math.isfinite(load)):
             raise ConfigError(f"the TTFT target's load must be a finite number > 0, got {load:g}")
+        bounds.check_in_range("ttft.target_s", self.target_s, 0, bounds.MAX_SECONDS, "s")
+        if self.load_rps is not None:
+            bounds.check_in_range(
+                "ttft.load_rps", self.load_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
+            )
+        else:
+            bounds.check_in_range("ttft.load_fraction", load, 0, bounds.MAX_LOAD_FRACTION)
 
     def rate_rps(self, exact_capacity_rps: float) -> float:
         """The target's arrival rate: `load_rps`, or `load_fraction` × `exact_capacity_rps`."""
@@ -199,11 +208,14 @@ def _deployment(problem: Problem, name: str, evaluation: Evaluation) -> Deployme
     )
 
 
-def _check_threshold(threshold_tokens: float | None) -> None:
+def check_threshold(threshold_tokens: float | None) -> None:
+    """A given routing threshold is >= 0 and a plausible length (one rule for every command)."""
     if threshold_tokens is not None and not threshold_tokens >= 0:
         raise ConfigError(
             f"threshold_tokens must be >= 0, got {threshold_tokens:g}", parameter="threshold_tokens"
         )
+    if threshold_tokens is not None:
+        bounds.check_in_range("threshold_tokens", threshold_tokens, 0, bounds.MAX_TOKENS, "tokens")
 
 
 def _size(
@@ -222,6 +234,12 @@ def _size(
             f"({per_instance}), got {max_prfaas_gpus}; e.g. {below} or {below + per_instance}",
             parameter="max_prfaas_gpus",
         )
+    if max_prfaas_gpus is not None:
+        bounds.check_in_range("max_prfaas_gpus", max_prfaas_gpus, 0, bounds.MAX_GPUS, "GPUs")
+    if target_rps is not None and 0 < target_rps < math.inf:  # sizing refuses the rest
+        bounds.check_in_range(
+            "target_rps", target_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
+        )
     cap = None if max_prfaas_gpus is None else max_prfaas_gpus // per_instance
     return size_prfaas_cluster(
         problem.system, problem.workload, problem.pd_instances, target_rps=target_rps,
@@ -235,6 +253,7 @@ def _mode_comparison(problem: Problem, optimum: dict[Mode, Evaluation]) -> ModeC
     return ModeComparison(optimum[Mode.PAPER], optimum[Mode.EXACT], exact.system_throughput_rps)
 
 
+@model_numerics("optimize")
 def plan(
     problem: Problem,
     *,
@@ -249,7 +268,7 @@ def plan(
     """Optimise t and N_p/N_d (or size the PrfaaS cluster), compare with both baselines.
     With `ttft`, the plan is the best one whose TTFT under load meets the target."""
     notes = range_notes(problem, range_policy)
-    _check_threshold(threshold_tokens)
+    check_threshold(threshold_tokens)
     system, workload = problem.system, problem.workload
     sizing = None
     prfaas_instances = problem.prfaas_instances
@@ -299,6 +318,7 @@ def plan(
     )
 
 
+@model_numerics("evaluate")
 def evaluate_configuration(
     problem: Problem,
     *,
@@ -315,13 +335,14 @@ def evaluate_configuration(
         raise ConfigError(
             f"prfaas_instances must be >= 0, got {n_prfaas}", parameter="prfaas_instances"
         )
+    bounds.check_in_range("prfaas_instances", n_prfaas, 0, bounds.MAX_INSTANCES, "instances")
     if not 0 <= pd_prefill_instances < problem.pd_instances:
         raise ConfigError(
             f"pd_prefill_instances must be in [0, {problem.pd_instances - 1}] so that at least one "
             f"of pd_cluster.instances={problem.pd_instances} decodes, got {pd_prefill_instances}",
             parameter="pd_prefill_instances",
         )
-    _check_threshold(threshold_tokens)
+    check_threshold(threshold_tokens)
     configuration = Configuration(
         n_prfaas,
         pd_prefill_instances,

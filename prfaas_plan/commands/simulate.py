@@ -12,9 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
+from prfaas_plan import bounds
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem, evaluate
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
 from prfaas_plan.choices import ArrivalProcess, Mode, RoutingPolicy
+from prfaas_plan.commands.numerics import model_numerics
+from prfaas_plan.commands.plan import check_threshold
 from prfaas_plan.commands.simulation_spec import (
     DEFAULT_REQUESTS,
     ArrivalSpec,
@@ -61,8 +64,11 @@ BYTES_PER_SIMULATED_REQUEST = 400  # measured ~255 B (1M requests: 313 MB peak),
 MEMORY_SHARE = 0.5  # of physical memory a run may plan to use
 
 
-def _check_memory(requests: float) -> None:
-    """Refuse runs that cannot fit in memory, before allocating anything."""
+def check_memory(requests: float, parameter: str) -> None:
+    """Refuse a run of `requests` simulated requests that cannot fit in memory, before
+    allocating anything (one estimate for `simulate` and `compare-policies`): at most
+    MEMORY_SHARE of physical memory at BYTES_PER_SIMULATED_REQUEST each. `parameter` names the
+    spec field to change."""
     import os
 
     try:
@@ -71,10 +77,28 @@ def _check_memory(requests: float) -> None:
         return
     limit = int(physical * MEMORY_SHARE / BYTES_PER_SIMULATED_REQUEST)
     if requests > limit:
+        fields = (
+            "arrivals.requests/arrivals.duration_s"
+            if parameter == "arrivals.requests"
+            else parameter
+        )
         raise ConfigError(
             f"{requests:.3g} requests would need ~{requests * BYTES_PER_SIMULATED_REQUEST / 2**30:.0f} GiB; "
-            f"this machine fits about {limit:,} per run (arrivals.requests/arrivals.duration_s)",
-            parameter="arrivals.requests",
+            f"this machine fits about {limit:,} per run ({fields})",
+            parameter=parameter,
+        )
+
+
+def check_span(requests: int, rate_rps: float, parameter: str) -> None:
+    """Refuse a run whose span requests / rate exceeds bounds.MAX_SIMULATED_SPAN_S: its time
+    grows with the span (the policies act every period), not only with the requests."""
+    span_s = requests / rate_rps
+    if span_s > bounds.MAX_SIMULATED_SPAN_S:
+        raise ConfigError(
+            f"{requests:,} requests at {rate_rps:.3g} req/s span ~{span_s:.2g} s, more than "
+            f"{bounds.MAX_SIMULATED_SPAN_S:.2g} s (a year); raise {parameter} or ask for fewer "
+            "requests",
+            parameter=parameter,
         )
 
 
@@ -167,9 +191,23 @@ def _loads(
     """(load fraction, rate) of each run: (None, None) replays a trace as recorded."""
     load, arrivals = request.load, request.arrivals
     most = max(load.fractions, default=0) * exact_rps if load.rate_rps is None else load.rate_rps
-    _check_memory(
-        arrivals.requests if arrivals.requests is not None else (arrivals.duration_s or 0) * most
+    check_memory(
+        arrivals.requests if arrivals.requests is not None else (arrivals.duration_s or 0) * most,
+        "arrivals.requests",
     )
+    for f in load.fractions:
+        rate_rps = f * exact_rps
+        if not bounds.MIN_RATE_RPS <= rate_rps <= bounds.MAX_RATE_RPS:
+            raise ConfigError(
+                f"load.fractions {f:g} of Λ_max {exact_rps:.3g} req/s is {rate_rps:.3g} req/s, "
+                f"outside [{bounds.MIN_RATE_RPS:g}, {bounds.MAX_RATE_RPS:g}] req/s",
+                parameter="load.fractions",
+            )
+    if arrivals.requests is not None and (load.rate_rps is not None or load.fractions):
+        if load.rate_rps is not None:
+            check_span(arrivals.requests, load.rate_rps, "load.rate_rps")
+        else:
+            check_span(arrivals.requests, min(load.fractions) * exact_rps, "load.fractions")
     if load.rate_rps is not None:
         return [(load.rate_rps / exact_rps, load.rate_rps)]
     if trace is not None and load.fractions == ():
@@ -186,6 +224,7 @@ def _bandwidth(system: ServingSystem, stress: StressSpec) -> BandwidthTrace | No
     )  # fmt: skip
 
 
+@model_numerics("simulate")
 def run_simulations(
     problem: Problem,
     request: SimulationRequest,
@@ -202,6 +241,7 @@ def run_simulations(
     from prfaas_plan.sim.factory import make_policy
 
     validate(request)
+    check_threshold(threshold_tokens)
     trace = _read_trace(request)
     if trace is not None:  # plan and measure capacity on the trace's own requests
         assert request.arrivals.trace is not None
@@ -256,6 +296,7 @@ class ComparisonReport:
     comparison: PolicyComparison
 
 
+@model_numerics("compare-policies")
 def compare_policies_for(
     problem: Problem,
     spec: ComparisonSpec | None = None,
@@ -268,13 +309,26 @@ def compare_policies_for(
 
     spec = spec if spec is not None else ComparisonSpec()
     validate_comparison(spec)
+    check_memory(spec.requests, "comparison.requests")
+    trace = read_mooncake_trace(spec.trace) if spec.trace else None
+    if trace is not None and trace.requests < spec.requests:
+        raise ConfigError(
+            f"{spec.trace}: the trace has {trace.requests:,} requests, fewer than "
+            f"comparison.requests {spec.requests:,}; ask for at most {trace.requests:,} or give "
+            "a longer trace",
+            parameter="comparison.requests",
+        )
     space = SearchSpace(problem.prfaas_instances, problem.pd_instances)
     configuration = optimize_fixed_hardware(
         problem.system, problem.workload, space, plan_mode
     ).configuration
+    exact = evaluate(problem.system, problem.workload, configuration, Mode.EXACT)
+    if exact.system_throughput_rps > 0:  # compare_policies refuses a plan that serves nothing
+        rate_rps = spec.load_fraction * exact.system_throughput_rps
+        check_span(spec.requests, rate_rps, "comparison.load_fraction")
     comparison = compare_policies(
         problem.system, problem.workload, configuration, load_fraction=spec.load_fraction,
         requests=spec.requests, seed=spec.seed,
-        trace=read_mooncake_trace(spec.trace) if spec.trace else None, progress=progress,
+        trace=trace, progress=progress,
     )  # fmt: skip
     return ComparisonReport(problem, plan_mode, comparison)

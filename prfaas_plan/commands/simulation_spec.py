@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prfaas_plan import bounds
 from prfaas_plan.choices import ArrivalProcess, RoutingPolicy
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.sim.defaults import COMPARISON_REQUESTS, LOAD_FRACTION, SIMULATED_REQUESTS
@@ -147,6 +148,12 @@ def validate(request: SimulationRequest) -> None:
     if request.link_latency_s < 0 or not math.isfinite(request.link_latency_s):
         msg = f"link_latency_s must be >= 0, got {request.link_latency_s:g}"
         raise _fail("link_latency_s", msg)
+    if a.trace is not None and a.process is not ArrivalProcess.TRACE:
+        msg = (
+            f"arrivals.process {a.process} has no effect with arrivals.trace (a trace replays "
+            "its own arrival times); drop one of them"
+        )
+        raise _fail("arrivals.process", msg)
     if (a.process is ArrivalProcess.TRACE) != (a.trace is not None):
         raise _fail(
             "arrivals.process", "arrivals.process trace and arrivals.trace FILE go together"
@@ -157,6 +164,32 @@ def validate(request: SimulationRequest) -> None:
     if (s.dip_start_s is None) != (s.dip_duration_s is None):
         msg = "a bandwidth dip needs both stress.dip_start_s and stress.dip_duration_s"
         raise _fail("stress.dip_duration_s", msg)
+    _check_bounds(request)
+
+
+def _check_bounds(request: SimulationRequest) -> None:
+    """bounds.py's plausibility bounds (after the rules above, whose messages come first)."""
+    a, s, load = request.arrivals, request.stress, request.load
+    bounds.check_in_range("arrivals.seed", a.seed, 0, bounds.MAX_SEED)
+    if load.rate_rps is not None:
+        bounds.check_in_range(
+            "load.rate_rps", load.rate_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
+        )
+    for f in load.fractions:
+        bounds.check_in_range(
+            "load.fractions", f, bounds.MIN_LOAD_FRACTION, bounds.MAX_LOAD_FRACTION
+        )
+    bounds.check_in_range("arrivals.burst_cv", a.burst_cv, 0, bounds.MAX_BURST_CV)
+    seconds = [
+        ("arrivals.duration_s", a.duration_s),
+        ("arrivals.period_s", a.period_s),
+        ("stress.dip_start_s", s.dip_start_s),
+        ("stress.dip_duration_s", s.dip_duration_s),
+        ("link_latency_s", request.link_latency_s),
+    ]
+    for name, value in seconds:
+        if value is not None:
+            bounds.check_in_range(name, value, 0, bounds.MAX_SECONDS, "s")
 
 
 def validate_comparison(spec: ComparisonSpec) -> None:
@@ -166,3 +199,8 @@ def validate_comparison(spec: ComparisonSpec) -> None:
     if spec.requests < 100:
         msg = f"comparison.requests must be >= 100 per scenario, got {spec.requests}"
         raise _fail("comparison.requests", msg)
+    bounds.check_in_range(
+        "comparison.load_fraction", spec.load_fraction, bounds.MIN_LOAD_FRACTION,
+        bounds.MAX_LOAD_FRACTION,
+    )  # fmt: skip
+    bounds.check_in_range("comparison.seed", spec.seed, 0, bounds.MAX_SEED)

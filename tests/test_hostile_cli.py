@@ -1,0 +1,304 @@
+"""Hostile command-line input (issue 8), table-driven and in process: usage errors as one
+`error:` line and one usage line (exit 2); flags with no effect in their combination, and every
+numeric flag outside bounds.py's plausible range, refused before any work (exit 3); runs that
+would not fit in memory or time refused up front (exit 3, naming the flag); outputs written only
+onto a regular file or a new path, every OSError one line naming the path, the old file intact;
+numpy floating-point errors never printed on success. What only a real process shows (a memory
+limit, the console script's usage line) is in tests/test_smoke.py."""
+
+import errno
+import json
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from prfaas_plan.commands.numerics import model_numerics
+from prfaas_plan.errors import ConfigError
+
+from .test_cli import CASE, assert_clean_error, data_copy, run
+
+BIG = "1e300"
+TINY = "1e-300"
+
+
+@pytest.fixture(scope="module")
+def short_trace(tmp_path_factory) -> Path:
+    """A Mooncake trace of 150 requests, far fewer than compare-policies' default."""
+    path = tmp_path_factory.mktemp("trace") / "short.jsonl"
+    lines = [
+        json.dumps({"timestamp": i * 100, "input_length": 1000 + 37 * i, "output_length": 100,
+                    "hash_ids": [i]})
+        for i in range(150)
+    ]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# --- usage errors: exit 2, one error line and one usage line --------------------------------
+
+USAGE = [
+    (["optimize", "--bogus"], "error: No such option: --bogus"),
+    (["--bogus"], "error: No such option: --bogus"),
+    (["foo"], "error: No such command 'foo'"),
+    (["evaluate"], "error: Missing option '--threshold-tokens'"),
+    (["simulate", "--requests", "abc"], "error: Invalid value for '--requests'"),
+    (["simulate", "--seed", "1.5"], "error: Invalid value for '--seed'"),
+    (["kv", "--gpus-per-instance", "x"], "error: Invalid value for '--gpus-per-instance'"),
+    (["optimize", "--mode", "fastest"], "error: Invalid value for '--mode'"),
+    (["compare-policies", "--requests"], "error: Option '--requests' requires an argument"),
+]
+
+
+@pytest.mark.parametrize("args, first", USAGE, ids=[" ".join(a) for a, _ in USAGE])
+def test_usage_error_is_one_error_line_and_one_usage_line(args, first):
+    result = run(*args)
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith(first), lines[0]
+    assert lines[1].startswith("Usage: ") and "--help" in lines[1], lines[1]
+    assert "╭" not in result.stderr and "Traceback" not in result.stderr
+
+
+# --- refused up front: exit 3, one line naming the flag ---------------------------------------
+
+SIM = ["simulate", "--requests", "1000"]
+REFUSED = [
+    # flags without effect in their combination
+    (["egress", "--threshold-tokens", "5"], "--threshold-tokens needs a scenario"),
+    (["egress", "--scenario", CASE, "--mean-tokens", "100"],
+     "--mean-tokens has no effect with a scenario"),
+    (["simulate", "--arrivals", "gamma", "--trace", "TRACE"],
+     "--arrivals gamma has no effect with --trace (a trace replays its own arrival times)"),
+    (["simulate", "--load", "0.5", "--load", "0.8"],
+     "--load given more than once (only the last would count); give it once, a sweep as one list"),
+    (["compare-policies", "--load", "0.5", "--load", "0.8"], "--load given more than once"),
+    # one rule for the threshold everywhere
+    ([*SIM, "--threshold-tokens", "-5"], "--threshold-tokens must be >= 0, got -5"),
+    (["optimize", "--threshold-tokens", "-5"], "--threshold-tokens must be >= 0, got -5"),
+    ([*SIM, "--threshold-tokens", BIG], "--threshold-tokens must be in [0, 1e+09] tokens"),
+    (["optimize", "--threshold-tokens", BIG], "--threshold-tokens must be in [0, 1e+09] tokens"),
+    (["evaluate", "--threshold-tokens", BIG, "--pd-prefill-instances", "2"],
+     "--threshold-tokens must be in [0, 1e+09] tokens"),
+    (["egress", "--scenario", CASE, "--threshold-tokens", BIG],
+     "--threshold-tokens must be in [0, 1e+09] tokens"),
+    # seeds
+    ([*SIM, "--seed", "-1"], "--seed must be in [0, 9.22337e+18], got -1"),
+    (["compare-policies", "--seed", "-1"], "--seed must be in [0, 9.22337e+18], got -1"),
+    ([*SIM, "--seed", str(2**63)], "--seed must be in [0, 9.22337e+18]"),
+    # rates and loads
+    ([*SIM, "--rate-rps", TINY], "--rate-rps must be in [1e-06, 1e+06] req/s, got 1e-300"),
+    ([*SIM, "--rate-rps", BIG], "--rate-rps must be in [1e-06, 1e+06] req/s"),
+    ([*SIM, "--load", BIG], "--load must be in [0.001, 100], got 1e+300"),
+    ([*SIM, "--load", TINY], "--load must be in [0.001, 100], got 1e-300"),
+    (["compare-policies", "--load", "1e-7"], "--load must be in [0.001, 100], got 1e-07"),
+    (["optimize", "--target-rps", BIG], "--target-rps must be in [1e-06, 1e+06] req/s"),
+    (["optimize", "--ttft-target-s", "1", "--ttft-load-rps", BIG],
+     "--ttft-load-rps must be in [1e-06, 1e+06] req/s"),
+    (["optimize", "--ttft-target-s", "1", "--ttft-load", BIG], "--ttft-load must be in [0, 100]"),
+    # seconds
+    (["optimize", "--ttft-target-s", BIG, "--ttft-load", "0.5"],
+     "--ttft-target-s must be in [0, 3.2e+07] s"),
+    (["simulate", "--duration-s", BIG], "--duration-s must be in [0, 3.2e+07] s"),
+    ([*SIM, "--link-latency-s", BIG], "--link-latency-s must be in [0, 3.2e+07] s"),
+    ([*SIM, "--arrivals", "sinusoidal", "--period-s", BIG], "--period-s must be in [0, 3.2e+07] s"),
+    ([*SIM, "--dip-start-s", BIG, "--dip-duration-s", "1"],
+     "--dip-start-s must be in [0, 3.2e+07] s"),
+    ([*SIM, "--arrivals", "gamma", "--burst-cv", BIG], "--burst-cv must be in [0, 1000]"),
+    # lengths, counts, bandwidth
+    (["egress", "--mean-tokens", BIG], "--mean-tokens must be in [1, 1e+09] tokens, got 1e+300"),
+    (["egress", "--mean-tokens", "0.5"], "--mean-tokens must be in [1, 1e+09] tokens"),
+    (["egress", "--link-gbps", BIG], "--link-gbps must be in [1e-06, 1e+06] Gbps"),
+    (["egress", "--prfaas-gpus", str(8 * 10**12)], "--prfaas-gpus must be in [1, 1e+06] GPUs"),
+    (["kv", "--lengths", "1024,10000000000"], "--lengths must be in [1, 1e+09] tokens, got 1e+10"),
+    (["kv", "--gpus-per-instance", str(10**9)], "--gpus-per-instance must be in [1, 1e+06] GPUs"),
+    (["optimize", "--max-prfaas-gpus", "1000000000000"],
+     "--max-prfaas-gpus must be in [0, 1e+06] GPUs, got 1e+12"),
+    (["evaluate", "--threshold-tokens", "1000", "--pd-prefill-instances", "2",
+      "--prfaas-instances", str(10**9)], "--prfaas-instances must be in [0, 100000] instances"),
+    # memory and time, estimated before anything is allocated
+    (["compare-policies", "--requests", str(10**11)],
+     "1e+11 requests would need ~37253 GiB; this machine fits about"),
+    (["simulate", "--requests", str(10**11)], "1e+11 requests would need ~37253 GiB"),
+    ([*SIM, "--rate-rps", "1e-6"],
+     "1,000 requests at 1e-06 req/s span ~1e+09 s, more than 3.2e+07 s (a year); raise --rate-rps"),
+    (["compare-policies", "--requests", "1000000", "--load", "0.001"],
+     "span ~3.2e+08 s, more than 3.2e+07 s (a year); raise --load or ask for fewer requests"),
+    # a trace shorter than the requests asked for: refused, not silently shortened
+    (["compare-policies", "--requests", "5000", "--trace", "TRACE"],
+     "short.jsonl: the trace has 150 requests, fewer than --requests 5,000; ask for at most 150"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args, fragment", REFUSED, ids=[" ".join(map(str, a))[:60] for a, _ in REFUSED]
+)
+def test_refused_up_front_with_one_line_naming_the_flag(args, fragment, short_trace):
+    args = [short_trace if a == "TRACE" else a for a in args]
+    assert_clean_error(run(*args), 3, fragment)
+
+
+def test_the_memory_guard_refuses_compare_policies_of_10_8_requests(monkeypatch):
+    """The issue's case on a 16 GiB machine (the guard reads the machine's memory)."""
+    real = os.sysconf
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 16 * 2**30 // 4096}
+    monkeypatch.setattr(os, "sysconf", lambda name: pages.get(name) or real(name))
+    result = run("compare-policies", "--requests", "100000000")
+    assert_clean_error(result, 3, "1e+08 requests would need ~37 GiB", "(--requests)")
+
+
+def test_a_trace_long_enough_is_compared_on_the_requests_asked_for(short_trace):
+    result = run("compare-policies", "--requests", "150", "--trace", short_trace, "-f", "json")
+    assert result.returncode == 0 and result.stderr == ""
+    assert json.loads(result.stdout)["requests"] == 150
+
+
+# --- outputs --------------------------------------------------------------------------------
+
+
+def _old_file(tmp_path) -> Path:
+    path = tmp_path / "plan.json"
+    path.write_text("old\n")
+    return path
+
+
+def _no_temporary_left(directory: Path) -> None:
+    assert [p.name for p in directory.iterdir() if p.name.startswith(".")] == []
+
+
+def test_output_onto_a_device_is_refused_and_the_device_kept():
+    before = os.stat("/dev/null")
+    result = run("optimize", "-f", "json", "-o", "/dev/null")
+    assert_clean_error(result, 3, "--output: /dev/null is not a regular file")
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
+
+
+def test_output_onto_a_fifo_is_refused(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert_clean_error(run("optimize", "-f", "json", "-o", fifo), 3, "is not a regular file")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    _no_temporary_left(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "target, fragment",
+    [(".", "is a directory, expected a file name"), ("missing/out.json", "does not exist")],
+)
+def test_output_into_a_directory_or_nowhere_is_refused(tmp_path, target, fragment):
+    assert_clean_error(run("optimize", "-f", "json", "-o", tmp_path / target), 3, fragment)
+
+
+def test_plot_onto_a_link_to_a_device_is_refused(tmp_path):
+    pytest.importorskip("matplotlib")
+    link = tmp_path / "null.png"
+    link.symlink_to("/dev/null")
+    result = run("kv", "--plot", link, "-f", "json")
+    assert_clean_error(result, 3, f"--plot: {link} is not a regular file")
+    assert link.is_symlink() and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def _failing(monkeypatch, where: str, code: int) -> None:
+    """Make one step of the atomic write fail with OSError `code` (what a read-only directory,
+    a full device or a vanished directory gives; as root, permissions alone would not)."""
+    import prfaas_plan.inputs.files as files
+
+    def fail(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    if where == "mkstemp":
+        monkeypatch.setattr(files.tempfile, "mkstemp", fail)
+    elif where == "write":
+        monkeypatch.setattr(files, "write_text", fail)
+    else:
+        monkeypatch.setattr(files.os, "replace", fail)
+
+
+@pytest.mark.parametrize(
+    "where, code, exit_code, fragment",
+    [
+        ("mkstemp", errno.EROFS, 3, "cannot write {path}: Read-only file system"),
+        ("mkstemp", errno.EACCES, 3, "cannot write {path}: Permission denied"),
+        ("write", errno.ENOSPC, 9, "cannot write {path}: No space left on device; free space"),
+        ("write", errno.EDQUOT, 9, "cannot write {path}: Disk quota exceeded"),
+        ("replace", errno.EIO, 3, "cannot write {path}: Input/output error"),
+    ],
+)
+def test_a_failing_write_is_one_line_and_the_old_file_stays(
+    monkeypatch, tmp_path, where, code, exit_code, fragment
+):
+    path = _old_file(tmp_path)
+    _failing(monkeypatch, where, code)
+    result = run("optimize", "-f", "json", "-o", path)
+    assert_clean_error(result, exit_code, "--output: " + fragment.format(path=path))
+    assert path.read_text() == "old\n"
+    _no_temporary_left(tmp_path)
+
+
+def test_check_update_refuses_to_write_onto_a_fifo(tmp_path):
+    data = data_copy(tmp_path)
+    expectations = data / "golden" / "expectations.yaml"
+    expectations.unlink()
+    os.mkfifo(expectations)
+    result = run("check", data, "--update", "--scenario", CASE, "-f", "json")
+    assert_clean_error(result, 3, "--update: ", "expectations.yaml is not a regular file")
+
+
+# --- numerics: no floating-point warning on success, an error inside the model ---------------
+
+
+def test_valid_runs_print_nothing_on_stderr():
+    for args in (["optimize", "-f", "json"], ["egress", "-f", "json"],
+                 ["simulate", "--requests", "2000", "-f", "json"]):  # fmt: skip
+        result = run(*args)
+        assert result.returncode == 0 and result.stderr == "", (args, result.stderr)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["simulate", "--requests", "1000", "--rate-rps", TINY], ["egress", "--mean-tokens", BIG]],
+)
+def test_inputs_that_overflowed_with_warnings_are_refused_by_a_bound(args):
+    """Both printed numpy RuntimeWarnings before (one then reported 0.00 s TTFT, the other a
+    traceback); a bound now refuses them in one line."""
+    result = run(*args)
+    assert_clean_error(result, 3, "must be in [")
+    assert "Warning" not in result.stderr
+
+
+def test_floating_point_errors_inside_a_use_case_raise_one_config_error():
+    @model_numerics("optimize")
+    def overflow() -> float:
+        return float(np.float64(1e300) * np.float64(1e300))
+
+    @model_numerics("simulate")
+    def invalid() -> float:
+        return float(np.array([np.inf]) - np.array([np.inf]))
+
+    with pytest.raises(ConfigError, match=r"^optimize: the model's arithmetic failed \(overflow"):
+        overflow()
+    with pytest.raises(ConfigError, match=r"^simulate: .*invalid value"):
+        invalid()
+
+
+def test_the_model_may_still_compute_inf_where_it_says_so():
+    @model_numerics("optimize")
+    def intended() -> float:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return float(np.float64(1e300) * np.float64(1e300) - np.inf)
+
+    assert np.isnan(intended())
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    """`check --update -o /dev/null` used to rewrite the expectations, then fail on the output."""
+    data = data_copy(tmp_path)
+    expectations = data / "golden" / "expectations.yaml"
+    before = expectations.read_text()
+    result = run("check", data, "--update", "-f", "json", "-o", "/dev/null")
+    assert_clean_error(result, 3, "--output: /dev/null is not a regular file")
+    assert expectations.read_text() == before
