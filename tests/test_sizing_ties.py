@@ -193,7 +193,8 @@ def test_case_study_cap_beyond_the_decode_plateau(case_problem, cap):
 @pytest.mark.parametrize(
     "args, code, fragment",
     [
-        (["--max-prfaas-gpus", 10**12], 3,
+        (["--max-prfaas-gpus", 10**12], 3, "error: --max-prfaas-gpus must be in [0, 1e+06] GPUs"),
+        (["--max-prfaas-gpus", 900_000], 3,
          "error: --max-prfaas-gpus must be at most 100000 PrfaaS instances"),
         (["--target-rps", "1e12"], 3, "error: --target-rps must be in [1e-06, 1e+06] req/s"),
         (["--max-prfaas-gpus", 512], 0, "Sizing (maximise Λ_max under 64 PrfaaS instances): 11"),
