@@ -1,6 +1,6 @@
 """The library speaks its own terms, the CLI maps them to flags: a failing library call names
 the Python parameter (and carries it in `PlanError.parameter`), never a `--flag`; the same
-mistake made on the command line names the flag (cli.PARAMETER_FLAGS, cli.error_message)."""
+mistake made on the command line names the flag (cli/failures.py: PARAMETER_FLAGS, error_message)."""
 
 import math
 from pathlib import Path
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from prfaas_plan.choices import RangePolicy
-from prfaas_plan.cli import PARAMETER_FLAGS, error_message
+from prfaas_plan.cli.failures import PARAMETER_FLAGS, error_message
 from prfaas_plan.commands.egress import egress_report
 from prfaas_plan.commands.kv import kv_report
 from prfaas_plan.commands.plan import TtftTarget, evaluate_configuration, plan, ttft_target

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from prfaas_plan.choices import RoutingPolicy
-from prfaas_plan.cli import PARAMETER_FLAGS
+from prfaas_plan.cli.failures import PARAMETER_FLAGS
 from prfaas_plan.commands.simulation_spec import (
     ArrivalSpec,
     LoadSpec,

@@ -1,28 +1,34 @@
-"""Command-line interface: parse, call one use-case (commands/), hand the result to a view
-(render/).
+"""Command-line interface: the commands, each parsing its flags, calling one use-case
+(commands/) and handing the result to a view (render/).
 
-Data goes to stdout (or --output, written atomically), messages to stderr. Expected failures
-print one line `error: ...` and exit with the code of their class (see errors.py), whether the
-app runs as the console script (`main`) or through typer's CliRunner (`app`); a usage error
-(exit 2) prints one `error:` line and one usage line. A repeated `--load` is refused (click
-keeps the last one; a sweep is one comma-separated list). The library names
-its parameters (`max_prfaas_gpus`); `PARAMETER_FLAGS` maps them to this CLI's flags. Heavy
+Data goes to stdout (or --output, written atomically), messages to stderr; how failures are shown
+is cli/failures.py, the shared options cli/options.py, loading and writing cli/output.py. Heavy
 modules are imported inside the commands so `--help` stays fast.
 """
 
-import re
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
-from typer._click.exceptions import UsageError  # typer vendors click: no public name for it
-from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy, Solver
+from prfaas_plan.cli.failures import PlanCommand, PlanGroup
+from prfaas_plan.cli.options import (
+    BandwidthOpt,
+    DataDirOpt,
+    FormatOpt,
+    ModeOpt,
+    OutputFormat,
+    OutputOpt,
+    RangeOpt,
+    ScenarioArg,
+    float_list,
+    int_list,
+    percentile,
+    plot_target,
+)
+from prfaas_plan.cli.output import emit, load_problem, progress_bar, spinner
 from prfaas_plan.commands.simulation_spec import (
     ArrivalSpec,
     ComparisonSpec,
@@ -31,192 +37,12 @@ from prfaas_plan.commands.simulation_spec import (
     SimulationRequest,
     StressSpec,
 )
-from prfaas_plan.errors import ConfigError, PlanError, ResourceLimitError
+from prfaas_plan.errors import ConfigError
 
-if TYPE_CHECKING:
-    from prfaas_plan.inputs.scenario import Problem
-    from prfaas_plan.render.views import Document, View
-
-# library parameter (as errors name it) -> the flag that sets it
-PARAMETER_FLAGS: dict[str, str] = {
-    # optimize / evaluate (commands/plan.py, solve/sizing.py, inputs/scenario.py)
-    "threshold_tokens": "--threshold-tokens",
-    "bandwidth_gbps": "--bandwidth-gbps",
-    "target_rps": "--target-rps",
-    "max_prfaas_gpus": "--max-prfaas-gpus",
-    "max_prfaas_instances": "--max-prfaas-gpus",
-    "solver": "--solver",
-    "range_policy": "--out-of-range",
-    "plot_path": "--plot",
-    "ttft.target_s": "--ttft-target-s",
-    "ttft.percentile": "--ttft-percentile",
-    "ttft.load_fraction": "--ttft-load",
-    "ttft.load_rps": "--ttft-load-rps",
-    "pd_prefill_instances": "--pd-prefill-instances",
-    "prfaas_instances": "--prfaas-instances",
-    "mode": "--mode",
-    "output": "--output",
-    "data_dir": "--data-dir",
-    # kv / egress (commands/kv.py, commands/plan.py)
-    "lengths_tokens": "--lengths",
-    "kv_dtype": "--kv-dtype",
-    "state_dtype": "--state-dtype",
-    "gpu": "--gpu",
-    "gpus_per_instance": "--gpus-per-instance",
-    "scenario": "--scenario",
-    "prfaas_gpus": "--prfaas-gpus",
-    "mean_tokens": "--mean-tokens",
-    "link_gbps": "--link-gbps",
-    # check (commands/check.py)
-    "update": "--update",
-    "link_bandwidth_bytes_per_s": "--bandwidth-gbps",
-    # simulate / compare-policies (commands/simulation_spec.py: spec fields)
-    "load.fractions": "--load",
-    "load.rate_rps": "--rate-rps",
-    "arrivals.requests": "--requests",
-    "arrivals.duration_s": "--duration-s",
-    "arrivals.process": "--arrivals",
-    "arrivals.seed": "--seed",
-    "comparison.seed": "--seed",
-    "arrivals.burst_cv": "--burst-cv",
-    "arrivals.period_s": "--period-s",
-    "arrivals.amplitude": "--amplitude",
-    "arrivals.trace": "--trace",
-    "stress.dip_start_s": "--dip-start-s",
-    "stress.dip_duration_s": "--dip-duration-s",
-    "stress.dip_fraction": "--dip-fraction",
-    "link_latency_s": "--link-latency-s",
-    "policy.kind": "--policy",
-    "comparison.load_fraction": "--load",
-    "comparison.requests": "--requests",
-    "sustainable": "--sustainable",
-}
-
-
-def _name_pattern(name: str, field_guard: bool = True) -> re.Pattern[str]:
-    """`name` as a whole identifier: not part of a file field (`link.bandwidth_gbps`), a file
-    name (`trace.jsonl`) or a flag; with `field_guard`, not a `field:` prefix either
-    (`scenario.yaml: kv_dtype: ...`)."""
-    tail = r"(?![\w:]|\.\w)" if field_guard else r"(?!\w|\.\w)"
-    return re.compile(r"(?<![\w.\-])" + re.escape(name) + tail)
-
-
-# identifier-like names (`target_rps`, `arrivals.requests`) are translated wherever they appear,
-# longest first; a plain word (`scenario`, `output`) only when the error is about it, as the
-# same word is also English
-_IDENTIFIERS = [
-    (_name_pattern(name), flag)
-    for name, flag in sorted(PARAMETER_FLAGS.items(), key=lambda kv: -len(kv[0]))
-    if "_" in name or "." in name
-]
-# `<file>: ...` or `<file>:<line>: ...`: a message about a file, whose words are its fields
-_ABOUT_A_FILE = re.compile(r"^\S*(/|\.(yaml|yml|csv|jsonl|json))\S*?(:\d+)?: ")
-
-
-def error_message(exc: PlanError) -> str:
-    """The one-line message for the terminal: the library's, with the parameters it names
-    written as their flags. A message about a file that is not about a parameter is left as it
-    is: its words are the file's fields (`meta.yaml: gpus_per_instance must be 8`)."""
-    text = str(exc)
-    if exc.parameter in PARAMETER_FLAGS:
-        own = _name_pattern(exc.parameter, field_guard=False)
-        # a plain word (`output`) is the flag where the message names it first, English after
-        # (`--output: cannot write x: Input/output error`)
-        plain = "_" not in exc.parameter and "." not in exc.parameter
-        text = own.sub(PARAMETER_FLAGS[exc.parameter], text, count=1 if plain else 0)
-    elif _ABOUT_A_FILE.match(text):
-        return text
-    for pattern, flag in _IDENTIFIERS:
-        text = pattern.sub(flag, text)
-    return text
-
-
-def _fail(message: str, exit_code: int) -> typer.Exit:
-    sys.stderr.write(f"error: {message}\n")
-    return typer.Exit(exit_code)
-
-
-def _usage_error(exc: UsageError) -> typer.Exit:
-    """click's usage error as one `error:` line and one usage line (not rich's boxed panel)."""
-    message = " ".join(exc.format_message().split())
-    sys.stderr.write(f"error: {message}\n")
-    if exc.ctx is not None:
-        sys.stderr.write(f"{exc.ctx.get_usage()}  (see {exc.ctx.command_path} --help)\n")
-    return typer.Exit(exc.exit_code)
-
-
-def _is_help(exc: UsageError) -> bool:
-    """`no_args_is_help`: click shows the help through this exception; it stays as it is."""
-    return type(exc).__name__ == "NoArgsIsHelpError"
-
-
-# options a repeat of which reads as a list (`--load 0.5 --load 0.8`: a sweep?) although click
-# keeps only the last: refused when repeated. Any other option given twice keeps click's rule,
-# the last one wins, on which the example scripts rely (their own arguments, then "$@").
-_NOT_REPEATABLE = frozenset({"--load"})
-
-
-class _PlanCommand(TyperCommand):
-    """A command that refuses an option of _NOT_REPEATABLE given more than once."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if not ctx.resilient_parsing:
-            try:
-                _, _, order = self.make_parser(ctx).parse_args(args=list(args))
-            except UsageError:
-                order = []  # super() reports it
-            flags = [max(p.opts, key=len) for p in order if isinstance(p, TyperOption)]
-            for flag in _NOT_REPEATABLE.intersection(flags):
-                if flags.count(flag) > 1:
-                    sweep = (
-                        ", a sweep as one list: --load 0.5,0.8" if self.name == "simulate" else ""
-                    )
-                    raise ConfigError(
-                        f"{flag} given more than once (only the last would count); "
-                        f"give it once{sweep}"
-                    )
-        try:
-            return super().parse_args(ctx, args)
-        except UsageError as exc:
-            exc.ctx = (
-                exc.ctx or ctx
-            )  # click leaves it out of some (a missing value): the usage line
-            raise
-
-
-class _PlanGroup(TyperGroup):
-    """Every command's expected failure becomes one stderr line and its exit code, also under
-    typer's CliRunner (which calls `app`, not `main`); so does a usage error."""
-
-    def make_context(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super().make_context(*args, **kwargs)
-        except UsageError as exc:
-            if _is_help(exc):
-                raise
-            raise _usage_error(exc) from None
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except UsageError as exc:
-            if _is_help(exc):
-                raise
-            raise _usage_error(exc) from None
-        except PlanError as exc:
-            raise _fail(error_message(exc), exc.exit_code) from None
-        except MemoryError:
-            raise _fail(
-                "out of memory; ask for a smaller run (fewer requests, instances or lengths)",
-                ResourceLimitError.exit_code,
-            ) from None
-        except KeyboardInterrupt:
-            sys.stderr.write("interrupted\n")
-            raise typer.Exit(130) from None
-
+__all__ = ["app", "main"]
 
 app = typer.Typer(
-    cls=_PlanGroup,
+    cls=PlanGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -224,130 +50,7 @@ app = typer.Typer(
 )
 
 
-class OutputFormat(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    MARKDOWN = "markdown"
-
-
-ScenarioArg = Annotated[
-    Path | None,
-    typer.Argument(
-        help="Scenario YAML; default: the paper's case study (examples/case_study.yaml)."
-    ),
-]
-ModeOpt = Annotated[
-    Mode,
-    typer.Option(
-        "--mode",
-        help="paper: service time at the representative length (as the paper); "
-        "exact: conditional mean service time.",
-    ),
-]
-FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
-
-
-def _output_target(value: Path | None) -> Path | None:
-    """--output is checked before any work (inputs/files.py: a regular file or a new path)."""
-    from prfaas_plan.inputs.files import check_target
-
-    if value is not None:
-        check_target(value, "output")
-    return value
-
-
-def _plot_target(value: Path | None) -> Path | None:
-    from prfaas_plan.inputs.files import check_target
-
-    if value is not None:
-        check_target(value, "plot_path")
-    return value
-
-
-OutputOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--output",
-        "-o",
-        help="Write the result to this file (atomically).",
-        callback=_output_target,
-    ),
-]
-DataDirOpt = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="Profile/GPU data directory (default: the shipped data/)."),
-]
-BandwidthOpt = Annotated[
-    float | None,
-    typer.Option("--bandwidth-gbps", help="Override link.bandwidth_gbps (10^9 bit/s)."),
-]
-RangeOpt = Annotated[
-    RangePolicy,
-    typer.Option(
-        "--out-of-range",
-        help="Lengths outside a profile table: extrapolate the fit (reported) or refuse.",
-    ),
-]
-
-
-def _load(scenario: Path | None, data_dir: Path | None, bandwidth_gbps: float | None) -> "Problem":
-    from prfaas_plan.inputs.scenario import open_problem
-
-    return open_problem(scenario, data_dir, bandwidth_gbps)
-
-
-def _emit(view: "View", document: "Document", fmt: OutputFormat, output: Path | None) -> None:
-    """Write a result: `view` (views.View) for table/Markdown, `document` for JSON."""
-    from prfaas_plan.render import views
-
-    if output is None:
-        with _stdout_errors():
-            if fmt is OutputFormat.TABLE:
-                from rich.console import Console
-
-                views.render_table(view, Console())
-            else:
-                sys.stdout.write(views.render_text(view, document, fmt))
-            sys.stdout.flush()
-        return
-    from prfaas_plan.inputs.files import write_atomically, write_text
-
-    text = views.render_text(view, document, fmt)
-    write_atomically(output, lambda tmp: write_text(tmp, text), "output")
-
-
-@contextmanager
-def _stdout_errors() -> Iterator[None]:
-    """A failing write to stdout (a full device, ...) as one line; a closed pipe stays typer's
-    (exit 1, silent). The unwritable rest is dropped so that Python's exit does not retry it."""
-    import errno
-    import os
-
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno == errno.EPIPE:
-            raise
-        from prfaas_plan.inputs.files import write_error
-
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass  # no file descriptor (typer's CliRunner): nothing is retried
-        raise write_error("the result", exc, "stdout") from None
-
-
-def _spinner(show: bool, label: str) -> AbstractContextManager[object]:
-    """A rich status spinner on stderr (for a terminal table), or nothing."""
-    if not show:
-        return nullcontext()
-    from rich.console import Console
-
-    return Console(stderr=True).status(label)
-
-
-@app.command(cls=_PlanCommand)
+@app.command(cls=PlanCommand)
 def optimize(
     scenario: ScenarioArg = None,
     mode: ModeOpt = Mode.PAPER,
@@ -385,7 +88,7 @@ def optimize(
         typer.Option(
             "--plot",
             help="Also draw the threshold-balance figure (.png/.svg/.pdf).",
-            callback=_plot_target,
+            callback=plot_target,
         ),
     ] = None,
     ttft_target_s: Annotated[
@@ -417,10 +120,10 @@ def optimize(
     from prfaas_plan.commands.plan import plan, ttft_target
     from prfaas_plan.render.plan import plan_to_json, plan_view
 
-    ttft = ttft_target(ttft_target_s, _percentile(ttft_percentile), ttft_load_rps, ttft_load)
-    problem = _load(scenario, data_dir, bandwidth_gbps)
+    ttft = ttft_target(ttft_target_s, percentile(ttft_percentile), ttft_load_rps, ttft_load)
+    problem = load_problem(scenario, data_dir, bandwidth_gbps)
     sizing = target_rps is not None or max_prfaas_gpus is not None
-    with _spinner(
+    with spinner(
         sizing and fmt is OutputFormat.TABLE and output is None, "solving the sizing MILP…"
     ):
         report = plan(
@@ -431,10 +134,10 @@ def optimize(
         from prfaas_plan.render.plot import plot_threshold_balance
 
         plot_threshold_balance(report, plot)
-    _emit(plan_view(report), plan_to_json(report), fmt, output)
+    emit(plan_view(report), plan_to_json(report), fmt, output)
 
 
-@app.command(cls=_PlanCommand)
+@app.command(cls=PlanCommand)
 def evaluate(
     threshold_tokens: Annotated[
         float, typer.Option("--threshold-tokens", help="Routing threshold t (tokens).")
@@ -457,7 +160,7 @@ def evaluate(
     from prfaas_plan.commands.plan import evaluate_configuration
     from prfaas_plan.render.plan import evaluation_to_json, evaluation_view
 
-    problem = _load(scenario, data_dir, bandwidth_gbps)
+    problem = load_problem(scenario, data_dir, bandwidth_gbps)
     report = evaluate_configuration(
         problem,
         threshold_tokens=threshold_tokens,
@@ -466,25 +169,10 @@ def evaluate(
         mode=mode,
         range_policy=out_of_range,
     )
-    _emit(evaluation_view(report), evaluation_to_json(report), fmt, output)
+    emit(evaluation_view(report), evaluation_to_json(report), fmt, output)
 
 
-def _percentile(text: str) -> int | str:
-    """`--ttft-percentile`: 'mean' or a whole percentile; anything else is passed on as given
-    (the library says what it accepts)."""
-    return int(text) if text in ("50", "90", "99") else text
-
-
-def _int_list(text: str, flag: str) -> list[float]:
-    try:
-        return [float(int(part)) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ConfigError(
-            f"{flag}: expected comma-separated whole token counts, got {text!r}"
-        ) from None
-
-
-@app.command(cls=_PlanCommand)
+@app.command(cls=PlanCommand)
 def kv(
     models: Annotated[
         list[str] | None, typer.Argument(help="Catalog models (default: every model).")
@@ -501,7 +189,7 @@ def kv(
     plot: Annotated[
         Path | None,
         typer.Option(
-            "--plot", help="Draw Φ_kv against length (.png/.svg/.pdf).", callback=_plot_target
+            "--plot", help="Draw Φ_kv against length (.png/.svg/.pdf).", callback=plot_target
         ),
     ] = None,
     fmt: FormatOpt = OutputFormat.TABLE,
@@ -515,17 +203,17 @@ def kv(
     from prfaas_plan.render.catalog import kv_json, kv_view
 
     report = kv_report(
-        Catalog.open(data_dir), models, _int_list(lengths, "--lengths"), kv_dtype=kv_dtype,
+        Catalog.open(data_dir), models, int_list(lengths, "--lengths"), kv_dtype=kv_dtype,
         state_dtype=state_dtype, gpu=gpu, gpus_per_instance=gpus_per_instance,
     )  # fmt: skip
     if plot is not None:
         from prfaas_plan.render.plot import plot_kv_throughput
 
         plot_kv_throughput(report, plot)
-    _emit(kv_view(report), kv_json(report), fmt, output)
+    emit(kv_view(report), kv_json(report), fmt, output)
 
 
-@app.command(cls=_PlanCommand)
+@app.command(cls=PlanCommand)
 def egress(
     models: Annotated[
         list[str] | None,
@@ -576,31 +264,10 @@ def egress(
         gpus_per_instance=gpus_per_instance, gpu=gpu, mean_tokens=mean_tokens,
         threshold_tokens=threshold_tokens, link_gbps=link_gbps, mode=mode,
     )  # fmt: skip
-    _emit(egress_view(report), egress_json(report), fmt, output)
+    emit(egress_view(report), egress_json(report), fmt, output)
 
 
-@contextmanager
-def _progress_bar(label: str) -> Iterator[Callable[[float], None]]:
-    """A rich progress bar on stderr (only on a terminal); yields a callback taking 0..1."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn(label), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty(),
-    ) as bar:  # fmt: skip
-        task = bar.add_task(label, total=1.0)
-        yield lambda done: bar.update(task, completed=done)
-
-
-def _float_list(text: str, flag: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise ConfigError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
-
-
-@app.command(cls=_PlanCommand)
+@app.command(cls=PlanCommand)
 def simulate(
     scenario: ScenarioArg = None,
     load: Annotated[
@@ -699,7 +366,7 @@ def simulate(
             amplitude=amplitude, trace=trace,
         ),
         load=LoadSpec(
-            fractions=_float_list(load, "--load") if load is not None else default_load,
+            fractions=float_list(load, "--load") if load is not None else default_load,
             rate_rps=rate_rps,
         ),
         stress=StressSpec(dip_start_s, dip_duration_s, dip_fraction),
@@ -707,16 +374,16 @@ def simulate(
         link_latency_s=link_latency_s,
     )  # fmt: skip
     validate(request)
-    problem = _load(scenario, data_dir, bandwidth_gbps)
-    with _progress_bar("simulating") as step:
+    problem = load_problem(scenario, data_dir, bandwidth_gbps)
+    with progress_bar("simulating") as step:
         report = run_simulations(
             problem, request, plan_mode=mode, threshold_tokens=threshold_tokens,
             find_sustainable=sustainable, progress=step,
         )  # fmt: skip
-    _emit(simulation_view(report), simulation_json(report), fmt, output)
+    emit(simulation_view(report), simulation_json(report), fmt, output)
 
 
-@app.command("compare-policies", cls=_PlanCommand)
+@app.command("compare-policies", cls=PlanCommand)
 def compare_policies_command(
     scenario: ScenarioArg = None,
     load: Annotated[
@@ -742,14 +409,14 @@ def compare_policies_command(
     from prfaas_plan.commands.simulate import compare_policies_for
     from prfaas_plan.render.simulation import comparison_json, comparison_view
 
-    problem = _load(scenario, data_dir, bandwidth_gbps)
+    problem = load_problem(scenario, data_dir, bandwidth_gbps)
     spec = ComparisonSpec(load_fraction=load, requests=requests, seed=seed, trace=trace)
-    with _progress_bar("comparing policies") as step:
+    with progress_bar("comparing policies") as step:
         report = compare_policies_for(problem, spec, plan_mode=mode, progress=step)
-    _emit(comparison_view(report), comparison_json(report), fmt, output)
+    emit(comparison_view(report), comparison_json(report), fmt, output)
 
 
-@app.command("check", cls=_PlanCommand)
+@app.command("check", cls=PlanCommand)
 def check_command(
     data_dir: Annotated[
         Path | None, typer.Argument(help="Data directory to check (default: the shipped data/).")
@@ -784,7 +451,7 @@ def check_command(
             "pass the data directory of your checkout, e.g. prfaas-plan check data --update"
         )
     report = check(catalog, scenario or None, update=update)
-    _emit(check_view(report), check_json(report), fmt, output)
+    emit(check_view(report), check_json(report), fmt, output)
     if not report.ok:
         raise typer.Exit(CHECK_FAILED_EXIT_CODE)
 
