@@ -94,11 +94,15 @@ MAX_BATCH_SIZE = 1e6
 MAX_KV_CACHE_MIB = 2.0**30
 # a GPU, model or dtype name is a file or folder name in data/: short, no path separators
 MAX_NAME_CHARS = 64
-# a trace read into memory: 10^7 requests (the public Mooncake traces have ~2·10^4) and 5·10^7
-# prefix-block ids (25·10^9 tokens in 512-token blocks) keep it within ~1 GB; a file of short
-# lines or of one long hash_ids list would otherwise reach several GB below MAX_TRACE_BYTES
-MAX_TRACE_REQUESTS = 10_000_000
-MAX_TRACE_HASH_IDS = 50_000_000
+# a trace read into memory (the public Mooncake traces have ~2·10^4 requests): measured with
+# /usr/bin/time -v, `simulate --trace` peaks at 334 MB RSS for 10^6 requests without hash ids
+# (~275 bytes a request over a ~60 MB base) and at 180 MB for 10^5 requests with 10^7 hash_ids
+# (~9 bytes an id; `compare-policies`, whose cache-aware policy keeps them, ~21). 2·10^6 requests
+# and 2·10^7 prefix-block ids (10^10 tokens in 512-token blocks) keep a run within ~1 GB; 4·10^6
+# requests reached 1.16 GB, and a file of short lines or of one long hash_ids list would reach
+# several GB below MAX_TRACE_BYTES
+MAX_TRACE_REQUESTS = 2_000_000
+MAX_TRACE_HASH_IDS = 20_000_000
 # --- command-line quantities (simulate, compare-policies, optimize, egress) ---
 # load as a fraction of a deployment's Λ_max: past 100 times its capacity a queue only grows
 # without bound, and a rate of 100 Λ_max stays far from MAX_RATE_RPS
@@ -111,3 +115,8 @@ MAX_BURST_CV = 1000.0
 MIN_LOAD_FRACTION = 1e-3
 # the span a simulated run may cover (requests / rate, or its duration): a year, as MAX_SECONDS
 MAX_SIMULATED_SPAN_S = MAX_SECONDS
+# observed input lengths read from a CSV: `optimize` on 5·10^6 rows peaks at 445 MB RSS (6.5 s;
+# measured with /usr/bin/time -v: ~75 bytes a row for the parsed column, the distribution's
+# sorted copies and the optimiser's use of them); 2·10^7 rows, well under MAX_TRACE_BYTES,
+# reached 1.6 GB. A sample of 5·10^6 lengths pins any quantile the planner uses
+MAX_OBSERVED_LENGTHS = 5_000_000

@@ -112,6 +112,23 @@ SCENARIOS = [
      [f"nested deeper than {bounds.MAX_YAML_DEPTH} levels"]),
     ("5 MB scenario", appended("# " + "x" * (5 * 2**20) + "\n"), 3,
      ["scenario file is", f"over the limit of {bounds.MAX_SCENARIO_BYTES:,} bytes"]),
+    # YAML 1.1 number forms (octal 010 = 8, base-60 1:40 = 100, 0b100, 1_000) mean something
+    # else in YAML 1.2, which the README promises: refused, naming the line and the value
+    ("instances: 010 (YAML 1.1 octal)", replaced("instances: 4", "instances: 010"), 3,
+     ["scenario.yaml: line 11:", "integer '010'", "write 10, not 010"]),
+    ("bandwidth 0100 (octal)", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 0100"), 3,
+     ["line 17:", "write 100, not 0100"]),
+    ("bandwidth 1:40 (base 60)", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 1:40"), 3,
+     ["line 17:", "integer '1:40'", "base 60", "write a decimal"]),
+    ("bandwidth 1_000", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 1_000"), 3,
+     ["line 17:", "write 1000, not 1_000"]),
+    ("instances 0b100", replaced("instances: 4", "instances: 0b100"), 3,
+     ["line 11:", "integer '0b100'", "0b"]),
+    ("instances -010", replaced("instances: 4", "instances: -010"), 3, ["write -10, not -010"]),
+    ("bandwidth 1_00.5 (float)", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 1_00.5"), 3,
+     ["line 17:", "number '1_00.5'", "underscores"]),
+    ("bandwidth 1:40.0 (base-60 float)", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 1:40.0"),
+     3, ["line 17:", "number '1:40.0'", "base 60"]),
     # 3. plausibility bounds, each naming the field, the bound and the value found
     ("min_tokens 1e-300", replaced("min_tokens: 128", "min_tokens: 1.0e-300"), 3,
      ["workload.input_tokens.truncated_lognormal.min_tokens", "greater than or equal to 1", "1e-300"]),
@@ -132,6 +149,8 @@ SCENARIOS = [
      ["link.bandwidth_gbps", "less than or equal to 1000000", "1e+300"]),
     ("output_tokens 1e300", replaced("output_tokens: 1024", "output_tokens: 1.0e+300"), 3,
      ["workload.output_tokens", "less than or equal to 1000000000"]),
+    ("output_tokens 0.001", replaced("output_tokens: 1024", "output_tokens: 0.001"), 3,
+     ["workload.output_tokens", "greater than or equal to 1", "0.001"]),
     ("decode SLO 1e300", replaced("decode_tokens_per_s: 40", "decode_tokens_per_s: 1.0e+300"), 3,
      ["slo.decode_tokens_per_s", "less than or equal to 1000000"]),
     ("decode SLO 1e-300", replaced("decode_tokens_per_s: 40", "decode_tokens_per_s: 1.0e-300"),
@@ -157,7 +176,13 @@ SCENARIOS = [
      3, ["l.jsonl:1: not a JSON object"]),
     ("observed JSONL nested JSON", observed("l.jsonl", "[" * 100_000 + "\n"), 3,
      ["l.jsonl:1: not a JSON object"]),
+    ("observed JSONL duplicate key", observed("l.jsonl", '{"timestamp": 0, "input_length": '
+                                              '20000, "input_length": 1, "output_length": 1}\n'),
+     3, ["l.jsonl:1: duplicate key 'input_length' in one object"]),
     # accepted: ints for floats, YAML 1.2 exponents, a spreadsheet's BOM
+    ("bandwidth 0x64 (hex, as in YAML 1.2)", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 0x64"),
+     0, []),
+    ("output_tokens 1", replaced("output_tokens: 1024", "output_tokens: 1"), 0, []),
     ("bandwidth 1.0e2 (YAML 1.2 float)", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 1.0e2"),
      0, []),
     ("bandwidth 100.0", replaced("bandwidth_gbps: 100", "bandwidth_gbps: 100.0"), 0, []),
@@ -224,6 +249,9 @@ TRACES = [
     ("a string timestamp", write_trace(line(timestamp="0")), 3,
      ["trace.jsonl:1: expected a numeric timestamp, found '0'"]),
     ("not UTF-8", write_trace(b"\xff\xfe{}\n"), 3, ["not UTF-8 text"]),
+    ("duplicate key", write_trace('{"timestamp": 0, "input_length": 20000, "input_length": 1, '
+                                  '"output_length": 8}\n'), 3,
+     ["trace.jsonl:1: duplicate key 'input_length' in one object"]),
     ("with a BOM", write_trace("\ufeff" + LENGTHS_JSONL), 0, []),
 ]  # fmt: skip
 
@@ -282,6 +310,10 @@ CATALOGS = [
     ("latency in ms under _s", scale_latency(1000), 4,
      [H200_PREFILL, "is the column in ms instead of s?", "floor 0.0005"]),
     ("a spreadsheet's BOM", edit(H200_PREFILL, "input_tokens", "\ufeffinput_tokens"), 0, []),
+    ("latency 1000x too fast", scale_latency(1e-3), 4,
+     [H200_PREFILL, "0.00044 s at 1000 tokens", "beats the speed of light", "FP8"]),
+    ("a row of 1e-300 s", edit(H200_PREFILL, "1000,0.44", "1000,1e-300"), 4,
+     [H200_PREFILL, "1e-300 s at 1000 tokens (1 row(s) in all) beats the speed of light"]),
     ("latency 1e300 s", scale_latency(1e300), 4,
      [H200_PREFILL, "column prefill_latency_s: must be <= 3.2e+07"]),
     ("GPU TFLOP/s as a string", edit("gpus/h200.yaml", "dense_bf16_tflops: 989",
@@ -333,9 +365,13 @@ def test_check_on_a_relative_data_dir_with_parent_parts(tmp_path, folder, argume
 def test_the_strict_loader_leaves_pyyaml_alone(tmp_path):
     """The YAML 1.2 float resolver is the strict loader's own: yaml.safe_load is unchanged."""
     path = tmp_path / "f.yaml"
-    path.write_text("a: 1.0e12\nb: '1.0e12'\nc: 1_000\n")
-    assert read_yaml(path, "test") == {"a": 1e12, "b": "1.0e12", "c": 1000}
+    path.write_text("a: 1.0e12\nb: '1.0e12'\nc: 0x1F\nd: 10\n")
+    assert read_yaml(path, "test") == {"a": 1e12, "b": "1.0e12", "c": 31, "d": 10}
     assert yaml.safe_load(path.read_text())["a"] == "1.0e12"
+    path.write_text("c: 1_000\nd: 010\n")  # YAML 1.1 forms: refused here, PyYAML's own there
+    with pytest.raises(ConfigError, match="write 1000, not 1_000"):
+        read_yaml(path, "test")
+    assert yaml.safe_load(path.read_text()) == {"c": 1000, "d": 8}
     path.write_text("a: 1\n? [1, 2]\n: x\n")  # a non-hashable key is PyYAML's own error
     with pytest.raises(ConfigError, match="malformed YAML"):
         read_yaml(path, "test")
@@ -419,3 +455,18 @@ def test_a_trace_is_bounded_in_requests_and_hash_ids(tmp_path, monkeypatch, boun
     monkeypatch.setattr(bounds, bound, 3)
     path = write_trace("".join(lines))(tmp_path)
     assert_clean_error(run("simulate", "--trace", path), 3, where, "replay a window of it")
+
+
+def test_observed_lengths_are_bounded_in_rows(tmp_path, monkeypatch):
+    """bounds.MAX_OBSERVED_LENGTHS, at a small scale: refused on the row after the limit, while
+    streaming; at the limit the plan is made."""
+    monkeypatch.setattr(bounds, "MAX_OBSERVED_LENGTHS", 3)
+    path = tmp_path / "scenario.yaml"
+    path.write_text(observed("l.csv", "input_tokens\n1000\n2000\n3000\n4000\n")(tmp_path))
+    assert_clean_error(
+        run("optimize", path),
+        3,
+        "l.csv: data row 4: observed-lengths file has more than 3 rows; use a sample",
+    )
+    (tmp_path / "l.csv").write_text("input_tokens\n1000\n2000\n3000\n")
+    assert run("optimize", path).returncode == 0

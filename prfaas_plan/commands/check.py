@@ -2,7 +2,8 @@
 
 1. Every file is loaded and validated (schema, units in headers, sortedness, monotonicity,
    physical fit), and every table is checked against physics:
-   - prefill cannot beat the speed of light: T(l) >= 2 · active_params · l / (peak FP8 FLOP/s);
+   - prefill cannot beat the speed of light: T(l) >= 2 · active_params · l / (peak FP8 FLOP/s)
+     (refused when the table is loaded, see analytic/prefill_physics.py);
    - prefill cannot be absurdly slow either: the FLOPs it implies must reach MFU_FLOOR of the
      GPUs' BF16 peak (a latency column entered in ms fails this by 1000x; refused when the
      table is loaded, see analytic/prefill_physics.py);
@@ -29,10 +30,9 @@ from pydantic import BaseModel, ConfigDict
 from prfaas_plan import units
 from prfaas_plan.analytic.architecture import DTYPE_BYTES, kv_footprint
 from prfaas_plan.analytic.derive import prefill_latency_from_kv_throughput
-from prfaas_plan.analytic.prefill_physics import active_params_lower_bound, fastest_prefill_s
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError, PlanError, ProfileError
-from prfaas_plan.inputs.catalog import Catalog, ModelSpec
+from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.files import write_text as _write_text
 from prfaas_plan.inputs.reading import parse, read_csv_columns, read_yaml
@@ -91,10 +91,6 @@ class CheckReport:
         return not self.findings and not self.drifts
 
 
-def _active_params(spec: ModelSpec) -> float:
-    return active_params_lower_bound(spec.total_params, spec.active_params)
-
-
 def _gpu_key(key: str, where: Path) -> tuple[str, int]:
     """'h200-x8' -> ('h200', 8), or a ProfileError naming the folder."""
     gpu, _, per_instance = key.rpartition("-x")
@@ -109,23 +105,12 @@ def _check_prefill(catalog: Catalog, model: str, key: str, findings: list[Findin
     folder = catalog.data_dir / "profiles" / model / "prefill" / key
     gpu_name, gpus = _gpu_key(key, folder)
     curve = catalog.prefill_latency(model, gpu_name, gpus)
-    gpu, spec = catalog.gpu(gpu_name), catalog.model(model)
+    spec = catalog.model(model)
     tokens, latency_s = read_csv_columns(
         folder / "prefill_latency.csv", ("input_tokens", "prefill_latency_s")
     )
-    fastest_s = fastest_prefill_s(
-        _active_params(spec), tokens, units.tflops_to_flops(gpu.dense_fp8_tflops) * gpus
-    )
-    too_fast = np.flatnonzero(latency_s < fastest_s)
-    if too_fast.size:
-        i = too_fast[0]
-        findings.append(Finding(curve.source, (
-            f"{latency_s[i]:g} s at {tokens[i]:g} tokens ({too_fast.size} row(s) in all) beats the "
-            f"speed of light {fastest_s[i]:.3g} s (2 x {_active_params(spec):.3g} active params "
-            f"x tokens at {gpus} x {gpu.dense_fp8_tflops:g} TFLOP/s FP8); is the column in seconds, "
-            "and active_params in models.yaml right?"
-        )))  # fmt: skip
-    # a table below the MFU floor (prefill_physics) is refused by catalog.prefill_latency above
+    # a table beating the speed of light or below the MFU floor (prefill_physics) is refused
+    # by catalog.prefill_latency above
     derivation = folder / "kv_throughput.csv"
     if curve.provenance == "derived" and not derivation.is_file():
         findings.append(

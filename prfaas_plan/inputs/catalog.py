@@ -10,8 +10,9 @@ Layout (keyed by exactly what each table depends on):
 CSV headers carry units; the KV table is in MiB (the paper's unit) and converted here.
 
 Files are read through inputs/reading.py (bounded, strict YAML and schemas); every column and
-field has a plausibility bound (bounds.py), and a prefill table must reach the MFU floor of
-analytic/prefill_physics.py (a latency column in ms under a `_s` header does not).
+field has a plausibility bound (bounds.py), and a prefill table must lie between the speed of
+light and the MFU floor of analytic/prefill_physics.py (a latency column in ms under a `_s`
+header is too slow, one 1000x too fast beats the speed of light).
 """
 
 import re
@@ -28,6 +29,7 @@ from prfaas_plan.analytic.architecture import LayerGroup
 from prfaas_plan.analytic.prefill_physics import (
     MFU_FLOOR,
     active_params_lower_bound,
+    fastest_prefill_s,
     prefill_mfu,
 )
 from prfaas_plan.analytic.profiles import (
@@ -322,22 +324,41 @@ class Catalog:
             source=self.shown(path),
             check_up_to_tokens=check_up_to_tokens,
         )
-        self._check_mfu_floor(model, gpu, gpus_per_instance, tokens[-1], latency_s[-1], curve)
+        self._check_physics(model, gpu, gpus_per_instance, tokens, latency_s, curve.source)
         return curve
 
-    def _check_mfu_floor(
-        self, model: str, gpu: str, gpus: int, tokens: float, latency_s: float, curve: FittedCurve
+    def _check_physics(
+        self,
+        model: str,
+        gpu: str,
+        gpus: int,
+        tokens: np.ndarray,
+        latency_s: np.ndarray,
+        source: str,
     ) -> None:
-        """ProfileError if the longest row (where compute dominates the fixed overhead) is
-        slower than prefill_physics.MFU_FLOOR of the GPUs' BF16 peak allows."""
+        """ProfileError if a row beats the speed of light (prefill_physics.fastest_prefill_s at
+        the GPUs' FP8 peak: a column 1000x too fast, or in ks), or if the longest row (where
+        compute dominates the fixed overhead) is slower than MFU_FLOOR of the BF16 peak allows."""
         spec, facts = self.model(model), self.gpu(gpu)
         n = active_params_lower_bound(spec.total_params, spec.active_params)
+        fastest_s = fastest_prefill_s(
+            n, tokens, units.tflops_to_flops(facts.dense_fp8_tflops) * gpus
+        )
+        too_fast = np.flatnonzero(latency_s < fastest_s)
+        if too_fast.size:
+            i = too_fast[0]
+            raise ProfileError(
+                f"{source}: {latency_s[i]:g} s at {tokens[i]:g} tokens ({too_fast.size} row(s) in "
+                f"all) beats the speed of light {fastest_s[i]:.3g} s (2 x {n:.3g} active params "
+                f"x tokens at {gpus} x {facts.dense_fp8_tflops:g} TFLOP/s FP8); is the column in "
+                "seconds, and active_params in models.yaml right?"
+            )
         mfu = prefill_mfu(
-            n, tokens, latency_s, units.tflops_to_flops(facts.dense_bf16_tflops) * gpus
+            n, tokens[-1], latency_s[-1], units.tflops_to_flops(facts.dense_bf16_tflops) * gpus
         )
         if mfu < MFU_FLOOR:
             raise ProfileError(
-                f"{curve.source}: {latency_s:g} s at {tokens:g} tokens uses only {mfu:.2g} of "
+                f"{source}: {latency_s[-1]:g} s at {tokens[-1]:g} tokens uses only {mfu:.2g} of "
                 f"{gpus} x {facts.name} BF16 peak (floor {MFU_FLOOR:g}), far too slow for a "
                 "prefill: is the column in ms instead of s?"
             )

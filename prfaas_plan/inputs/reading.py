@@ -170,6 +170,43 @@ for _first in "-+0123456789.":
     _StrictLoader.yaml_implicit_resolvers.setdefault(_first, []).append((_FLOAT_TAG, _FLOAT_1_2))
 
 
+# YAML 1.1 (PyYAML) also reads `010` as octal 8, `1:40` as base-60 100, `0b100` as 4 and `1_000`
+# as 1000, where YAML 1.2 (which the README promises) reads a decimal 10 or a string. Rather than
+# guess which the author meant, the loader refuses those forms; decimals and 0x hex (the same in
+# both) are read as usual.
+_INT_1_2 = re.compile(r"^(?:[-+]?(?:0|[1-9][0-9]*)|0x[0-9a-fA-F]+)$")
+_FLOAT_1_1_ONLY = re.compile(r"[_:]")
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    value = str(node.value)
+    if not _INT_1_2.match(value):
+        digits = value.replace("_", "").lstrip("+-")
+        sign = "-" if value.startswith("-") else ""
+        hint = f"write {sign}{int(digits)}, not {value}" if digits.isdigit() else "write a decimal"
+        raise _YamlRefusedError(
+            f"integer {bounds.quoted(value)} has a YAML 1.1 form (leading zero, base 60, "
+            f"underscores or 0b) whose meaning differs in YAML 1.2; {hint}",
+            node.start_mark,
+        )
+    return loader.construct_yaml_int(node)  # type: ignore[no-untyped-call,no-any-return]
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.Node) -> float:
+    value = str(node.value)
+    if _FLOAT_1_1_ONLY.search(value):
+        raise _YamlRefusedError(
+            f"number {bounds.quoted(value)} has a YAML 1.1 form (base 60 or underscores) that "
+            "YAML 1.2 reads as a string; write a plain decimal",
+            node.start_mark,
+        )
+    return loader.construct_yaml_float(node)  # type: ignore[no-untyped-call,no-any-return]
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_StrictLoader.add_constructor(_FLOAT_TAG, _construct_float)
+
+
 def read_yaml(path: Path, what: str, error: type[PlanError] = ConfigError) -> Any:
     """The YAML document in `path` (a bounded read, strict loader), or one line saying why not."""
     text = read_text(path, what, error)
@@ -231,10 +268,11 @@ def read_csv_columns(
     what: str = "profile table",
     error: type[PlanError] = ProfileError,
     limit_bytes: int = bounds.MAX_SCENARIO_BYTES,
+    max_rows: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Numeric columns of a CSV whose header must be exactly `columns` (units in the names),
-    read as a stream of at most `limit_bytes`; a failure raises `error`, naming the file as
-    `what`."""
+    read as a stream of at most `limit_bytes` and `max_rows` data rows (refused on the row
+    after, before it is stored); a failure raises `error`, naming the file as `what`."""
     with open_bounded(path, what, limit_bytes, error) as handle:
         rows = (
             row
@@ -256,6 +294,11 @@ def read_csv_columns(
         values = [array("d") for _ in columns]
         try:
             for r, row in enumerate(rows, start=1):
+                if max_rows is not None and r > max_rows:
+                    raise error(
+                        f"{path}: data row {r:,}: {what} file has more than {max_rows:,} rows; "
+                        "use a sample of it"
+                    )
                 _append_row(values, row, r, columns, path, error)
         except csv.Error as exc:
             raise error(f"{path}: malformed CSV: {exc}") from None

@@ -113,7 +113,7 @@ InputLengths = Annotated[
 
 class WorkloadSpec(Strict):
     input_tokens: InputLengths
-    output_tokens: float = Field(gt=0, le=bounds.MAX_TOKENS)  # mean output length
+    output_tokens: float = Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)  # mean, >= 1 a request
 
 
 class SloSpec(Strict):

@@ -56,6 +56,23 @@ def _hash_ids(record: dict[str, object], where: str) -> list[int]:
 _MIN_HASH_ID, _MAX_HASH_ID = -(2**63), 2**63 - 1
 
 
+class _DuplicateKeyError(Exception):
+    """A JSON object with one key twice (json.loads would keep the last value silently)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    record: dict[str, object] = {}
+    for key, value in pairs:
+        if key in record:
+            raise _DuplicateKeyError(key)
+        record[key] = value
+    return record
+
+
 def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> RequestTrace:
     """Parse Mooncake JSONL lines (blank lines skipped) into a `RequestTrace`.
 
@@ -71,7 +88,11 @@ def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> Request
             continue
         where = f"{source}:{number}"
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=_unique_keys)
+        except _DuplicateKeyError as exc:
+            raise ConfigError(
+                f"{where}: duplicate key {bounds.quoted(exc.key)} in one object"
+            ) from None
         except (ValueError, RecursionError):  # JSONDecodeError, an int over 4,300 digits
             raise ConfigError(f"{where}: not a JSON object: {line[:60]!r}") from None
         if not isinstance(record, dict):
@@ -162,6 +183,7 @@ def read_observed_lengths(path: Path) -> np.ndarray:
         what="observed-lengths",
         error=ConfigError,
         limit_bytes=bounds.MAX_TRACE_BYTES,
+        max_rows=bounds.MAX_OBSERVED_LENGTHS,
     )
     if lengths.size == 0:
         raise ConfigError(f"{where}: no lengths found")
