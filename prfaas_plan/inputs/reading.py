@@ -178,7 +178,7 @@ _INT_1_2 = re.compile(r"^(?:[-+]?(?:0|[1-9][0-9]*)|0x[0-9a-fA-F]+)$")
 _FLOAT_1_1_ONLY = re.compile(r"[_:]")
 
 
-def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     value = str(node.value)
     if not _INT_1_2.match(value):
         digits = value.replace("_", "").lstrip("+-")
@@ -189,10 +189,10 @@ def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
             f"underscores or 0b) whose meaning differs in YAML 1.2; {hint}",
             node.start_mark,
         )
-    return loader.construct_yaml_int(node)  # type: ignore[no-untyped-call,no-any-return]
+    return loader.construct_yaml_int(node)
 
 
-def _construct_float(loader: yaml.SafeLoader, node: yaml.Node) -> float:
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
     value = str(node.value)
     if _FLOAT_1_1_ONLY.search(value):
         raise _YamlRefusedError(
@@ -200,7 +200,7 @@ def _construct_float(loader: yaml.SafeLoader, node: yaml.Node) -> float:
             "YAML 1.2 reads as a string; write a plain decimal",
             node.start_mark,
         )
-    return loader.construct_yaml_float(node)  # type: ignore[no-untyped-call,no-any-return]
+    return loader.construct_yaml_float(node)
 
 
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
