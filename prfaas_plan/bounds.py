@@ -111,3 +111,17 @@ MAX_BURST_CV = 1000.0
 MIN_LOAD_FRACTION = 1e-3
 # the span a simulated run may cover (requests / rate, or its duration): a year, as MAX_SECONDS
 MAX_SIMULATED_SPAN_S = MAX_SECONDS
+# the --bandwidth-gbps override of link.bandwidth_gbps, in the scenario file's unit (10^9 bit/s):
+# the same 1 kbit/s .. 1 Pbit/s as the file (inputs/scenario.py), so a flag and a file agree
+MIN_BANDWIDTH_GBPS = MIN_BANDWIDTH_BYTES_PER_S * 8 / 1e9
+MAX_BANDWIDTH_GBPS = MAX_BANDWIDTH_BYTES_PER_S * 8 / 1e9
+# gamma burst CV: below 0.01 the gaps are regular to 1% (a deterministic stream, and the shape
+# 1/CV^2 reaches 10^4); above 100 the shape 1/CV^2 is below 10^-4, so nearly every gap is 0 and
+# a run of 10^5 requests arrives in a handful of bursts whose span rounds to nothing. Supersedes
+# MAX_BURST_CV for the command line
+MIN_BURST_CV_RANGE = 0.01
+MAX_BURST_CV_RANGE = 100.0
+# a simulation's memory and time, estimated before anything is allocated (commands/simulate.py):
+# at most this much memory (the issue's ~1 GB), and an hour of run time
+MAX_SIMULATION_BYTES = 2**30
+MAX_SIMULATION_S = 3600.0
