@@ -9,6 +9,7 @@ no real deployment has. Units as in the names (SI inside the package).
 import math
 import reprlib
 
+from prfaas_plan import units
 from prfaas_plan.errors import ConfigError
 
 # lengths (tokens): no model has a context near 10^9 tokens, and E[L^4] of 10^9 is 1e36, far
@@ -120,3 +121,17 @@ MAX_SIMULATED_SPAN_S = MAX_SECONDS
 # sorted copies and the optimiser's use of them); 2·10^7 rows, well under MAX_TRACE_BYTES,
 # reached 1.6 GB. A sample of 5·10^6 lengths pins any quantile the planner uses
 MAX_OBSERVED_LENGTHS = 5_000_000
+# the --bandwidth-gbps override of link.bandwidth_gbps, in the scenario file's unit (10^9 bit/s):
+# the same 1 kbit/s .. 1 Pbit/s as the file (inputs/scenario.py), so a flag and a file agree
+MIN_BANDWIDTH_GBPS = units.bytes_per_s_to_gbps(MIN_BANDWIDTH_BYTES_PER_S)
+MAX_BANDWIDTH_GBPS = units.bytes_per_s_to_gbps(MAX_BANDWIDTH_BYTES_PER_S)
+# gamma burst CV: below 0.01 the gaps are regular to 1% (a deterministic stream, and the shape
+# 1/CV^2 reaches 10^4); above 100 the shape 1/CV^2 is below 10^-4, so nearly every gap is 0 and
+# a run of 10^5 requests arrives in a handful of bursts whose span rounds to nothing. Supersedes
+# MAX_BURST_CV for the command line
+MIN_BURST_CV_RANGE = 0.01
+MAX_BURST_CV_RANGE = 100.0
+# a simulation's memory and time, estimated before anything is allocated (commands/simulate.py):
+# at most this much memory (the issue's ~1 GB), and an hour of run time
+MAX_SIMULATION_BYTES = 2**30
+MAX_SIMULATION_S = 3600.0

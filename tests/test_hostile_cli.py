@@ -22,6 +22,7 @@ from .test_cli import CASE, assert_clean_error, data_copy, run
 
 BIG = "1e300"
 TINY = "1e-300"
+LONG = "b" * 300  # a path component longer than any file system's 255 bytes
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +99,11 @@ REFUSED = [
     (["optimize", "--target-rps", BIG], "--target-rps must be in [1e-06, 1e+06] req/s"),
     (["optimize", "--ttft-target-s", "1", "--ttft-load-rps", BIG],
      "--ttft-load-rps must be in [1e-06, 1e+06] req/s"),
-    (["optimize", "--ttft-target-s", "1", "--ttft-load", BIG], "--ttft-load must be in [0, 100]"),
+    (["optimize", "--ttft-target-s", "1", "--ttft-load", BIG], "--ttft-load must be in [0.001, 100]"),
+    (["optimize", "--ttft-target-s", "5", "--ttft-load", TINY],
+     "--ttft-load must be in [0.001, 100], got 1e-300"),
+    (["optimize", "--ttft-target-s", "5", "--ttft-load-rps", TINY],
+     "--ttft-load-rps must be in [1e-06, 1e+06] req/s, got 1e-300"),
     # seconds
     (["optimize", "--ttft-target-s", BIG, "--ttft-load", "0.5"],
      "--ttft-target-s must be in [0, 3.2e+07] s"),
@@ -107,7 +112,13 @@ REFUSED = [
     ([*SIM, "--arrivals", "sinusoidal", "--period-s", BIG], "--period-s must be in [0, 3.2e+07] s"),
     ([*SIM, "--dip-start-s", BIG, "--dip-duration-s", "1"],
      "--dip-start-s must be in [0, 3.2e+07] s"),
-    ([*SIM, "--arrivals", "gamma", "--burst-cv", BIG], "--burst-cv must be in [0, 1000]"),
+    ([*SIM, "--arrivals", "gamma", "--burst-cv", BIG], "--burst-cv must be in [0.01, 100]"),
+    (["simulate", "--arrivals", "gamma", "--burst-cv", TINY, "--requests", "2000"],
+     "--burst-cv must be in [0.01, 100], got 1e-300"),
+    (["simulate", "--arrivals", "gamma", "--burst-cv", "1000", "--requests", "2000"],
+     "--burst-cv must be in [0.01, 100], got 1000"),
+    (["simulate", "--duration-s", "1e-6"],
+     "--duration-s of 1e-06 s holds no request at 2.54 req/s; give a window of at least"),
     # lengths, counts, bandwidth
     (["egress", "--mean-tokens", BIG], "--mean-tokens must be in [1, 1e+09] tokens, got 1e+300"),
     (["egress", "--mean-tokens", "0.5"], "--mean-tokens must be in [1, 1e+09] tokens"),
@@ -121,12 +132,85 @@ REFUSED = [
       "--prfaas-instances", str(10**9)], "--prfaas-instances must be in [0, 100000] instances"),
     # memory and time, estimated before anything is allocated
     (["compare-policies", "--requests", str(10**11)],
-     "1e+11 requests would need ~37253 GiB; this machine fits about"),
-    (["simulate", "--requests", str(10**11)], "1e+11 requests would need ~37253 GiB"),
+     "1e+11 requests would need ~46,566 GiB, more than the 1 GiB a run may use: about "),
+    # measured ~463 B a request for compare-policies (10^6: 511 MB)
+    (["compare-policies", "--requests", "2500000"],
+     "about 2,013,265 requests fit per run (--requests)"),
+    (["simulate", "--requests", str(10**11)], "1e+11 requests would need ~24,214 GiB"),
+    # measured ~237 B a request: 10^7 took 2.3 GB, now refused (the limit keeps a run < ~1 GB)
+    (["simulate", "--requests", str(10**7)],
+     "1e+07 requests would need ~2.48 GiB, more than the 1 GiB a run may use: about 3,871,665 "
+     "requests fit per run (--requests/--duration-s)"),
+    (["simulate", "--requests", "4000000", "--sustainable"], "4e+06 requests would need"),
+    # a sweep: every finished run keeps its results (300 fractions took 2.77 GB)
+    (["simulate", "--load", ",".join(["0.5"] * 300)],
+     "300 runs of 100,000 requests would need ~3.43 GiB (each finished run keeps its results), "
+     "more than the 1 GiB limit; give fewer --load values or fewer requests"),
     ([*SIM, "--rate-rps", "1e-6"],
      "1,000 requests at 1e-06 req/s span ~1e+09 s, more than 3.2e+07 s (a year); raise --rate-rps"),
     (["compare-policies", "--requests", "1000000", "--load", "0.001"],
      "span ~3.2e+08 s, more than 3.2e+07 s (a year); raise --load or ask for fewer requests"),
+    # the --bandwidth-gbps override: the scenario file's own bound, on every command
+    *[([command, *extra, "--bandwidth-gbps", value],
+       f"--bandwidth-gbps must be in [1e-06, 1e+06] Gbps, got {value_shown}")
+      for command, extra in [("optimize", []), ("simulate", []), ("compare-policies", []),
+                             ("evaluate", ["--threshold-tokens", "1000",
+                                           "--pd-prefill-instances", "2"])]
+      for value, value_shown in [(TINY, "1e-300"), ("1e-7", "1e-07"), ("1e7", "1e+07"),
+                                 (BIG, "1e+300")]],
+    # any option given twice: click would keep the last one without a word
+    *[(args, f"{flag} given more than once (only the last would count); give it once")
+      for flag, args in [
+          ("--bandwidth-gbps", ["optimize", "--bandwidth-gbps", "100", "--bandwidth-gbps", "1"]),
+          ("--seed", [*SIM, "--seed", "1", "--seed", "2"]),
+          ("--requests", [*SIM, "--requests", "2000"]),
+          ("--threshold-tokens", ["optimize", "--threshold-tokens", "1", "--threshold-tokens", "2"]),
+          ("--mode", ["optimize", "--mode", "exact", "--mode", "paper"]),
+          ("--format", ["optimize", "-f", "json", "--format", "table"]),
+          ("--output", ["optimize", "-o", "a.json", "--output", "b.json"]),
+          ("--trace", ["simulate", "--trace", "TRACE", "--trace", "TRACE"]),
+          ("--policy", [*SIM, "--policy", "static", "--policy", "adaptive"]),
+          ("--data-dir", ["optimize", "--data-dir", "data", "--data-dir", "data"]),
+          ("--link-gbps", ["egress", "--link-gbps", "100", "--link-gbps", "1"]),
+          ("--lengths", ["kv", "--lengths", "1024", "--lengths", "2048"]),
+          ("--sustainable", [*SIM, "--sustainable", "--sustainable"]),
+      ]],
+    # flags that only another combination reads
+    ([*SIM, "--burst-cv", "2"],
+     "--burst-cv has no effect here: only gamma arrivals have a burst CV (--arrivals is poisson)"),
+    ([*SIM, "--arrivals", "sinusoidal", "--burst-cv", "2"], "(--arrivals is sinusoidal)"),
+    ([*SIM, "--period-s", "60"],
+     "--period-s has no effect here: only sinusoidal arrivals have a period"),
+    ([*SIM, "--arrivals", "gamma", "--amplitude", "0.2"],
+     "--amplitude has no effect here: only sinusoidal arrivals have an amplitude"),
+    ([*SIM, "--dip-fraction", "0.5"],
+     "--dip-fraction has no effect here: it is the share of the link left during a dip; give "
+     "--dip-start-s and --dip-duration-s"),
+    (["optimize", "--ttft-percentile", "50"],
+     "--ttft-percentile has no effect without a target (--ttft-target-s)"),
+    (["optimize", "--solver", "highs"], "--solver has no effect without sizing"),
+    (["egress", "--mode", "exact"], "--mode has no effect without a scenario"),
+    # the table would overwrite the figure
+    (["optimize", "--plot", "same.png", "-o", "same.png"],
+     "--output and --plot name the same file (same.png)"),
+    (["optimize", "--plot", "same.png", "-o", "./same.png"], "name the same file"),
+    (["kv", "--plot", "same.png", "-o", "same.png"], "name the same file"),
+    # paths: a name the system refuses (a component over 255 bytes), an empty name, a slash
+    (["optimize", "-o", LONG + ".json"], "--output: cannot write 'bbb"),
+    (["optimize", "-o", LONG + ".json"], "bbb.json': File name too long"),
+    (["optimize", "--plot", LONG + ".png"], "--plot: cannot write 'bbb"),
+    (["kv", "--plot", LONG + ".png"], "--plot: cannot write 'bbb"),
+    (["simulate", "--trace", LONG + ".jsonl"], "--trace: cannot read 'bbb"),
+    (["compare-policies", "--trace", LONG + ".jsonl"], "--trace: cannot read 'bbb"),
+    (["optimize", "--data-dir", LONG], "--data-dir: cannot read 'bbb"),
+    (["check", LONG], "data directory: cannot read 'bbb"),
+    (["optimize", LONG + ".yaml"], "scenario file: cannot read 'bbb"),
+    (["egress", "--scenario", LONG + ".yaml"], "--scenario: cannot read 'bbb"),
+    (["check", "--scenario", LONG + ".yaml"], "--scenario: cannot read 'bbb"),
+    (["optimize", "-o", ""], "--output: the file name is empty"),
+    (["optimize", "--plot", ""], "--plot: the file name is empty"),
+    (["optimize", "-o", "newdir/"], "--output: newdir/ ends in a slash (a directory); give a file"),
+    (["optimize", "-o", "AFILE/x.json"], "afile is not a directory"),
     # a trace shorter than the requests asked for: refused, not silently shortened
     (["compare-policies", "--requests", "5000", "--trace", "TRACE"],
      "short.jsonl: the trace has 150 requests, fewer than --requests 5,000; ask for at most 150"),
@@ -136,18 +220,89 @@ REFUSED = [
 @pytest.mark.parametrize(
     "args, fragment", REFUSED, ids=[" ".join(map(str, a))[:60] for a, _ in REFUSED]
 )
-def test_refused_up_front_with_one_line_naming_the_flag(args, fragment, short_trace):
-    args = [short_trace if a == "TRACE" else a for a in args]
-    assert_clean_error(run(*args), 3, fragment)
+def test_refused_up_front_with_one_line_naming_the_flag(args, fragment, short_trace, tmp_path):
+    (tmp_path / "afile").write_text("")
+    args = [short_trace if a == "TRACE" else tmp_path / "afile/x.json" if a == "AFILE/x.json"
+            else a for a in args]  # fmt: skip
+    assert_clean_error(run(*args, cwd=tmp_path), 3, fragment)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing written
+
+
+def _machine_of(monkeypatch, gib: float) -> None:
+    real = os.sysconf
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": int(gib * 2**30) // 4096}
+    monkeypatch.setattr(os, "sysconf", lambda name: pages.get(name) or real(name))
 
 
 def test_the_memory_guard_refuses_compare_policies_of_10_8_requests(monkeypatch):
-    """The issue's case on a 16 GiB machine (the guard reads the machine's memory)."""
-    real = os.sysconf
-    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 16 * 2**30 // 4096}
-    monkeypatch.setattr(os, "sysconf", lambda name: pages.get(name) or real(name))
+    """The issue's case on a 16 GiB machine: the limit is 1 GiB whatever the machine."""
+    _machine_of(monkeypatch, 16)
     result = run("compare-policies", "--requests", "100000000")
-    assert_clean_error(result, 3, "1e+08 requests would need ~37 GiB", "(--requests)")
+    assert_clean_error(result, 3, "1e+08 requests would need ~46.6 GiB, more than the 1 GiB a "
+                       "run may use", "(--requests)")  # fmt: skip
+
+
+def test_a_small_machine_lowers_the_memory_limit_to_half_its_memory(monkeypatch):
+    _machine_of(monkeypatch, 1)
+    result = run("simulate", "--requests", "3000000")
+    assert_clean_error(result, 3, "more than the 0.5 GiB a run may use: about 1,806,777 requests")
+
+
+def test_the_time_estimate_counts_every_run_of_a_sweep_and_of_the_bisection(monkeypatch):
+    """A run takes ~2.2 µs a request; --sustainable adds ~12 bisection runs."""
+    from prfaas_plan import bounds
+
+    monkeypatch.setattr(bounds, "MAX_SIMULATION_S", 0.5)
+    result = run("simulate", "--requests", "20000", "--load", "0.5,0.8", "--sustainable")
+    assert_clean_error(result, 3, "14 simulations of 20,000 requests would take ~0.7 s, more "
+                       "than 0.5 s; ask for fewer requests (--requests/--duration-s)")  # fmt: skip
+    assert run("simulate", "--requests", "20000", "--load", "0.5,0.8", "-f", "json").returncode == 0
+
+
+def test_an_option_declared_a_list_may_be_repeated():
+    result = run("check", "--scenario", CASE, "--scenario", CASE, "-f", "json")
+    assert "given more than once" not in result.stderr and result.returncode in (0, 8)
+
+
+def test_gamma_arrivals_refuse_a_cv_whose_shape_is_not_finite():
+    from prfaas_plan.sim.arrivals import gamma_arrivals
+
+    rng = np.random.default_rng(0)
+    for cv in (0.0, -1.0, 1e-300, float("nan")):
+        with pytest.raises(ConfigError, match="coefficient of variation must be a finite number"):
+            gamma_arrivals(1.0, cv, rng=rng, count=10)
+
+
+def test_output_through_a_symbolic_link_replaces_its_target_and_keeps_the_link(tmp_path):
+    """Decided: a link is written through (its target replaced atomically), not replaced."""
+    target = tmp_path / "target.json"
+    target.write_text("old\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(target.name)
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to("new.json")
+    for name in (link, dangling):
+        result = run("optimize", "-f", "json", "-o", name)
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+        assert name.is_symlink()
+    assert json.loads(target.read_text())["mode"] == "paper"
+    assert json.loads((tmp_path / "new.json").read_text())["mode"] == "paper"
+    _no_temporary_left(tmp_path)
+
+
+def test_flags_given_in_their_own_combination_still_run(tmp_path):
+    for args in (["egress", "--scenario", CASE, "--mode", "exact", "-f", "json"],
+                 ["simulate", "--requests", "2000", "--arrivals", "gamma", "--burst-cv", "100",
+                  "-f", "json"],
+                 ["simulate", "--requests", "2000", "--arrivals", "sinusoidal", "--period-s", "60",
+                  "--amplitude", "0.2", "-f", "json"],
+                 ["simulate", "--requests", "2000", "--dip-start-s", "1", "--dip-duration-s", "5",
+                  "--dip-fraction", "0.5", "-f", "json"],
+                 ["optimize", "--ttft-target-s", "5", "--ttft-load", "0.5", "--ttft-percentile",
+                  "50", "-f", "json"],
+                 ["optimize", "--plot", tmp_path / "f.png", "-o", tmp_path / "t.json"]):  # fmt: skip
+        result = run(*args)
+        assert result.returncode == 0, (args, result.stderr)
 
 
 def test_a_trace_long_enough_is_compared_on_the_requests_asked_for(short_trace):

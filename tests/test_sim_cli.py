@@ -119,10 +119,19 @@ def test_mooncake_trace_replay_and_prefix_policy(tmp_path):
         (["--dip-start-s", "10"], "--dip-duration-s"),
         (["--requests", "0"], "--requests"),
         (["--duration-s", "-1"], "error: --duration-s must be a finite number > 0, got -1"),
-        (["--burst-cv", "0"], "error: --burst-cv must be a finite number > 0, got 0"),
-        (["--period-s", "0"], "error: --period-s must be a finite number > 0, got 0"),
-        (["--amplitude", "2"], "error: --amplitude must be in [0, 1]"),
-        (["--dip-fraction", "2"], "error: --dip-fraction must be in [0, 1]"),
+        (
+            ["--arrivals", "gamma", "--burst-cv", "0"],
+            "error: --burst-cv must be a finite number > 0, got 0",
+        ),
+        (
+            ["--arrivals", "sinusoidal", "--period-s", "0"],
+            "error: --period-s must be a finite number > 0, got 0",
+        ),
+        (["--arrivals", "sinusoidal", "--amplitude", "2"], "error: --amplitude must be in [0, 1]"),
+        (
+            ["--dip-start-s", "1", "--dip-duration-s", "1", "--dip-fraction", "2"],
+            "error: --dip-fraction must be in [0, 1]",
+        ),
         (["--dip-start-s", "-1", "--dip-duration-s", "1"], "error: --dip-start-s must be"),
         (["--link-latency-s", "-1"], "error: --link-latency-s must be >= 0, got -1"),
         (["--trace", "t.jsonl", "--requests", "9"], "drop --requests/--duration-s"),

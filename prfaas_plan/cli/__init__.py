@@ -23,10 +23,15 @@ from prfaas_plan.cli.options import (
     OutputOpt,
     RangeOpt,
     ScenarioArg,
+    check_distinct_outputs,
     float_list,
+    given,
     int_list,
     percentile,
+    plot_name,
     plot_target,
+    refuse_unused,
+    source,
 )
 from prfaas_plan.cli.output import emit, load_problem, progress_bar, spinner
 from prfaas_plan.commands.simulation_spec import (
@@ -78,8 +83,8 @@ def optimize(
         ),
     ] = None,
     solver: Annotated[
-        Solver, typer.Option("--solver", help="MILP solver for sizing.")
-    ] = Solver.HIGHS,
+        Solver | None, typer.Option("--solver", help="MILP solver for sizing [highs].")
+    ] = None,
     out_of_range: RangeOpt = RangePolicy.EXTRAPOLATE,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
@@ -89,6 +94,7 @@ def optimize(
             "--plot",
             help="Also draw the threshold-balance figure (.png/.svg/.pdf).",
             callback=plot_target,
+            parser=plot_name,
         ),
     ] = None,
     ttft_target_s: Annotated[
@@ -100,9 +106,11 @@ def optimize(
         ),
     ] = None,
     ttft_percentile: Annotated[
-        str,
-        typer.Option("--ttft-percentile", help="Which TTFT the target bounds: mean, 50, 90 or 99."),
-    ] = "90",
+        str | None,
+        typer.Option(
+            "--ttft-percentile", help="Which TTFT the target bounds: mean, 50, 90 or 99 [90]."
+        ),
+    ] = None,
     ttft_load: Annotated[
         float | None,
         typer.Option(
@@ -120,7 +128,9 @@ def optimize(
     from prfaas_plan.commands.plan import plan, ttft_target
     from prfaas_plan.render.plan import plan_to_json, plan_view
 
-    ttft = ttft_target(ttft_target_s, percentile(ttft_percentile), ttft_load_rps, ttft_load)
+    check_distinct_outputs(output, plot)
+    chosen = percentile(ttft_percentile) if ttft_percentile is not None else None
+    ttft = ttft_target(ttft_target_s, chosen, ttft_load_rps, ttft_load)
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
     sizing = target_rps is not None or max_prfaas_gpus is not None
     with spinner(
@@ -189,7 +199,10 @@ def kv(
     plot: Annotated[
         Path | None,
         typer.Option(
-            "--plot", help="Draw Φ_kv against length (.png/.svg/.pdf).", callback=plot_target
+            "--plot",
+            help="Draw Φ_kv against length (.png/.svg/.pdf).",
+            callback=plot_target,
+            parser=plot_name,
         ),
     ] = None,
     fmt: FormatOpt = OutputFormat.TABLE,
@@ -202,6 +215,7 @@ def kv(
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.catalog import kv_json, kv_view
 
+    check_distinct_outputs(output, plot)
     report = kv_report(
         Catalog.open(data_dir), models, int_list(lengths, "--lengths"), kv_dtype=kv_dtype,
         state_dtype=state_dtype, gpu=gpu, gpus_per_instance=gpus_per_instance,
@@ -225,6 +239,7 @@ def egress(
             "--scenario",
             help="Take model, PrfaaS cluster, link and length "
             "distribution from a scenario; L_avg = E[L | L > t].",
+            callback=source("scenario"),
         ),
     ] = None,
     prfaas_gpus: Annotated[
@@ -248,7 +263,10 @@ def egress(
     link_gbps: Annotated[
         float | None, typer.Option("--link-gbps", help="Link to test, 10^9 bit/s [100].")
     ] = None,
-    mode: ModeOpt = Mode.PAPER,
+    mode: Annotated[
+        Mode | None,
+        typer.Option("--mode", help="With --scenario: service-time mode, paper or exact [paper]."),
+    ] = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
     data_dir: DataDirOpt = None,
@@ -299,20 +317,30 @@ def simulate(
         ),
     ] = None,
     burst_cv: Annotated[
-        float, typer.Option("--burst-cv", help="gamma: coefficient of variation of inter-arrivals.")
-    ] = ArrivalSpec.burst_cv,
+        float | None,
+        typer.Option(
+            "--burst-cv",
+            help=f"gamma: coefficient of variation of inter-arrivals [{ArrivalSpec.burst_cv:g}].",
+        ),
+    ] = None,
     period_s: Annotated[
-        float, typer.Option("--period-s", help="sinusoidal: period (s).")
-    ] = ArrivalSpec.period_s,
+        float | None,
+        typer.Option("--period-s", help=f"sinusoidal: period (s) [{ArrivalSpec.period_s:g}]."),
+    ] = None,
     amplitude: Annotated[
-        float, typer.Option("--amplitude", help="sinusoidal: rate swing as a fraction of the mean.")
-    ] = ArrivalSpec.amplitude,
+        float | None,
+        typer.Option(
+            "--amplitude",
+            help=f"sinusoidal: rate swing as a fraction of the mean [{ArrivalSpec.amplitude:g}].",
+        ),
+    ] = None,
     trace: Annotated[
         Path | None,
         typer.Option(
             "--trace",
             help="Replay a Mooncake JSONL trace (timestamp, input_length, "
             "output_length, hash_ids); with --load/--rate-rps it is sped up to that rate.",
+            callback=source("arrivals.trace"),
         ),
     ] = None,
     policy: Annotated[
@@ -328,8 +356,12 @@ def simulate(
         float | None, typer.Option("--dip-duration-s", help="Bandwidth dip: duration (s).")
     ] = None,
     dip_fraction: Annotated[
-        float, typer.Option("--dip-fraction", help="Bandwidth dip: remaining share of the link.")
-    ] = StressSpec.dip_fraction,
+        float | None,
+        typer.Option(
+            "--dip-fraction",
+            help=f"Bandwidth dip: remaining share of the link [{StressSpec.dip_fraction:g}].",
+        ),
+    ] = None,
     mode: ModeOpt = Mode.PAPER,
     threshold_tokens: Annotated[
         float | None,
@@ -356,20 +388,23 @@ def simulate(
 
     if arrivals is None:
         arrivals = ArrivalProcess.TRACE if trace is not None else ArrivalSpec.process
+    refuse_unused(
+        arrivals, burst_cv, period_s, amplitude, dip_fraction, dip_start_s, dip_duration_s
+    )
     # without --load: the default fraction, unless a rate is given or a trace replays as is
     default_load = () if trace or rate_rps else LoadSpec.fractions
     sized = requests is not None or duration_s is not None or trace is not None
     request = SimulationRequest(
         arrivals=ArrivalSpec(
             process=arrivals, requests=requests if sized else ArrivalSpec.requests,
-            duration_s=duration_s, seed=seed, burst_cv=burst_cv, period_s=period_s,
-            amplitude=amplitude, trace=trace,
+            duration_s=duration_s, seed=seed, trace=trace,
+            **given(burst_cv=burst_cv, period_s=period_s, amplitude=amplitude),
         ),
         load=LoadSpec(
             fractions=float_list(load, "--load") if load is not None else default_load,
             rate_rps=rate_rps,
         ),
-        stress=StressSpec(dip_start_s, dip_duration_s, dip_fraction),
+        stress=StressSpec(dip_start_s, dip_duration_s, **given(dip_fraction=dip_fraction)),
         policy=PolicySpec(policy),
         link_latency_s=link_latency_s,
     )  # fmt: skip
@@ -396,7 +431,11 @@ def compare_policies_command(
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = ComparisonSpec.seed,
     trace: Annotated[
         Path | None,
-        typer.Option("--trace", help="Mooncake JSONL trace: enables the prefix-aware policy."),
+        typer.Option(
+            "--trace",
+            help="Mooncake JSONL trace: enables the prefix-aware policy.",
+            callback=source("arrivals.trace"),
+        ),
     ] = None,
     mode: ModeOpt = Mode.PAPER,
     bandwidth_gbps: BandwidthOpt = None,
@@ -419,7 +458,11 @@ def compare_policies_command(
 @app.command("check", cls=PlanCommand)
 def check_command(
     data_dir: Annotated[
-        Path | None, typer.Argument(help="Data directory to check (default: the shipped data/).")
+        Path | None,
+        typer.Argument(
+            help="Data directory to check (default: the shipped data/).",
+            callback=source("data directory"),
+        ),
     ] = None,
     update: Annotated[
         bool,
@@ -430,7 +473,9 @@ def check_command(
     scenario: Annotated[
         list[Path] | None,
         typer.Option(
-            "--scenario", help="Golden scenario (repeatable; default: the shipped examples)."
+            "--scenario",
+            help="Golden scenario (repeatable; default: the shipped examples).",
+            callback=source("scenario"),
         ),
     ] = None,
     fmt: FormatOpt = OutputFormat.TABLE,

@@ -1,7 +1,7 @@
 """How the command line reports a failure: the library's parameters written as this CLI's flags
 (`PARAMETER_FLAGS`, `error_message`), every expected failure as one `error:` line on stderr with
 the exit code of its class (errors.py), a usage error (exit 2) as one `error:` line and one usage
-line, and a repeated `--load` refused; under the console script and typer's CliRunner alike."""
+line, and any option given twice refused; under the console script and typer's CliRunner alike."""
 
 import re
 import sys
@@ -130,14 +130,11 @@ def _is_help(exc: UsageError) -> bool:
     return type(exc).__name__ == "NoArgsIsHelpError"
 
 
-# options a repeat of which reads as a list (`--load 0.5 --load 0.8`: a sweep?) although click
-# keeps only the last: refused when repeated. Any other option given twice keeps click's rule,
-# the last one wins, on which the example scripts rely (their own arguments, then "$@").
-_NOT_REPEATABLE = frozenset({"--load"})
-
-
 class PlanCommand(TyperCommand):
-    """A command that refuses an option of _NOT_REPEATABLE given more than once."""
+    """A command that refuses any option given more than once, unless it is declared a list
+    (`multiple`, like `check --scenario`): click would keep only the last, so
+    `--bandwidth-gbps 100 --bandwidth-gbps 1` would plan for 1 Gbps without a word, and
+    `--load 0.5 --load 0.8` read as a sweep would run 0.8 alone."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if not ctx.resilient_parsing:
@@ -145,16 +142,22 @@ class PlanCommand(TyperCommand):
                 _, _, order = self.make_parser(ctx).parse_args(args=list(args))
             except UsageError:
                 order = []  # super() reports it
-            flags = [max(p.opts, key=len) for p in order if isinstance(p, TyperOption)]
-            for flag in _NOT_REPEATABLE.intersection(flags):
-                if flags.count(flag) > 1:
+            seen: set[str] = set()
+            for p in order:
+                if not isinstance(p, TyperOption) or p.multiple:
+                    continue
+                flag = max(p.opts, key=len)
+                if flag in seen:
                     sweep = (
-                        ", a sweep as one list: --load 0.5,0.8" if self.name == "simulate" else ""
+                        ", a sweep as one list: --load 0.5,0.8"
+                        if self.name == "simulate" and flag == "--load"
+                        else ""
                     )
                     raise ConfigError(
                         f"{flag} given more than once (only the last would count); "
                         f"give it once{sweep}"
                     )
+                seen.add(flag)
         try:
             return super().parse_args(ctx, args)
         except UsageError as exc:

@@ -1,13 +1,14 @@
 """The options several commands share, the output-format choice, and the parsers of
 comma-separated flag values (option types only: no command here)."""
 
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from prfaas_plan.choices import Mode, RangePolicy
+from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy
 from prfaas_plan.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -20,10 +21,26 @@ class OutputFormat(StrEnum):
     MARKDOWN = "markdown"
 
 
+def source(parameter: str) -> Callable[[Any], Any]:
+    """A callback refusing an input path (or list of paths) the system cannot look up, as one
+    line naming `parameter` (inputs/files.py check_source); the file's reader does the rest."""
+
+    def check(value: Any) -> Any:
+        from prfaas_plan.inputs.files import check_source
+
+        for path in value if isinstance(value, list) else [value]:
+            if path is not None:
+                check_source(path, parameter)
+        return value
+
+    return check
+
+
 ScenarioArg = Annotated[
     Path | None,
     typer.Argument(
-        help="Scenario YAML; default: the paper's case study (examples/case_study.yaml)."
+        help="Scenario YAML; default: the paper's case study (examples/case_study.yaml).",
+        callback=source("scenario file"),
     ),
 ]
 ModeOpt = Annotated[
@@ -35,6 +52,19 @@ ModeOpt = Annotated[
     ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
+
+
+def _output_name(text: str) -> Path:
+    """--output as given (an empty name or a trailing slash refused: inputs/files.py)."""
+    from prfaas_plan.inputs.files import check_name
+
+    return check_name(text, "output")
+
+
+def plot_name(text: str) -> Path:
+    from prfaas_plan.inputs.files import check_name
+
+    return check_name(text, "plot_path")
 
 
 def _output_target(value: Path | None) -> Path | None:
@@ -61,11 +91,17 @@ OutputOpt = Annotated[
         "-o",
         help="Write the result to this file (atomically).",
         callback=_output_target,
+        parser=_output_name,
     ),
 ]
+
 DataDirOpt = Annotated[
     Path | None,
-    typer.Option("--data-dir", help="Profile/GPU data directory (default: the shipped data/)."),
+    typer.Option(
+        "--data-dir",
+        help="Profile/GPU data directory (default: the shipped data/).",
+        callback=source("data_dir"),
+    ),
 ]
 BandwidthOpt = Annotated[
     float | None,
@@ -100,3 +136,53 @@ def float_list(text: str, flag: str) -> tuple[float, ...]:
         return tuple(float(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise ConfigError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+
+
+def given(**values: float | None) -> dict[str, float]:
+    """The options given (not None), as keyword arguments: a spec's own default stands for the
+    others, so each default is defined once (commands/simulation_spec.py)."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def refuse_unused(
+    process: ArrivalProcess,
+    burst_cv: float | None,
+    period_s: float | None,
+    amplitude: float | None,
+    dip_fraction: float | None,
+    dip_start_s: float | None,
+    dip_duration_s: float | None,
+) -> None:
+    """`simulate`'s options that only one arrival process (or a dip) reads, refused when given
+    with another, where they would have no effect."""
+    unused = [
+        ("arrivals.burst_cv", burst_cv, process is not ArrivalProcess.GAMMA,
+         f"only gamma arrivals have a burst CV (arrivals.process is {process})"),
+        ("arrivals.period_s", period_s, process is not ArrivalProcess.SINUSOIDAL,
+         f"only sinusoidal arrivals have a period (arrivals.process is {process})"),
+        ("arrivals.amplitude", amplitude, process is not ArrivalProcess.SINUSOIDAL,
+         f"only sinusoidal arrivals have an amplitude (arrivals.process is {process})"),
+        ("stress.dip_fraction", dip_fraction, dip_start_s is None and dip_duration_s is None,
+         "it is the share of the link left during a dip; give stress.dip_start_s and "
+         "stress.dip_duration_s"),
+    ]  # fmt: skip
+    for name, value, idle, why in unused:
+        if value is not None and idle:
+            raise ConfigError(f"{name} has no effect here: {why}", parameter=name)
+
+
+def check_distinct_outputs(output: Path | None, plot: Path | None) -> None:
+    """--output and --plot naming one file: the table would overwrite the figure."""
+    if output is None or plot is None:
+        return
+    same = output.resolve() == plot.resolve()
+    if not same:
+        try:
+            same = output.exists() and plot.exists() and output.samefile(plot)
+        except OSError:
+            same = False
+    if same:
+        raise ConfigError(
+            f"--output and --plot name the same file ({output}): the result would overwrite "
+            "the figure; give two file names"
+        )

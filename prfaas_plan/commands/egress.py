@@ -121,12 +121,12 @@ def egress_report(
     mean_tokens: float | None = None,
     threshold_tokens: float | None = None,
     link_gbps: float | None = None,
-    mode: Mode = Mode.PAPER,
+    mode: Mode | None = None,
 ) -> EgressReport:
     """Eq. 2 across catalog models at one length (`mean_tokens`, default PAPER_MEAN_TOKENS), or
     for one scenario's distribution at a threshold (`threshold_tokens`, default 0; with the
     smallest threshold that fits its link). A parameter the chosen form does not use is refused,
-    not ignored."""
+    not ignored (`mode`, None: paper, only splits a scenario's distribution)."""
     if link_gbps is not None and not (link_gbps > 0 and math.isfinite(link_gbps)):
         raise ConfigError(
             f"link_gbps must be a finite number > 0, got {link_gbps:g}", parameter="link_gbps"
@@ -153,12 +153,18 @@ def egress_report(
                 parameter="mean_tokens",
             )
         return _scenario_egress(catalog, scenario, prfaas_gpus, gpus_per_instance, gpu,
-                                threshold_tokens or 0.0, link_gbps, mode)  # fmt: skip
+                                threshold_tokens or 0.0, link_gbps, mode or Mode.PAPER)  # fmt: skip
     if threshold_tokens is not None:
         raise ConfigError(
             "threshold_tokens needs a scenario: it splits the scenario's length distribution; "
             "without one, mean_tokens sets the length",
             parameter="threshold_tokens",
+        )
+    if mode is not None:
+        raise ConfigError(
+            "mode has no effect without a scenario: eq. 2 at one length uses no service-time "
+            "mode (it picks the length of a scenario's distribution); drop it or give a scenario",
+            parameter="mode",
         )
     mean_tokens = PAPER_MEAN_TOKENS if mean_tokens is None else mean_tokens
     gpu = gpu or PAPER_EGRESS_GPU
@@ -185,6 +191,6 @@ def egress_report(
         gpu=gpu,
         gpus_per_instance=per_instance,
         prfaas_gpus=n_gpus,
-        mode=mode,
+        mode=Mode.PAPER,
         rows=rows,
     )

@@ -104,7 +104,9 @@ class TtftTarget:
                 "ttft.load_rps", self.load_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
             )
         else:
-            bounds.check_in_range("ttft.load_fraction", load, 0, bounds.MAX_LOAD_FRACTION)
+            bounds.check_in_range(
+                "ttft.load_fraction", load, bounds.MIN_LOAD_FRACTION, bounds.MAX_LOAD_FRACTION
+            )
 
     def rate_rps(self, exact_capacity_rps: float) -> float:
         """The target's arrival rate: `load_rps`, or `load_fraction` × `exact_capacity_rps`."""
@@ -119,17 +121,26 @@ TTFT_PERCENTILES: tuple[int | str, ...] = ("mean", 50, 90, 99)
 
 def ttft_target(
     target_s: float | None,
-    percentile: int | str = 90,
+    percentile: int | str | None = None,
     load_rps: float | None = None,
     load_fraction: float | None = None,
 ) -> TtftTarget | None:
-    """A TtftTarget, or None when no target is given (then no load may be given either)."""
+    """A TtftTarget (`percentile` None: TtftTarget's default), or None when no target is given
+    (then no load and no percentile may be given either: they would have no effect)."""
     if target_s is None:
         if load_rps is not None or load_fraction is not None:
             raise ConfigError(
                 "ttft.load_fraction/ttft.load_rps need ttft.target_s", parameter="ttft.target_s"
             )
+        if percentile is not None:
+            raise ConfigError(
+                "ttft.percentile has no effect without a target (ttft.target_s), whose TTFT it "
+                "chooses; give ttft.target_s or drop ttft.percentile",
+                parameter="ttft.percentile",
+            )
         return None
+    if percentile is None:
+        return TtftTarget(target_s, load_rps=load_rps, load_fraction=load_fraction)
     return TtftTarget(target_s, percentile, load_rps, load_fraction)
 
 
@@ -261,13 +272,20 @@ def plan(
     threshold_tokens: float | None = None,
     target_rps: float | None = None,
     max_prfaas_gpus: int | None = None,
-    solver: Solver = Solver.HIGHS,
+    solver: Solver | None = None,
     range_policy: RangePolicy = RangePolicy.EXTRAPOLATE,
     ttft: TtftTarget | None = None,
 ) -> PlanReport:
     """Optimise t and N_p/N_d (or size the PrfaaS cluster), compare with both baselines.
-    With `ttft`, the plan is the best one whose TTFT under load meets the target."""
+    With `ttft`, the plan is the best one whose TTFT under load meets the target. `solver`
+    (sizing only; None: HiGHS) is refused without sizing, where it would have no effect."""
     notes = range_notes(problem, range_policy)
+    if solver is not None and target_rps is None and max_prfaas_gpus is None:
+        raise ConfigError(
+            "solver has no effect without sizing: only the sizing MILP (target_rps/"
+            "max_prfaas_gpus) uses a solver; drop it or size the cluster",
+            parameter="solver",
+        )
     check_threshold(threshold_tokens)
     system, workload = problem.system, problem.workload
     sizing = None
@@ -278,7 +296,7 @@ def plan(
                 "threshold_tokens cannot be combined with sizing (target_rps/max_prfaas_gpus)",
                 parameter="threshold_tokens",
             )
-        sizing = _size(problem, mode, target_rps, max_prfaas_gpus, solver)
+        sizing = _size(problem, mode, target_rps, max_prfaas_gpus, solver or Solver.HIGHS)
         prfaas_instances = sizing.evaluation.configuration.prfaas_instances
     space = SearchSpace(prfaas_instances, problem.pd_instances, threshold_tokens)
     optimum = {m: optimize_fixed_hardware(system, workload, space, m) for m in Mode}

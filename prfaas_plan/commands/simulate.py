@@ -60,31 +60,81 @@ class SimulationReport:
     sustainable: SustainableRate | None = None  # when asked for
 
 
-BYTES_PER_SIMULATED_REQUEST = 400  # measured ~255 B (1M requests: 313 MB peak), with margin
-MEMORY_SHARE = 0.5  # of physical memory a run may plan to use
+# Peak RSS measured with /usr/bin/time -v on `simulate` of the case study: 85 MB at 10^5
+# requests and 294 MB at 10^6, i.e. ~237 B per request of a run above ~62 MB of interpreter,
+# numpy and model; a sweep of 3 runs of 10^6 peaks at 491 MB: each finished run keeps ~101 B per
+# request (its results) while the next runs. The run time was ~2.2 µs per simulated request.
+BASE_BYTES = 64 * 2**20
+BYTES_PER_SIMULATED_REQUEST = 260  # measured ~237 B, with margin
+BYTES_KEPT_PER_REQUEST = 120  # per finished run of a sweep: measured ~101 B, with margin
+SECONDS_PER_SIMULATED_REQUEST = 2.5e-6  # measured ~2.2 µs, with margin
+SUSTAINABLE_RUNS = 12  # the bisection's simulations (sim/sustainable.py: ~10 from 0.9-1.1 Λ_max)
+MEMORY_SHARE = 0.5  # of physical memory a run may plan to use, if below MAX_SIMULATION_BYTES
+# compare-policies (every stress scenario and policy on --requests requests): peak RSS 105 MB at
+# 10^5 requests and 511 MB at 10^6, ~463 B a request; 33 s at 10^6, ~32 µs a request
+COMPARISON_BYTES_PER_REQUEST = 500
+COMPARISON_SECONDS_PER_REQUEST = 3.5e-5
 
 
-def check_memory(requests: float, parameter: str) -> None:
-    """Refuse a run of `requests` simulated requests that cannot fit in memory, before
-    allocating anything (one estimate for `simulate` and `compare-policies`): at most
-    MEMORY_SHARE of physical memory at BYTES_PER_SIMULATED_REQUEST each. `parameter` names the
-    spec field to change."""
+def _memory_limit_bytes() -> float:
+    """bounds.MAX_SIMULATION_BYTES, or MEMORY_SHARE of physical memory on a smaller machine."""
     import os
 
     try:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # not on every platform
-        return
-    limit = int(physical * MEMORY_SHARE / BYTES_PER_SIMULATED_REQUEST)
-    if requests > limit:
-        fields = (
-            "arrivals.requests/arrivals.duration_s"
-            if parameter == "arrivals.requests"
-            else parameter
-        )
+        return bounds.MAX_SIMULATION_BYTES
+    return min(bounds.MAX_SIMULATION_BYTES, physical * MEMORY_SHARE)
+
+
+def _gib(n_bytes: float) -> str:
+    gib = n_bytes / 2**30
+    return f"{gib:.3g}" if gib < 1000 else f"{gib:,.0f}"
+
+
+def check_memory(
+    requests: float,
+    parameter: str,
+    *,
+    runs: int = 1,
+    extra_runs: int = 0,
+    sweep: str = "",
+    bytes_per_request: float = BYTES_PER_SIMULATED_REQUEST,
+    seconds_per_request: float = SECONDS_PER_SIMULATED_REQUEST,
+) -> None:
+    """Refuse, before allocating anything, a simulation that would not fit in memory or time
+    (one estimate for `simulate` and `compare-policies`): `runs` runs of `requests` each, whose
+    finished runs keep their results, and `extra_runs` more that keep nothing (a bisection).
+    memory ≈ BASE_BYTES + requests · (bytes_per_request + BYTES_KEPT_PER_REQUEST · (runs − 1))
+    <= _memory_limit_bytes(); time ≈ requests · (runs + extra_runs) · seconds_per_request <=
+    bounds.MAX_SIMULATION_S (the per-request figures: simulate's by default). `parameter` names the spec field
+    to change, `sweep` the one listing the runs (named when one run alone would fit)."""
+    limit = _memory_limit_bytes()
+    per_run = int((limit - BASE_BYTES) / bytes_per_request)
+    fields = (
+        "arrivals.requests/arrivals.duration_s" if parameter == "arrivals.requests" else parameter
+    )
+    need = BASE_BYTES + requests * (bytes_per_request + BYTES_KEPT_PER_REQUEST * (runs - 1))
+    if requests > per_run:
         raise ConfigError(
-            f"{requests:.3g} requests would need ~{requests * BYTES_PER_SIMULATED_REQUEST / 2**30:.0f} GiB; "
-            f"this machine fits about {limit:,} per run ({fields})",
+            f"{requests:.3g} requests would need ~{_gib(need)} GiB, more than the "
+            f"{_gib(limit)} GiB a run may use: about {per_run:,} requests fit per run "
+            f"({fields})",
+            parameter=parameter,
+        )
+    if need > limit:
+        raise ConfigError(
+            f"{runs} runs of {requests:,.0f} requests would need ~{_gib(need)} GiB (each "
+            f"finished run keeps its results), more than the {_gib(limit)} GiB limit; "
+            f"give fewer {sweep + ' values' if sweep else 'runs'} or fewer requests ({fields})",
+            parameter=sweep or parameter,
+        )
+    seconds = requests * (runs + extra_runs) * seconds_per_request
+    if seconds > bounds.MAX_SIMULATION_S:
+        raise ConfigError(
+            f"{runs + extra_runs} simulations of {requests:,.0f} requests would take "
+            f"~{seconds:.2g} s, more than {bounds.MAX_SIMULATION_S:g} s; ask for fewer "
+            f"requests ({fields})",
             parameter=parameter,
         )
 
@@ -128,9 +178,20 @@ def _requests(
         arrival_s = arrivals.sinusoidal_arrivals(
             rate_rps, spec.amplitude, spec.period_s, rng=rng, count=count, duration_s=duration_s
         )
+    if arrival_s.size == 0:  # a short window, drawn empty
+        raise _empty_window(spec, rate_rps)
     input_tokens = problem.workload.sample(rng, arrival_s.size)
     output_tokens = np.full(arrival_s.size, problem.system.output_tokens)
     return arrival_s, input_tokens, output_tokens, None
+
+
+def _empty_window(spec: ArrivalSpec, rate_rps: float) -> ConfigError:
+    return ConfigError(
+        f"arrivals.duration_s of {spec.duration_s:g} s holds no request at {rate_rps:.3g} req/s; "
+        f"give a window of at least a few times 1 / rate = {1 / rate_rps:.3g} s, or "
+        "arrivals.requests",
+        parameter="arrivals.duration_s",
+    )
 
 
 def _sustainable(
@@ -186,15 +247,26 @@ def _read_trace(request: SimulationRequest) -> RequestTrace | None:
 
 
 def _loads(
-    request: SimulationRequest, exact_rps: float, trace: RequestTrace | None
+    request: SimulationRequest,
+    exact_rps: float,
+    trace: RequestTrace | None,
+    find_sustainable: bool = False,
 ) -> list[tuple[float | None, float | None]]:
     """(load fraction, rate) of each run: (None, None) replays a trace as recorded."""
     load, arrivals = request.load, request.arrivals
     most = max(load.fractions, default=0) * exact_rps if load.rate_rps is None else load.rate_rps
-    check_memory(
-        arrivals.requests if arrivals.requests is not None else (arrivals.duration_s or 0) * most,
-        "arrivals.requests",
+    runs = 1 if load.rate_rps is not None else max(len(load.fractions), 1)
+    if trace is None:
+        check_memory(
+            arrivals.requests if arrivals.requests is not None else (arrivals.duration_s or 0) * most,
+            "arrivals.requests", runs=runs, sweep="load.fractions",
+            extra_runs=SUSTAINABLE_RUNS if find_sustainable else 0,
+        )  # fmt: skip
+    slowest_rps = (
+        min(load.fractions, default=0) * exact_rps if load.rate_rps is None else load.rate_rps
     )
+    if arrivals.duration_s is not None and arrivals.duration_s * slowest_rps < 1:
+        raise _empty_window(arrivals, slowest_rps)  # less than one request expected
     for f in load.fractions:
         rate_rps = f * exact_rps
         if not bounds.MIN_RATE_RPS <= rate_rps <= bounds.MAX_RATE_RPS:
@@ -253,7 +325,7 @@ def run_simulations(
     paper = evaluate(system, workload, configuration, Mode.PAPER).system_throughput_rps
     if not exact > 0:
         raise ConfigError("the planned configuration serves no requests; nothing to simulate")
-    loads = _loads(request, exact, trace)
+    loads = _loads(request, exact, trace, find_sustainable)
     bandwidth = _bandwidth(system, request.stress)
     sustainable = None
     if find_sustainable:
@@ -309,7 +381,10 @@ def compare_policies_for(
 
     spec = spec if spec is not None else ComparisonSpec()
     validate_comparison(spec)
-    check_memory(spec.requests, "comparison.requests")
+    check_memory(
+        spec.requests, "comparison.requests", bytes_per_request=COMPARISON_BYTES_PER_REQUEST,
+        seconds_per_request=COMPARISON_SECONDS_PER_REQUEST,
+    )  # fmt: skip
     trace = read_mooncake_trace(spec.trace) if spec.trace else None
     if trace is not None and trace.requests < spec.requests:
         raise ConfigError(

@@ -1,7 +1,9 @@
 """Writing result files: all or nothing, never a half-written or lost file.
 
 Only onto a regular file or a new path: a device node, a FIFO or a directory is refused (as root,
-a rename over /dev/null would replace the device by a file). Every OSError becomes one line
+a rename over /dev/null would replace the device by a file), so is an empty name or one ending in
+a slash (it names a directory). A symbolic link is written through: its target is replaced
+atomically and the link stays a link. Every OSError (a name too long, ...) becomes one line
 naming the path."""
 
 import contextlib
@@ -12,6 +14,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from prfaas_plan import bounds
 from prfaas_plan.errors import ConfigError, PlanError, ResourceLimitError
 
 # a write that failed for lack of space is a resource limit, not a wrong path
@@ -23,25 +26,72 @@ def write_text(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+def check_name(text: str, parameter: str) -> Path:
+    """The Path a command-line `text` names, refused when it cannot name a file: empty, or
+    ending in a slash (a directory; pathlib would drop the slash and write a file)."""
+    if not text:
+        raise ConfigError(f"{parameter}: the file name is empty", parameter=parameter)
+    if text.endswith(("/", os.sep)):
+        raise ConfigError(
+            f"{parameter}: {shown(text)} ends in a slash (a directory); give a file name",
+            parameter=parameter,
+        )
+    return Path(text)
+
+
+def shown(path: Path | str) -> str:
+    """`path` for a message: as it is, or a short prefix of a very long one."""
+    text = str(path)
+    return text if len(text) <= 2 * bounds.MAX_QUOTED_CHARS else bounds.quoted(text)
+
+
+def check_source(path: Path, parameter: str) -> None:
+    """Refuse, as one line naming `parameter` and the path, an input path the system cannot
+    even look up (a name too long, a loop of links, no permission); a missing file is left to
+    its reader, whose message says what it expected there."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            f"{parameter}: cannot read {shown(path)}: {reason}", parameter=parameter
+        ) from None
+
+
 def check_target(path: Path, parameter: str) -> None:
     """Refuse a target that is not a regular file or a new path in an existing directory (the
-    CLI checks its outputs with it before any work; `write_atomically` again when it writes)."""
+    CLI checks its outputs with it before any work; `write_atomically` again when it writes).
+    A symbolic link is checked as what it names."""
+    try:
+        _check_target(path, parameter)
+    except OSError as exc:  # a name too long, a loop of links, no permission, ...
+        raise write_error(path, exc, parameter) from None
+
+
+def _check_target(path: Path, parameter: str) -> None:
     directory = path.parent
     if not directory.is_dir():
-        raise ConfigError(f"{parameter}: directory {directory} does not exist", parameter=parameter)
+        message = (
+            f"{shown(directory)} is not a directory"
+            if directory.exists()
+            else f"directory {shown(directory)} does not exist"
+        )
+        raise ConfigError(f"{parameter}: {message}", parameter=parameter)
     if path.is_dir():
         raise ConfigError(
-            f"{parameter}: {path} is a directory, expected a file name", parameter=parameter
+            f"{parameter}: {shown(path)} is a directory, expected a file name", parameter=parameter
         )
     try:
         mode = path.stat().st_mode  # follows a symbolic link to what it names
     except FileNotFoundError:
-        return  # a new path (or a dangling link, replaced as a new file)
-    except OSError as exc:
-        raise write_error(path, exc, parameter) from None
+        if path.is_symlink():  # a dangling link: written through, into its target's directory
+            _check_target(Path(os.path.realpath(path)), parameter)
+        return  # a new path
     if not stat.S_ISREG(mode):
         raise ConfigError(
-            f"{parameter}: {path} is not a regular file (a device, FIFO or socket); "
+            f"{parameter}: {shown(path)} is not a regular file (a device, FIFO or socket); "
             "write the result to a file name",
             parameter=parameter,
         )
@@ -50,7 +100,7 @@ def check_target(path: Path, parameter: str) -> None:
 def write_error(path: Path | str, exc: OSError, parameter: str) -> PlanError:
     """The one-line error for an OSError writing `path` (lack of space: ResourceLimitError)."""
     reason = exc.strerror or type(exc).__name__
-    message = f"{parameter}: cannot write {path}: {reason}"
+    message = f"{parameter}: cannot write {shown(path)}: {reason}"
     if exc.errno in _NO_SPACE:
         return ResourceLimitError(message + "; free space or write elsewhere", parameter=parameter)
     return ConfigError(message, parameter=parameter)
@@ -60,12 +110,16 @@ def write_atomically(path: Path, write: Callable[[Path], None], parameter: str) 
     """Call `write(tmp)` on a temporary file beside `path`, then rename it over `path`. On any
     failure `path` is left as it was and the temporary file is removed; an OSError (read-only
     directory, full device, ...) becomes a one-line error naming `path`. `parameter` names
-    where `path` came from in an error."""
+    where `path` came from in an error. A symbolic link `path` is written through: its target
+    is replaced, the link kept."""
     check_target(path, parameter)
+    named, suffix = path, path.suffix  # the temporary file keeps the suffix asked for (a figure)
     try:
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+        if path.is_symlink():
+            path = Path(os.path.realpath(path))
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     except OSError as exc:
-        raise write_error(path, exc, parameter) from None
+        raise write_error(named, exc, parameter) from None
     os.close(fd)
     tmp = Path(name)
     try:

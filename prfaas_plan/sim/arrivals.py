@@ -91,8 +91,11 @@ def gamma_arrivals(
     (shape k = 1 / cv^2, scale = 1 / (rate · k)); cv > 1 gives bursts."""
     _check_rate(rate_rps)
     _check_count_or_duration(count, duration_s)
-    if not (cv > 0 and math.isfinite(cv)):
-        raise ConfigError(f"the coefficient of variation must be a finite number > 0, got {cv:g}")
+    if not (cv > 0 and math.isfinite(cv) and cv**2 >= 1e-300):  # shape 1 / cv^2 stays finite
+        raise ConfigError(
+            f"the coefficient of variation must be a finite number >= 1e-150 (a finite shape "
+            f"1 / cv^2), got {cv:g}"
+        )
     shape = 1.0 / cv**2
     scale = 1.0 / (rate_rps * shape)
     return _renewal(lambda k: rng.gamma(shape, scale, k), 1.0 / rate_rps, count, duration_s)
