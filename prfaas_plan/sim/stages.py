@@ -84,7 +84,8 @@ def fixed_routes(
     ready = arrival_s.copy()
     back = remote[move_to_prfaas_tokens[remote] > 0]
     ready[back] += kv(move_to_prfaas_tokens[back]) / system.link_bandwidth_bytes_per_s + latency_s
-    start = np.empty(n)
+    start = np.full(n, math.nan)  # every entry is set below, remote then local
+    end = np.full(n, math.nan)
     service = np.where(
         offloaded,
         system.prfaas_prefill_latency(prefill_tokens),
@@ -93,7 +94,7 @@ def fixed_routes(
     start[remote] = fifo_pool(
         ready[remote], service[remote], c.prfaas_instances, stage(prefill_progress, 0.0, 0.35)
     )
-    end = start + service
+    end[remote] = start[remote] + service[remote]
     moved = local[move_to_pd_tokens[local] > 0]
     crossing = np.concatenate([remote, moved])
     link_start = np.full(n, math.nan)
