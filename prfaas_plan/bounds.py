@@ -108,9 +108,6 @@ MAX_TRACE_HASH_IDS = 20_000_000
 # load as a fraction of a deployment's Λ_max: past 100 times its capacity a queue only grows
 # without bound, and a rate of 100 Λ_max stays far from MAX_RATE_RPS
 MAX_LOAD_FRACTION = 100.0
-# coefficient of variation of gamma inter-arrival times: past 10^3 the gamma shape 1/CV^2 is
-# below 10^-6 and a whole run arrives in a handful of bursts
-MAX_BURST_CV = 1000.0
 # below 0.1% of Λ_max a deployment idles: a run measures only the unloaded TTFT (the model gives
 # it directly), and its span requests / rate, ticked by the policies, grows without need
 MIN_LOAD_FRACTION = 1e-3
@@ -127,11 +124,10 @@ MIN_BANDWIDTH_GBPS = units.bytes_per_s_to_gbps(MIN_BANDWIDTH_BYTES_PER_S)
 MAX_BANDWIDTH_GBPS = units.bytes_per_s_to_gbps(MAX_BANDWIDTH_BYTES_PER_S)
 # gamma burst CV: below 0.01 the gaps are regular to 1% (a deterministic stream, and the shape
 # 1/CV^2 reaches 10^4); above 100 the shape 1/CV^2 is below 10^-4, so nearly every gap is 0 and
-# a run of 10^5 requests arrives in a handful of bursts whose span rounds to nothing. Supersedes
-# MAX_BURST_CV for the command line
-MIN_BURST_CV_RANGE = 0.01
-MAX_BURST_CV_RANGE = 100.0
+# a run of 10^5 requests arrives in a handful of bursts whose span rounds to nothing
+MIN_BURST_CV = 0.01
+MAX_BURST_CV = 100.0
 # a simulation's memory and time, estimated before anything is allocated (commands/simulate.py):
 # at most this much memory (the issue's ~1 GB), and an hour of run time
-MAX_SIMULATION_BYTES = 2**30
+MAX_SIMULATION_BYTES = units.gib_to_bytes(1)
 MAX_SIMULATION_S = 3600.0

@@ -56,6 +56,11 @@ def gib_to_bytes(gib: Quantity) -> Quantity:
     return gib * GIBI
 
 
+def bytes_to_gib(n_bytes: Quantity) -> Quantity:
+    """bytes -> GiB (2^30 bytes)."""
+    return n_bytes / GIBI
+
+
 def gb_to_bytes(gb: Quantity) -> Quantity:
     """GB (10^9 bytes, as on GPU datasheets) -> bytes."""
     return gb * GIGA

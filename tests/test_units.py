@@ -16,6 +16,7 @@ def test_mib_is_binary():
 
 def test_other_edges():
     assert units.gib_to_bytes(1) == 2**30
+    assert units.bytes_to_gib(3 * 2**30) == 3
     assert units.gb_to_bytes(141) == 141e9
     assert units.tflops_to_flops(989) == 989e12
     assert units.tbytes_per_s_to_bytes_per_s(4.8) == 4.8e12

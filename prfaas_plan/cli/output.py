@@ -17,19 +17,9 @@ from prfaas_plan.cli.options import OutputFormat
 def load_problem(
     scenario: Path | None, data_dir: Path | None, bandwidth_gbps: float | None
 ) -> "Problem":
-    """The scenario's problem; `bandwidth_gbps` (overriding link.bandwidth_gbps) is held to the
-    file field's own bound, bounds.MIN/MAX_BANDWIDTH_GBPS (a value not > 0 or not finite is
-    open_problem's to refuse)."""
-    import math
-
-    from prfaas_plan import bounds
+    """The scenario's problem; `bandwidth_gbps` overrides link.bandwidth_gbps."""
     from prfaas_plan.inputs.scenario import open_problem
 
-    if bandwidth_gbps is not None and bandwidth_gbps > 0 and math.isfinite(bandwidth_gbps):
-        bounds.check_in_range(
-            "bandwidth_gbps", bandwidth_gbps, bounds.MIN_BANDWIDTH_GBPS,
-            bounds.MAX_BANDWIDTH_GBPS, "Gbps",
-        )  # fmt: skip
     return open_problem(scenario, data_dir, bandwidth_gbps)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan import bounds
+from prfaas_plan import bounds, units
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem, evaluate
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
 from prfaas_plan.choices import ArrivalProcess, Mode, RoutingPolicy
@@ -88,7 +88,7 @@ def _memory_limit_bytes() -> float:
 
 
 def _gib(n_bytes: float) -> str:
-    gib = n_bytes / 2**30
+    gib = units.bytes_to_gib(n_bytes)
     return f"{gib:.3g}" if gib < 1000 else f"{gib:,.0f}"
 
 

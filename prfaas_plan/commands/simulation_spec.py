@@ -179,9 +179,7 @@ def _check_bounds(request: SimulationRequest) -> None:
         bounds.check_in_range(
             "load.fractions", f, bounds.MIN_LOAD_FRACTION, bounds.MAX_LOAD_FRACTION
         )
-    bounds.check_in_range(
-        "arrivals.burst_cv", a.burst_cv, bounds.MIN_BURST_CV_RANGE, bounds.MAX_BURST_CV_RANGE
-    )
+    bounds.check_in_range("arrivals.burst_cv", a.burst_cv, bounds.MIN_BURST_CV, bounds.MAX_BURST_CV)
     seconds = [
         ("arrivals.duration_s", a.duration_s),
         ("arrivals.period_s", a.period_s),

@@ -194,11 +194,17 @@ def build_problem(
     catalog.model(scenario.model, where=f"{source}: model: ")
     for cluster in ("prfaas_cluster", "pd_cluster"):
         catalog.gpu(getattr(scenario, cluster).gpu, where=f"{source}: {cluster}.gpu: ")
-    if bandwidth_gbps is not None and not (bandwidth_gbps > 0 and math.isfinite(bandwidth_gbps)):
-        raise ConfigError(
-            f"bandwidth_gbps must be a finite number > 0, got {bandwidth_gbps:g}",
-            parameter="bandwidth_gbps",
-        )
+    if bandwidth_gbps is not None:
+        if not (bandwidth_gbps > 0 and math.isfinite(bandwidth_gbps)):
+            raise ConfigError(
+                f"bandwidth_gbps must be a finite number > 0, got {bandwidth_gbps:g}",
+                parameter="bandwidth_gbps",
+            )
+        # the override is held to the file field's own bound
+        bounds.check_in_range(
+            "bandwidth_gbps", bandwidth_gbps, bounds.MIN_BANDWIDTH_GBPS,
+            bounds.MAX_BANDWIDTH_GBPS, "Gbps",
+        )  # fmt: skip
     workload = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
     reach = workload.max_tokens
     model, prfaas, pd = scenario.model, scenario.prfaas_cluster, scenario.pd_cluster
