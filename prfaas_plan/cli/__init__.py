@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 
 from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy, Solver
-from prfaas_plan.cli.failures import PlanCommand, PlanGroup
+from prfaas_plan.cli.app import app
+from prfaas_plan.cli.failures import PlanCommand
 from prfaas_plan.cli.options import (
     BandwidthOpt,
     DataDirOpt,
@@ -45,14 +46,6 @@ from prfaas_plan.commands.simulation_spec import (
 from prfaas_plan.errors import ConfigError
 
 __all__ = ["app", "main"]
-
-app = typer.Typer(
-    cls=PlanGroup,
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    help="Capacity planner for Prefill-as-a-Service (PrfaaS) + PD-disaggregated LLM serving.",
-)
 
 
 @app.command(cls=PlanCommand)
@@ -499,6 +492,9 @@ def check_command(
     emit(check_view(report), check_json(report), fmt, output)
     if not report.ok:
         raise typer.Exit(CHECK_FAILED_EXIT_CODE)
+
+
+# commands defined in their own modules register on `app` when imported (one line each)
 
 
 def main() -> None:
