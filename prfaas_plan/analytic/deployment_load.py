@@ -52,6 +52,18 @@ def _scv(curve: FittedCurve, moments: FloatArray, mean_s: FloatArray) -> FloatAr
     return scv
 
 
+def _agreeing(pool: MgcState, utilization: FloatArray) -> MgcState:
+    """The pool's state with the capacity model's ρ: λ·p·E[S]/c and λ/Λ_bound round differently,
+    and at Λ_max one may give 1 - 1e-16 where the other gives 1; the capacity model decides."""
+    stable = utilization < 1
+    return MgcState(
+        utilization,
+        np.where(stable, pool.mean_wait_s, np.inf),
+        pool.wait_probability,
+        np.where(stable, pool.conditional_wait_s, np.inf),
+    )
+
+
 def loads(
     system: ServingSystem,
     workload: LengthDistribution,
@@ -82,8 +94,14 @@ def loads(
     long = workload.partial_moments(t, np.inf, 2 * system.prfaas_prefill_latency.degree)
     prfaas_scv = _scv(system.prfaas_prefill_latency, long, r.prfaas_service_time_s)
     pd_scv = _scv(system.pd_prefill_latency, short, r.pd_prefill_service_time_s)
-    prfaas_wait = mgc(prfaas_instances, lam * p, r.prfaas_service_time_s, prfaas_scv)
-    pd_wait = mgc(pd_prefill_instances, lam * (1 - p), r.pd_prefill_service_time_s, pd_scv)
+    prfaas_wait = _agreeing(
+        mgc(prfaas_instances, lam * p, r.prfaas_service_time_s, prfaas_scv),
+        utilization[BOUND_ORDER.index(Bound.PRFAAS_COMPUTE)],
+    )
+    pd_wait = _agreeing(
+        mgc(pd_prefill_instances, lam * (1 - p), r.pd_prefill_service_time_s, pd_scv),
+        utilization[BOUND_ORDER.index(Bound.PD_PREFILL)],
+    )
     rho_link = utilization[BOUND_ORDER.index(Bound.PRFAAS_LINK)]
     with np.errstate(divide="ignore"):
         slowdown = np.where(rho_link < 1, 1.0 / (1.0 - rho_link), np.inf)
