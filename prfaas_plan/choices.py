@@ -42,3 +42,28 @@ class RoutingPolicy(StrEnum):
     REBALANCE = "rebalance"  # long-term conversion of PD instances between prefill and decode
     DUAL = "dual"  # both timescales: rebalance + adaptive threshold
     PREFIX = "prefix"  # prefix-cache-aware routing (needs a trace with hash_ids)
+
+
+class ProfileFormat(StrEnum):
+    """Benchmark result formats `import-profile` reads (inputs/benchmarks.py)."""
+
+    VLLM = "vllm"  # vllm bench serve --save-result --save-detailed (JSON)
+    SGLANG = "sglang"  # python -m sglang.bench_serving --output-file --output-details (JSONL)
+    DYNAMO = "dynamo"  # the Dynamo profiler's raw_data.npz
+
+
+class ProfileKind(StrEnum):
+    """Which table `import-profile` makes."""
+
+    AUTO = "auto"  # dynamo: by the arrays; vllm/sglang: decode if the runs span concurrencies
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+class TraceFormat(StrEnum):
+    """Request trace formats (inputs/traces.py)."""
+
+    AUTO = "auto"  # by the file's header or first line
+    MOONCAKE = "mooncake"  # JSONL: timestamp (ms), input_length, output_length, hash_ids
+    AZURE = "azure"  # CSV: TIMESTAMP, ContextTokens, GeneratedTokens
+    BURSTGPT = "burstgpt"  # CSV: Timestamp, Model, Request tokens, Response tokens, ...

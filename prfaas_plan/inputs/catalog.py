@@ -15,6 +15,7 @@ light and the MFU floor of analytic/prefill_physics.py (a latency column in ms u
 header is too slow, one 1000x too fast beats the speed of light).
 """
 
+import contextlib
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -39,8 +40,8 @@ from prfaas_plan.analytic.profiles import (
     fit_curve,
     validate_table,
 )
-from prfaas_plan.errors import ConfigError, ProfileError
-from prfaas_plan.inputs.reading import Strict, parse, read_csv_columns, read_yaml
+from prfaas_plan.errors import ConfigError, PlanError, ProfileError
+from prfaas_plan.inputs.reading import Strict, parse, read_csv_columns, read_text, read_yaml
 from prfaas_plan.inputs.resources import default_data_dir, default_models_file
 
 # a GPU, model or dtype name: it names a file or folder in data/, so no separators or `..`
@@ -153,6 +154,13 @@ class ModelCatalogFile(Strict):
     models: dict[str, ModelSpec]
 
 
+class SourceFileMeta(Strict):
+    """A file a table was imported from (`prfaas-plan import-profile`), by name and digest."""
+
+    file: str = Field(min_length=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class ProfileMeta(Strict):
     quantity: Literal["prefill_latency", "decode_step", "kv_cache_size"]
     model: str
@@ -166,6 +174,10 @@ class ProfileMeta(Strict):
     provenance: Literal["measured", "recovered", "derived"]
     method: str = Field(min_length=1)
     source: str = Field(min_length=1)
+    # written by `import-profile` (optional, so the hand-written tables stay valid)
+    imported_on: str | None = None  # ISO date of the import
+    measured_on: str | None = None  # the benchmark's own date, where its file records one
+    source_files: list[SourceFileMeta] | None = None
 
 
 # plausibility bounds of profile columns (bounds.py); a larger value is a unit slip
@@ -174,6 +186,7 @@ _COLUMN_MAX = {
     "batch_size": bounds.MAX_BATCH_SIZE,
     "prefill_latency_s": bounds.MAX_SECONDS,
     "decode_step_latency_s": bounds.MAX_SECONDS,
+    "context_tokens": bounds.MAX_TOKENS,
     "kv_cache_mib": bounds.MAX_KV_CACHE_MIB,
 }
 
@@ -184,6 +197,12 @@ class DecodeTable:
     step_latencies_s: np.ndarray
     meta: ProfileMeta
     source: str
+    # (batch, context, step) rows of a table that also has a context_tokens column
+    context_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+_DECODE_COLUMNS = ("batch_size", "decode_step_latency_s")
+_DECODE_CONTEXT_COLUMNS = ("batch_size", "context_tokens", "decode_step_latency_s")
 
 
 @dataclass(frozen=True)
@@ -384,15 +403,34 @@ class Catalog:
     def decode_table(
         self, model: str, gpu: str, gpus_per_instance: int, where: str = ""
     ) -> DecodeTable:
-        meta, path, (batch, step_s) = self._table(
-            model, "decode", f"{gpu}-x{gpus_per_instance}", "decode_step.csv",
-            ("batch_size", "decode_step_latency_s"), where,
+        key = f"{gpu}-x{gpus_per_instance}"
+        columns = _DECODE_COLUMNS
+        csv_path = self.data_dir / "profiles" / model / "decode" / key / "decode_step.csv"
+        with contextlib.suppress(PlanError):  # a missing or unreadable file: _table says why
+            if _NAME.match(key) and "context_tokens" in read_text(
+                csv_path, "profile table", ProfileError
+            ).split("\n", 1)[0]:
+                columns = _DECODE_CONTEXT_COLUMNS
+        meta, path, values = self._table(
+            model, "decode", key, "decode_step.csv", columns, where,
             quantity="decode_step", gpu=gpu, gpus_per_instance=gpus_per_instance,
         )  # fmt: skip
+        context = None
+        if columns == _DECODE_CONTEXT_COLUMNS:
+            # a table by batch and context (the Dynamo profiler's): until the planner reads
+            # the context, each batch is planned at its longest profiled context (conservative)
+            batch_all, context, step_all = values
+            if np.any(~(context > 0)):
+                raise ProfileError(f"{path}: context_tokens must be > 0, found {context.min():g}")
+            longest = context == np.max(context)
+            batch, step_s = batch_all[longest], step_all[longest]
+        else:
+            batch, step_s = values
         validate_table(
             batch, step_s, source=str(path), value_name="decode_step_latency_s",
             key_name="batch_size", min_rows=1,
         )  # fmt: skip
         if np.any(batch != np.round(batch)):
             raise ProfileError(f"{path}: batch_size must be whole numbers, found {batch.tolist()}")
-        return DecodeTable(batch, step_s, meta, self.shown(path))
+        rows = (values[0], values[1], values[2]) if context is not None else None
+        return DecodeTable(batch, step_s, meta, self.shown(path), rows)

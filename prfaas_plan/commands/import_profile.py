@@ -1,0 +1,156 @@
+"""`prfaas-plan import-profile`: measured prefill and decode profiles from benchmark results
+(vLLM, SGLang, Dynamo) written into a data directory, checked as `check` would before they land.
+
+A new or empty `--data-dir` is initialised from the shipped data (GPUs, profiles, golden
+expectations), so it is complete: `optimize --data-dir DIR` plans with it and `check DIR`
+validates it. An existing profile is replaced only with `force`.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from prfaas_plan.analytic.profiles import PREFILL_LATENCY_DEGREE, fit_curve
+from prfaas_plan.choices import ProfileFormat, ProfileKind
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.inputs import benchmarks as bench
+from prfaas_plan.inputs import profile_import as imp
+from prfaas_plan.inputs.catalog import Catalog
+
+
+@dataclass(frozen=True)
+class WrittenTable:
+    table: imp.ImportedTable
+    path: Path  # the CSV in the data directory
+    fit_residual: float | None  # prefill: largest relative residual of the quadratic fit
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    format: str
+    model: str
+    gpu: str
+    gpus_per_instance: int
+    data_dir: Path
+    initialised: bool
+    tables: tuple[WrittenTable, ...]
+    sources: tuple[imp.SourceFile, ...]
+
+
+_ENGINES = {
+    ProfileFormat.VLLM: "vLLM (vllm bench serve)",
+    ProfileFormat.SGLANG: "SGLang (sglang.bench_serving)",
+    ProfileFormat.DYNAMO: "NVIDIA Dynamo profiler",
+}
+
+
+def _same(runs: Sequence[bench.BenchmarkRun], field: str) -> str | None:
+    """The one value of `field` across runs (None where absent), or a ConfigError naming both."""
+    seen: dict[str, str] = {}
+    for run in runs:
+        value = getattr(run, field)
+        if value is not None:
+            seen.setdefault(value, run.source)
+    if len(seen) > 1:
+        (a, wa), (b, wb) = list(seen.items())[:2]
+        raise ConfigError(
+            f"{wb}: {field} is {b!r} but {wa} has {a!r}: one import takes runs of one model on "
+            "one deployment"
+        )
+    return next(iter(seen), None)
+
+
+def _tables(
+    fmt: ProfileFormat, files: Sequence[Path], kind: ProfileKind
+) -> tuple[list[imp.ImportedTable], str, str | None]:
+    """(tables, engine description, the runs' own date) from the files."""
+    if fmt is ProfileFormat.DYNAMO:
+        points = [bench.read_dynamo(f) for f in files]
+        prefill = [p for p in points if isinstance(p, bench.DynamoPrefill)]
+        decode = [p for p in points if isinstance(p, bench.DynamoDecode)]
+        wanted = {ProfileKind.PREFILL: (prefill, []), ProfileKind.DECODE: ([], decode)}.get(
+            kind, (prefill, decode)
+        )
+        if kind is ProfileKind.PREFILL and not prefill or kind is ProfileKind.DECODE and not decode:
+            raise ConfigError(f"{files[0]}: no Dynamo {kind.value} raw_data.npz among the files")
+        tables = [imp.prefill_from_dynamo(wanted[0])] if wanted[0] else []
+        tables += [imp.decode_from_dynamo(wanted[1])] if wanted[1] else []
+        return tables, _ENGINES[fmt], None
+    reader = bench.read_vllm if fmt is ProfileFormat.VLLM else bench.read_sglang
+    runs = [run for f in files for run in reader(f)]
+    model_id, backend = _same(runs, "model_id"), _same(runs, "backend")
+    if kind is ProfileKind.AUTO:
+        concurrencies = {run.max_concurrency for run in runs}
+        kind = ProfileKind.DECODE if len(concurrencies) > 1 else ProfileKind.PREFILL
+    table = (
+        imp.prefill_from_runs(runs) if kind is ProfileKind.PREFILL else imp.decode_from_runs(runs)
+    )
+    engine = _ENGINES[fmt] + (f", backend {backend}" if backend else "")
+    engine += f", model_id {model_id}" if model_id else ""
+    return [table], engine, _same(runs, "date")
+
+
+def import_profile(
+    fmt: ProfileFormat,
+    files: Sequence[Path],
+    *,
+    model: str,
+    gpu: str,
+    gpus_per_instance: int,
+    data_dir: Path,
+    kind: ProfileKind = ProfileKind.AUTO,
+    engine_version: str | None = None,
+    parallelism: str | None = None,
+    force: bool = False,
+) -> ImportReport:
+    """Read `files`, build the profile table(s) and write them into `data_dir` (module docstring)."""
+    tables, engine, measured_on = _tables(fmt, files, kind)
+    target = Catalog.open(data_dir if not imp.needs_initialising(data_dir) else None)
+    target.model(model, where="--model: ")
+    target.gpu(gpu, where="--gpu: ", parameter="gpu")
+    sources = tuple(imp.source_file(f) for f in files)
+    texts = {
+        t.kind: (
+            t.csv_text(),
+            imp.meta_text(
+                t, model=model, gpu=gpu, gpus_per_instance=gpus_per_instance,
+                parallelism=parallelism or f"{gpus_per_instance} GPUs per instance",
+                engine=engine, engine_version=engine_version or "not recorded in the benchmark file",
+                sources=sources, measured_on=measured_on,
+            ),
+        )
+        for t in tables
+    }  # fmt: skip
+    models_file = target.models_file
+
+    def validate(staged: Path) -> None:  # the checks `check` runs on these tables
+        catalog = Catalog(staged, models_file)
+        for t in tables:
+            if t.kind == "prefill":
+                catalog.prefill_latency(model, gpu, gpus_per_instance)
+            else:
+                catalog.decode_table(model, gpu, gpus_per_instance)
+
+    initialised = imp.write_profiles(
+        data_dir, model, gpu, gpus_per_instance, texts, force=force, validate=validate
+    )
+    written = []
+    for t in tables:
+        folder = imp.profile_folder(data_dir, model, t.kind, gpu, gpus_per_instance)
+        residual = None
+        if t.kind == "prefill":
+            curve = fit_curve(
+                t.values[0], t.values[1], degree=PREFILL_LATENCY_DEGREE,
+                quantity="prefill_latency_s", provenance="measured", source=str(folder),
+            )  # fmt: skip
+            residual = float(curve.max_relative_residual)
+        written.append(WrittenTable(t, folder / imp.CSV_NAMES[t.kind], residual))
+    return ImportReport(
+        fmt.value, model, gpu, gpus_per_instance, data_dir, initialised, tuple(written), sources
+    )
+
+
+def requests_used(table: imp.ImportedTable) -> int:
+    return int(np.sum(table.requests))

@@ -1,0 +1,378 @@
+"""Profile tables made from benchmark runs (inputs/benchmarks.py) and written into a data
+directory in the shipped layout, all or nothing. Units: seconds and tokens.
+
+Prefill latency vs input length comes from the TTFT of requests that did not queue. A request
+did not queue when it was alone on the server from being sent to its first token: every
+request of a run at `max_concurrency` 1 (the client sends the next one only after the last
+finished), or, where the file has per-request `start_times` and `latencies` (vLLM), a request
+no other one overlapped in flight. A run where fewer than half of the requests were alone is
+refused (its TTFT is dominated by queueing), as is a run at a higher or unlimited concurrency
+without those timings. The kept requests are binned by input length, each distinct length its
+own bin when there are at most MAX_EXACT_BINS of them (fixed-length sweeps), otherwise
+quarter-octave bins; a bin's length is its median length and its latency the median TTFT (robust
+to a few slow requests). At least 3 bins are needed for the quadratic fit.
+
+Decode step latency vs batch comes from closed-loop runs (`request_rate` inf) at several
+`max_concurrency` values: batch = max_concurrency (the client keeps that many requests in
+flight), step = median of every inter-token latency of the run. A run whose measured mean
+concurrency is below half its max_concurrency is refused (too few prompts to fill the batch).
+Dynamo's decode points carry their context length, written as a `context_tokens` column.
+"""
+
+import contextlib
+import datetime
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.inputs.benchmarks import BenchmarkRun, DynamoDecode, DynamoPrefill
+from prfaas_plan.inputs.resources import default_data_dir
+
+MAX_EXACT_BINS = 64
+BINS_PER_OCTAVE = 4
+MIN_PREFILL_BINS = 3
+MIN_ALONE_SHARE = 0.5
+MIN_FILLED_BATCH = 0.5
+
+ValidateFn = Callable[[Path], None]  # loads a staged data directory, raising on a broken table
+
+
+@dataclass(frozen=True)
+class ImportedTable:
+    kind: str  # prefill | decode
+    columns: tuple[str, ...]
+    values: tuple[np.ndarray, ...]
+    requests: np.ndarray  # requests (prefill) or ITL samples (decode) behind each row
+    method: str
+    notes: tuple[str, ...] = field(default=())
+
+    def csv_text(self) -> str:
+        lines = [",".join(self.columns)]
+        for row in zip(*self.values, strict=True):
+            lines.append(",".join(_cell(name, v) for name, v in zip(self.columns, row, strict=True)))
+        return "\n".join(lines) + "\n"
+
+
+def _cell(column: str, value: float) -> str:
+    return f"{value:.0f}" if column.endswith(("_tokens", "batch_size")) else f"{value:.6g}"
+
+
+def _alone(run: BenchmarkRun) -> np.ndarray:
+    """Which requests of `run` were alone in flight from being sent to their first token."""
+    if run.max_concurrency == 1:
+        return np.ones(run.ttft_s.size, dtype=bool)
+    if run.start_s is None or run.latency_s is None:
+        raise ConfigError(
+            f"{run.source}: max_concurrency is {run.max_concurrency or 'unlimited'} and the file "
+            "has no start_times/latencies to tell which requests queued; measure prefill with "
+            "--max-concurrency 1"
+        )
+    start, first, end = run.start_s, run.start_s + run.ttft_s, run.start_s + run.latency_s
+    alone = np.empty(start.size, dtype=bool)
+    for i in range(start.size):  # another request in flight during [start_i, first_i]
+        others = (start < first[i]) & (end > start[i])
+        others[i] = False
+        alone[i] = not others.any()
+    return alone
+
+
+def prefill_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
+    """Prefill latency vs length from the queue-free requests of `runs` (module docstring)."""
+    lengths, ttfts, notes = [], [], []
+    for run in runs:
+        alone = _alone(run)
+        share = float(np.mean(alone)) if alone.size else 0.0
+        if share < MIN_ALONE_SHARE:
+            raise ConfigError(
+                f"{run.source}: only {np.count_nonzero(alone)} of {alone.size} requests ran "
+                "alone on the server: its TTFT is dominated by queueing; measure prefill with "
+                "--max-concurrency 1"
+            )
+        lengths.append(run.input_tokens[alone])
+        ttfts.append(run.ttft_s[alone])
+        how = "max_concurrency 1" if run.max_concurrency == 1 else "no overlap in start_times"
+        notes.append(
+            f"{run.source}: {np.count_nonzero(alone)} requests used ({how}), "
+            f"{alone.size - np.count_nonzero(alone)} dropped as queued, {run.failed} failed"
+        )
+    tokens, latency, count = _bins(np.concatenate(lengths), np.concatenate(ttfts), runs[0].source)
+    return ImportedTable(
+        "prefill", ("input_tokens", "prefill_latency_s"), (tokens, latency), count,
+        "TTFT of requests that ran alone on the server (max_concurrency 1, or no other request "
+        "in flight per start_times/latencies), binned by input length (median length, median "
+        "TTFT per bin); TTFT includes the engine's request overhead.",
+        tuple(notes),
+    )  # fmt: skip
+
+
+def prefill_from_dynamo(points: Sequence[DynamoPrefill]) -> ImportedTable:
+    tokens, latency, count = _bins(
+        np.concatenate([p.input_tokens for p in points]),
+        np.concatenate([p.ttft_s for p in points]),
+        points[0].source,
+    )
+    return ImportedTable(
+        "prefill", ("input_tokens", "prefill_latency_s"), (tokens, latency), count,
+        "Dynamo profiler prefill sweep (prefill_isl, prefill_ttft in ms): one request at a time "
+        "per input length; median TTFT per distinct length.",
+        tuple(f"{p.source}: {p.input_tokens.size} points used" for p in points),
+    )  # fmt: skip
+
+
+def _bins(
+    lengths: np.ndarray, ttft_s: np.ndarray, where: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    distinct = np.unique(lengths)
+    if distinct.size <= MAX_EXACT_BINS:
+        keys = lengths
+    else:
+        keys = np.round(BINS_PER_OCTAVE * np.log2(lengths))
+    tokens, latency, count = [], [], []
+    for key in np.unique(keys):
+        members = keys == key
+        tokens.append(float(np.round(np.median(lengths[members]))))
+        latency.append(float(np.median(ttft_s[members])))
+        count.append(int(np.count_nonzero(members)))
+    if len(tokens) < MIN_PREFILL_BINS:
+        raise ConfigError(
+            f"{where}: input_lens has {distinct.size} distinct length(s) in {len(tokens)} bin(s); "
+            f"the quadratic prefill fit needs at least {MIN_PREFILL_BINS}: sweep the input length"
+        )
+    t, y = np.array(tokens), np.array(latency)
+    drops = np.flatnonzero(np.diff(y) < 0)
+    if drops.size:
+        i = drops[0]
+        raise ConfigError(
+            f"{where}: median TTFT falls from {y[i]:.4g} s at {t[i]:g} tokens to {y[i + 1]:.4g} "
+            f"s at {t[i + 1]:g}: too noisy or queued; measure more requests per length"
+        )
+    return t, y, np.array(count)
+
+
+def decode_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
+    """Decode step latency vs batch from closed-loop runs at several concurrencies."""
+    by_batch: dict[int, list[np.ndarray]] = {}
+    notes = []
+    for run in runs:
+        if run.max_concurrency is None or run.request_rate_rps != np.inf:
+            raise ConfigError(
+                f"{run.source}: decode needs a closed-loop run (request_rate inf and a "
+                f"max_concurrency), found request_rate {run.request_rate_rps:g}, max_concurrency "
+                f"{run.max_concurrency or 'unlimited'}"
+            )
+        if run.itl_s.size == 0:
+            raise ConfigError(f"{run.source}: itls is empty: no decode steps were measured")
+        mean = run.mean_concurrency
+        if mean is not None and mean < MIN_FILLED_BATCH * run.max_concurrency:
+            raise ConfigError(
+                f"{run.source}: mean concurrency {mean:.3g} is below half of max_concurrency "
+                f"{run.max_concurrency}: too few prompts to keep the batch full"
+            )
+        by_batch.setdefault(run.max_concurrency, []).append(run.itl_s)
+        notes.append(
+            f"{run.source}: batch {run.max_concurrency}, {run.itl_s.size} inter-token latencies"
+            + (f", mean concurrency {mean:.3g}" if mean is not None else "")
+            + f", {run.failed} failed requests dropped"
+        )
+    batches = sorted(by_batch)
+    itls = [np.concatenate(by_batch[b]) for b in batches]
+    step = np.array([float(np.median(x)) for x in itls])
+    _check_rising(np.array(batches, float), step, runs[0].source)
+    return ImportedTable(
+        "decode", ("batch_size", "decode_step_latency_s"), (np.array(batches, float), step),
+        np.array([x.size for x in itls]),
+        "Closed-loop runs (request_rate inf) at each max_concurrency: batch = max_concurrency, "
+        "step latency = median inter-token latency of the run.",
+        tuple(notes),
+    )  # fmt: skip
+
+
+def _check_rising(batch: np.ndarray, step_s: np.ndarray, where: str) -> None:
+    drops = np.flatnonzero(np.diff(step_s) < 0)
+    if drops.size:
+        i = drops[0]
+        raise ConfigError(
+            f"{where}: median ITL falls from {step_s[i] * 1e3:.4g} ms at batch {batch[i]:g} to "
+            f"{step_s[i + 1] * 1e3:.4g} ms at batch {batch[i + 1]:g}: too noisy; measure longer runs"
+        )
+
+
+def decode_from_dynamo(points: Sequence[DynamoDecode]) -> ImportedTable:
+    batch = np.concatenate([p.batch_size for p in points])
+    context = np.concatenate([p.context_tokens for p in points])
+    itl = np.concatenate([p.itl_s for p in points])
+    order = np.lexsort((batch, context))
+    batch, context, itl = batch[order], context[order], itl[order]
+    keys = np.stack([context, batch], axis=1)
+    if np.unique(keys, axis=0).shape[0] != keys.shape[0]:
+        raise ConfigError(f"{points[0].source}: two decode points share a batch and context length")
+    for c in np.unique(context):
+        rows = context == c
+        _check_rising(batch[rows], itl[rows], points[0].source)
+    return ImportedTable(
+        "decode", ("batch_size", "context_tokens", "decode_step_latency_s"),
+        (batch, np.round(context), itl), np.ones(batch.size, dtype=int),
+        "Dynamo profiler decode sweep (x_kv_usage, y_context_length, z_itl in ms, "
+        "max_kv_tokens): batch = x_kv_usage * max_kv_tokens / y_context_length, context = "
+        "y_context_length (isl + osl/2), step = z_itl (mean ITL of the point).",
+        tuple(f"{p.source}: {p.batch_size.size} points used" for p in points),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    sha256: str
+
+
+def source_file(path: Path) -> SourceFile:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return SourceFile(path, digest.hexdigest())
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def meta_text(
+    table: ImportedTable,
+    *,
+    model: str,
+    gpu: str,
+    gpus_per_instance: int,
+    parallelism: str,
+    engine: str,
+    engine_version: str,
+    sources: Sequence[SourceFile],
+    measured_on: str | None,
+) -> str:
+    quantity = "prefill_latency" if table.kind == "prefill" else "decode_step"
+    lines = [
+        f"quantity: {quantity}",
+        f"model: {model}",
+        f"gpu: {gpu}",
+        f"gpus_per_instance: {gpus_per_instance}",
+        f"parallelism: {_quote(parallelism)}",
+        f"engine: {_quote(engine)}",
+        f"engine_version: {_quote(engine_version)}",
+        "provenance: measured",
+        f"method: {_quote(table.method)}",
+        f"source: {_quote('imported by prfaas-plan import-profile from ' + ', '.join(s.path.name for s in sources))}",
+        f"imported_on: {_quote(datetime.date.today().isoformat())}",
+    ]
+    if measured_on:
+        lines.append(f"measured_on: {_quote(measured_on)}")
+    lines.append("source_files:")
+    for s in sources:
+        lines += [f"  - file: {_quote(s.path.name)}", f"    sha256: {s.sha256}"]
+    return "\n".join(lines) + "\n"
+
+
+CSV_NAMES = {"prefill": "prefill_latency.csv", "decode": "decode_step.csv"}
+
+
+def profile_folder(data_dir: Path, model: str, kind: str, gpu: str, gpus: int) -> Path:
+    return data_dir / "profiles" / model / kind / f"{gpu}-x{gpus}"
+
+
+def _initialise(target: Path) -> None:
+    """Copy the shipped data (GPUs, profiles, golden expectations) into `target`."""
+    shipped = default_data_dir()
+    for part in ("gpus", "profiles", "golden"):
+        if (shipped / part).is_dir():
+            shutil.copytree(shipped / part, target / part)
+
+
+def needs_initialising(data_dir: Path) -> bool:
+    return not data_dir.exists() or (data_dir.is_dir() and not any(data_dir.iterdir()))
+
+
+def write_profiles(
+    data_dir: Path,
+    model: str,
+    gpu: str,
+    gpus: int,
+    files: dict[str, tuple[str, str]],  # kind -> (csv text, meta text)
+    *,
+    force: bool,
+    validate: ValidateFn,
+) -> bool:
+    """Write each kind's table and meta.yaml into `data_dir`, all or nothing; a new or empty
+    `data_dir` is first initialised from the shipped data. `validate(staged_data_dir)` loads the
+    staged tables (raising on a broken one) before anything lands. True if initialised."""
+    initialise = needs_initialising(data_dir)
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ConfigError(f"--data-dir: {data_dir} is not a directory", parameter="data_dir")
+    if not initialise and not (data_dir / "gpus").is_dir():
+        raise ConfigError(
+            f"--data-dir: {data_dir} is not empty and has no gpus/ folder: not a prfaas-plan data "
+            "directory (give a new or empty directory to start one from the shipped data)",
+            parameter="data_dir",
+        )
+    base = default_data_dir() if initialise else data_dir
+    for kind in files:
+        existing = profile_folder(base, model, kind, gpu, gpus)
+        if existing.exists() and not force:
+            where = "the shipped data, copied into a new data directory" if initialise else str(existing)
+            raise ConfigError(
+                f"a {kind} profile for {model} on {gpu}-x{gpus} already exists ({where}); "
+                "pass --force to replace it",
+                parameter="force",
+            )
+    parent = data_dir.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{data_dir.name}.import-"))
+    try:
+        if initialise:
+            _initialise(staging)
+        else:
+            shutil.copytree(data_dir / "gpus", staging / "gpus")
+        for kind, (csv, meta) in files.items():
+            folder = profile_folder(staging, model, kind, gpu, gpus)
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.mkdir(parents=True)
+            (folder / CSV_NAMES[kind]).write_text(csv)
+            (folder / "meta.yaml").write_text(meta)
+        validate(staging)
+        if initialise:
+            if data_dir.exists():
+                data_dir.rmdir()  # empty, checked above
+            os.replace(staging, data_dir)
+            return True
+        for kind in files:
+            _swap_in(profile_folder(staging, model, kind, gpu, gpus),
+                     profile_folder(data_dir, model, kind, gpu, gpus))  # fmt: skip
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(staging)
+
+
+def _swap_in(new: Path, target: Path) -> None:
+    """Move the folder `new` to `target`, replacing an existing one (kept until the move is done)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.replaced")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+    try:
+        os.replace(new, target)
+    except OSError:
+        if old is not None:
+            os.replace(old, target)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
