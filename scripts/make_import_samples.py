@@ -18,7 +18,15 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "examples" / "imports"
-TABLE = ROOT / "data" / "profiles" / "internal-1t-hybrid" / "prefill" / "h200-x8" / "prefill_latency.csv"
+TABLE = (
+    ROOT
+    / "data"
+    / "profiles"
+    / "internal-1t-hybrid"
+    / "prefill"
+    / "h200-x8"
+    / "prefill_latency.csv"
+)
 LABEL = "SYNTHETIC SAMPLE made by prfaas-plan (scripts/make_import_samples.py), not a measurement"
 NOISE = 0.005  # log-normal sigma of the prefill samples
 REPEATS = 7  # requests per input length
@@ -79,7 +87,11 @@ def _vllm(requests: dict[str, list], concurrency: int) -> dict[str, object]:
 
 
 def _sglang(requests: dict[str, list], concurrency: int) -> dict[str, object]:
-    details = {k: v for k, v in requests.items() if k in ("input_lens", "output_lens", "ttfts", "itls", "errors")}
+    details = {
+        k: v
+        for k, v in requests.items()
+        if k in ("input_lens", "output_lens", "ttfts", "itls", "errors")
+    }
     duration = sum(requests["latencies"]) / concurrency
     return {
         "backend": "sglang", "dataset_name": LABEL, "request_rate": "inf",
@@ -102,7 +114,9 @@ def main() -> None:
     for c, requests in decode.items():
         (OUT / f"vllm_h20_decode_c{c}.json").write_text(json.dumps(_vllm(requests, c)) + "\n")
     (OUT / "sglang_h20_decode.jsonl").write_text(
-        "".join(json.dumps(_sglang(_decode_requests(c, rng), c)) + "\n" for c in DECODE_CONCURRENCIES)
+        "".join(
+            json.dumps(_sglang(_decode_requests(c, rng), c)) + "\n" for c in DECODE_CONCURRENCIES
+        )
     )
     tokens, latency = _h200_table()
     for kind in ("prefill", "decode"):
@@ -110,7 +124,7 @@ def main() -> None:
     np.savez(
         OUT / "dynamo" / "prefill" / "raw_data.npz",
         prefill_isl=tokens,
-        prefill_ttft=latency * 1e3 * rng.lognormal(0, NOISE, tokens.size),  # ms
+        prefill_ttft=latency * 1e3 * rng.lognormal(0, NOISE / 5, tokens.size),  # ms, a mean of many
         prefill_thpt_per_gpu=tokens / latency / 8,
     )
     osl, max_kv = 500, 1_600_000
@@ -122,8 +136,11 @@ def main() -> None:
             itl.append(_step_s(batch, isl + osl / 2) * 1e3)  # ms
     np.savez(
         OUT / "dynamo" / "decode" / "raw_data.npz",
-        x_kv_usage=np.array(usage), y_context_length=np.array(context), z_itl=np.array(itl),
-        z_thpt_per_gpu=np.array(usage) * 0 + 1.0, max_kv_tokens=np.array([max_kv]),
+        x_kv_usage=np.array(usage),
+        y_context_length=np.array(context),
+        z_itl=np.array(itl),
+        z_thpt_per_gpu=np.array(usage) * 0 + 1.0,
+        max_kv_tokens=np.array([max_kv]),
     )
 
 

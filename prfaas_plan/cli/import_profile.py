@@ -15,7 +15,9 @@ from prfaas_plan.cli.output import emit
 
 @app.command("import-profile", cls=PlanCommand)
 def import_profile_command(
-    fmt_in: Annotated[ProfileFormat, typer.Argument(metavar="FORMAT", help="vllm, sglang or dynamo.")],
+    fmt_in: Annotated[
+        ProfileFormat, typer.Argument(metavar="FORMAT", help="vllm, sglang or dynamo.")
+    ],
     files: Annotated[
         list[Path],
         typer.Argument(
@@ -53,9 +55,7 @@ def import_profile_command(
         str | None,
         typer.Option("--parallelism", help="Parallel layout for meta.yaml, e.g. 'TP8'."),
     ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace an existing profile.")
-    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing profile.")] = False,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
 ) -> None:

@@ -73,7 +73,9 @@ def _tables(
         wanted = {ProfileKind.PREFILL: (prefill, []), ProfileKind.DECODE: ([], decode)}.get(
             kind, (prefill, decode)
         )
-        if kind is ProfileKind.PREFILL and not prefill or kind is ProfileKind.DECODE and not decode:
+        if (kind is ProfileKind.PREFILL and not prefill) or (
+            kind is ProfileKind.DECODE and not decode
+        ):
             raise ConfigError(f"{files[0]}: no Dynamo {kind.value} raw_data.npz among the files")
         tables = [imp.prefill_from_dynamo(wanted[0])] if wanted[0] else []
         tables += [imp.decode_from_dynamo(wanted[1])] if wanted[1] else []
@@ -106,6 +108,7 @@ def import_profile(
     force: bool = False,
 ) -> ImportReport:
     """Read `files`, build the profile table(s) and write them into `data_dir` (module docstring)."""
+    imp.check_data_dir(data_dir)
     tables, engine, measured_on = _tables(fmt, files, kind)
     target = Catalog.open(data_dir if not imp.needs_initialising(data_dir) else None)
     target.model(model, where="--model: ")

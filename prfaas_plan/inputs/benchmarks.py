@@ -134,9 +134,7 @@ def _run(record: dict[str, object], where: str, engine: str) -> BenchmarkRun:
     inputs = _numbers(fields, "input_lens", where, None)
     n = inputs.size
     ttft = _numbers(fields, "ttfts", where, n)
-    outputs = (
-        _numbers(fields, "output_lens", where, n) if "output_lens" in fields else np.zeros(n)
-    )
+    outputs = _numbers(fields, "output_lens", where, n) if "output_lens" in fields else np.zeros(n)
     errors = fields.get("errors", [""] * n)
     if not isinstance(errors, list) or len(errors) != n:
         raise ConfigError(f"{where}: errors must be a list with one entry per request")

@@ -404,12 +404,14 @@ class Catalog:
         self, model: str, gpu: str, gpus_per_instance: int, where: str = ""
     ) -> DecodeTable:
         key = f"{gpu}-x{gpus_per_instance}"
-        columns = _DECODE_COLUMNS
+        columns: tuple[str, ...] = _DECODE_COLUMNS
         csv_path = self.data_dir / "profiles" / model / "decode" / key / "decode_step.csv"
         with contextlib.suppress(PlanError):  # a missing or unreadable file: _table says why
-            if _NAME.match(key) and "context_tokens" in read_text(
-                csv_path, "profile table", ProfileError
-            ).split("\n", 1)[0]:
+            if (
+                _NAME.match(key)
+                and "context_tokens"
+                in read_text(csv_path, "profile table", ProfileError).split("\n", 1)[0]
+            ):
                 columns = _DECODE_CONTEXT_COLUMNS
         meta, path, values = self._table(
             model, "decode", key, "decode_step.csv", columns, where,

@@ -56,7 +56,9 @@ class ImportedTable:
     def csv_text(self) -> str:
         lines = [",".join(self.columns)]
         for row in zip(*self.values, strict=True):
-            lines.append(",".join(_cell(name, v) for name, v in zip(self.columns, row, strict=True)))
+            lines.append(
+                ",".join(_cell(name, v) for name, v in zip(self.columns, row, strict=True))
+            )
         return "\n".join(lines) + "\n"
 
 
@@ -297,6 +299,18 @@ def needs_initialising(data_dir: Path) -> bool:
     return not data_dir.exists() or (data_dir.is_dir() and not any(data_dir.iterdir()))
 
 
+def check_data_dir(data_dir: Path) -> None:
+    """A ConfigError unless `data_dir` is new, empty, or a data directory (has gpus/)."""
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ConfigError(f"--data-dir: {data_dir} is not a directory", parameter="data_dir")
+    if not needs_initialising(data_dir) and not (data_dir / "gpus").is_dir():
+        raise ConfigError(
+            f"--data-dir: {data_dir} is not empty and has no gpus/ folder: not a prfaas-plan data "
+            "directory (give a new or empty directory to start one from the shipped data)",
+            parameter="data_dir",
+        )
+
+
 def write_profiles(
     data_dir: Path,
     model: str,
@@ -310,20 +324,17 @@ def write_profiles(
     """Write each kind's table and meta.yaml into `data_dir`, all or nothing; a new or empty
     `data_dir` is first initialised from the shipped data. `validate(staged_data_dir)` loads the
     staged tables (raising on a broken one) before anything lands. True if initialised."""
+    check_data_dir(data_dir)
     initialise = needs_initialising(data_dir)
-    if data_dir.exists() and not data_dir.is_dir():
-        raise ConfigError(f"--data-dir: {data_dir} is not a directory", parameter="data_dir")
-    if not initialise and not (data_dir / "gpus").is_dir():
-        raise ConfigError(
-            f"--data-dir: {data_dir} is not empty and has no gpus/ folder: not a prfaas-plan data "
-            "directory (give a new or empty directory to start one from the shipped data)",
-            parameter="data_dir",
-        )
     base = default_data_dir() if initialise else data_dir
     for kind in files:
         existing = profile_folder(base, model, kind, gpu, gpus)
         if existing.exists() and not force:
-            where = "the shipped data, copied into a new data directory" if initialise else str(existing)
+            where = (
+                "the shipped data, copied into a new data directory"
+                if initialise
+                else str(existing)
+            )
             raise ConfigError(
                 f"a {kind} profile for {model} on {gpu}-x{gpus} already exists ({where}); "
                 "pass --force to replace it",
@@ -375,4 +386,3 @@ def _swap_in(new: Path, target: Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-

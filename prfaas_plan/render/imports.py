@@ -19,17 +19,25 @@ def import_view(report: ImportReport) -> View:
                 else f"{t.kind} · batch {key[i]:g}"
                 + (f" · context {context[i]:,.0f}" if context is not None else "")
             )
-            step = fmt(float(value[i]), ".4f") if t.kind == "prefill" else fmt(float(value[i]) * 1e3, ".2f")
+            step = (
+                fmt(float(value[i]), ".4f")
+                if t.kind == "prefill"
+                else fmt(float(value[i]) * 1e3, ".2f")
+            )
             rows.append((label, [step if t.kind == "prefill" else "—",
                                  step if t.kind == "decode" else "—", f"{int(t.requests[i]):,}"]))  # fmt: skip
     notes = []
     if report.initialised:
-        notes.append(f"{report.data_dir} was new: initialised from the shipped data (GPUs, profiles, golden expectations).")
+        notes.append(
+            f"{report.data_dir} was new: initialised from the shipped data (GPUs, profiles, golden expectations)."
+        )
     for written in report.tables:
         t = written.table
         notes.append(f"Wrote {written.path} and meta.yaml (provenance measured): {t.method}")
         if written.fit_residual is not None:
-            notes.append(f"Quadratic fit of the prefill table: max residual {written.fit_residual:.2%}.")
+            notes.append(
+                f"Quadratic fit of the prefill table: max residual {written.fit_residual:.2%}."
+            )
         notes += list(t.notes)
     notes += [f"{s.path}: sha256 {s.sha256}" for s in report.sources]
     title = (
@@ -53,7 +61,9 @@ def import_json(report: ImportReport) -> Document:
                 "kind": w.table.kind,
                 "path": str(w.path),
                 "columns": list(w.table.columns),
-                "rows": [[number(float(v)) for v in row] for row in zip(*w.table.values, strict=True)],
+                "rows": [
+                    [number(float(v)) for v in row] for row in zip(*w.table.values, strict=True)
+                ],
                 "samples_per_row": [int(n) for n in w.table.requests],
                 "fit_max_relative_residual": number(w.fit_residual),
                 "method": w.table.method,

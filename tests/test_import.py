@@ -1,0 +1,228 @@
+"""`prfaas-plan import-profile`: each format round-trips into the shipped layout, bad input is one
+line naming the file and field with nothing written, an imported copy of the paper's H200 table
+reproduces the case-study plan, and `check` passes on the imported data."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from prfaas_plan.inputs.catalog import Catalog
+from tests.test_cli import assert_clean_error, run
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "examples" / "imports"
+SHIPPED = ROOT / "data" / "profiles" / "internal-1t-hybrid"
+H200 = ("--model", "internal-1t-hybrid", "--gpu", "h200", "--gpus-per-instance", "8")
+H20 = ("--model", "internal-1t-hybrid", "--gpu", "h20", "--gpus-per-instance", "8")
+
+
+def _import(fmt, files, data_dir, *flags):
+    return run("import-profile", fmt, *files, *flags, "--data-dir", data_dir, "-f", "json")
+
+
+def _table(path):
+    return np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+
+
+def _fit(table):
+    return np.polynomial.polynomial.polyfit(table[:, 0], table[:, 1], 2)
+
+
+def _max_fit_gap(a, b):
+    """Largest relative gap between two tables' quadratic fits over [1K, 128K] tokens."""
+    grid = np.linspace(1000, 128000, 512)
+    fa, fb = (np.polynomial.polynomial.polyval(grid, _fit(t)) for t in (a, b))
+    return float(np.max(np.abs(fa / fb - 1)))
+
+
+@pytest.fixture(scope="module")
+def imported_h200(tmp_path_factory):
+    """A data directory initialised from the shipped data, its H200 table replaced by the
+    import of the vLLM sample (made from the paper's H200 table)."""
+    data = tmp_path_factory.mktemp("imported") / "my-data"
+    result = _import("vllm", [SAMPLES / "vllm_h200_prefill.json"], data, *H200, "--force")
+    assert result.returncode == 0, result.stderr
+    return data, json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(
+    "fmt, files",
+    [
+        ("vllm", ["vllm_h200_prefill.json"]),
+        ("sglang", ["sglang_h200_prefill.jsonl"]),
+        ("dynamo", ["dynamo/prefill/raw_data.npz"]),
+    ],
+)
+def test_each_format_round_trips_the_h200_table(tmp_path, fmt, files):
+    result = _import(fmt, [SAMPLES / f for f in files], tmp_path / "d", *H200, "--force")
+    assert result.returncode == 0, result.stderr
+    written = tmp_path / "d/profiles/internal-1t-hybrid/prefill/h200-x8"
+    table = _table(written / "prefill_latency.csv")
+    shipped = _table(SHIPPED / "prefill/h200-x8/prefill_latency.csv")
+    assert table[:, 0].tolist() == shipped[:, 0].tolist()
+    assert np.max(np.abs(table[:, 1] / shipped[:, 1] - 1)) < 0.01  # 0.5% noise, medians
+    assert _max_fit_gap(table, shipped) < 0.01
+    meta = Catalog.open(tmp_path / "d").prefill_latency("internal-1t-hybrid", "h200", 8)
+    assert meta.provenance == "measured"
+    text = (written / "meta.yaml").read_text()
+    assert "sha256:" in text and "source_files:" in text
+
+
+def test_decode_from_several_vllm_files_and_one_sglang_file(tmp_path):
+    vllm = sorted(SAMPLES.glob("vllm_h20_decode_c*.json"))
+    for fmt, files, where in (
+        ("vllm", vllm, "a"),
+        ("sglang", [SAMPLES / "sglang_h20_decode.jsonl"], "b"),
+    ):
+        result = _import(fmt, files, tmp_path / where, *H20, "--force")
+        assert result.returncode == 0, result.stderr
+        table = Catalog.open(tmp_path / where).decode_table("internal-1t-hybrid", "h20", 8)
+        assert table.batch_sizes.tolist() == [1, 8, 16, 20, 32]
+        # the samples' step is 15 ms + 0.5 ms per request (3% noise, medians of >= 46 ITLs)
+        np.testing.assert_allclose(
+            table.step_latencies_s, 0.015 + 0.0005 * table.batch_sizes, rtol=0.02
+        )
+
+
+def test_dynamo_decode_keeps_its_context_column_and_check_reads_it(tmp_path):
+    files = [SAMPLES / "dynamo/prefill/raw_data.npz", SAMPLES / "dynamo/decode/raw_data.npz"]
+    result = _import("dynamo", files, tmp_path / "d", *H200, "--force")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert [t["kind"] for t in document["tables"]] == ["prefill", "decode"]
+    csv = tmp_path / "d/profiles/internal-1t-hybrid/decode/h200-x8/decode_step.csv"
+    assert csv.read_text().splitlines()[0] == "batch_size,context_tokens,decode_step_latency_s"
+    table = Catalog.open(tmp_path / "d").decode_table("internal-1t-hybrid", "h200", 8)
+    assert table.context_rows is not None and table.context_rows[0].size == 15
+    assert table.batch_sizes.tolist() == [1, 8, 16, 20, 32]  # at the longest context, 32,250
+    checked = run("check", tmp_path / "d", "-f", "json")
+    assert checked.returncode == 0, checked.stdout
+
+
+def test_imported_h200_reproduces_the_case_study_plan(imported_h200):
+    data, document = imported_h200
+    assert document["initialised_from_shipped_data"] is True
+    shipped = json.loads(run("optimize", "-f", "json").stdout)["plan"]
+    mine = json.loads(run("optimize", "--data-dir", data, "-f", "json").stdout)["plan"]
+    for key in ("prfaas_instances", "pd_prefill_instances", "pd_decode_instances"):
+        assert mine[key] == shipped[key]
+    assert mine["threshold_tokens"] == pytest.approx(shipped["threshold_tokens"], rel=0.005)
+    assert mine["throughput_rps"]["system"] == pytest.approx(
+        shipped["throughput_rps"]["system"], rel=0.005
+    )
+
+
+def test_check_passes_on_the_imported_data(imported_h200):
+    data, _ = imported_h200
+    result = run("check", data, "-f", "json")
+    assert result.returncode == 0, result.stdout
+    assert json.loads(result.stdout)["ok"] is True
+
+
+def _vllm_sample(**changes):
+    document = json.loads((SAMPLES / "vllm_h200_prefill.json").read_text())
+    document.update(changes)
+    return document
+
+
+def _write(tmp_path, name, document):
+    path = tmp_path / name
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
+    return path
+
+
+def _queued():
+    document = _vllm_sample(max_concurrency=8)
+    document["start_times"] = [0.0] * len(document["ttfts"])  # every request sent at once
+    return document
+
+
+BAD = [
+    ("not json", "{not json", ("not JSON",)),
+    (
+        "no details",
+        {"date": "x", "backend": "vllm"},
+        ("no per-request input_lens, ttfts", "--save-detailed"),
+    ),
+    ("ttft count", _vllm_sample(ttfts=[0.5]), ("ttfts has 1 entries",)),
+    (
+        "negative",
+        _vllm_sample(ttfts=[0.0, -0.1, *_vllm_sample()["ttfts"][2:]]),
+        ("ttfts[", "found -0.1"),
+    ),
+    ("zero itl", _vllm_sample(itls=[[0.0]] * 28), ("itls[", "found 0")),
+    ("text length", _vllm_sample(input_lens=["1000"] * 28), ("input_lens[0] must be a number",)),
+    ("one length", _vllm_sample(input_lens=[1000] * 28), ("1 distinct length", "at least 3")),
+    ("queued", _queued(), ("requests ran alone", "dominated by queueing")),
+    (
+        "no timing",
+        _vllm_sample(max_concurrency=None, start_times=None),
+        ("unlimited", "--max-concurrency 1"),
+    ),
+]
+
+
+@pytest.mark.parametrize("name, document, fragments", BAD, ids=[b[0] for b in BAD])
+def test_bad_vllm_input_is_one_line_and_nothing_is_written(tmp_path, name, document, fragments):
+    if isinstance(document, dict) and document.get("start_times", 0) is None:
+        del document["start_times"]
+    path = _write(tmp_path, "run.json", document)
+    result = run("import-profile", "vllm", path, *H200, "--data-dir", tmp_path / "d", "--force")
+    assert_clean_error(result, 3, str(path), *fragments)
+    assert not (tmp_path / "d").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no staging left behind
+
+
+def test_mixed_models_wrong_format_and_decode_run_errors(tmp_path):
+    other = _write(tmp_path, "other.json", _vllm_sample(model_id="qwen3-235b"))
+    result = run("import-profile", "vllm", SAMPLES / "vllm_h200_prefill.json", other, *H200,
+                 "--data-dir", tmp_path / "d", "--force")  # fmt: skip
+    assert_clean_error(result, 3, "other.json", "model_id is 'qwen3-235b'")
+    result = run("import-profile", "dynamo", SAMPLES / "vllm_h200_prefill.json", *H200,
+                 "--data-dir", tmp_path / "d", "--force")  # fmt: skip
+    assert_clean_error(result, 3, "not a numpy .npz archive")
+    result = run("import-profile", "vllm", SAMPLES / "sglang_h20_decode.jsonl", *H20,
+                 "--data-dir", tmp_path / "d", "--force")  # fmt: skip
+    assert_clean_error(result, 3, "sglang_h20_decode.jsonl", "several JSON objects")
+    open_loop = _write(
+        tmp_path,
+        "open.json",
+        {**json.loads((SAMPLES / "vllm_h20_decode_c8.json").read_text()), "request_rate": 4.0},
+    )
+    result = run("import-profile", "vllm", open_loop, SAMPLES / "vllm_h20_decode_c16.json", *H20,
+                 "--data-dir", tmp_path / "d", "--force")  # fmt: skip
+    assert_clean_error(result, 3, "open.json", "closed-loop", "request_rate 4")
+    assert not (tmp_path / "d").exists()
+
+
+def test_existing_profile_needs_force_and_a_physics_failure_leaves_the_data_as_it_was(tmp_path):
+    data = tmp_path / "d"
+    result = _import("vllm", [SAMPLES / "vllm_h200_prefill.json"], data, *H200)
+    assert_clean_error(result, 3, "already exists", "--force")
+    assert not data.exists()
+    assert (
+        _import("vllm", [SAMPLES / "vllm_h200_prefill.json"], data, *H200, "--force").returncode
+        == 0
+    )
+    before = {p: p.read_bytes() for p in data.rglob("*") if p.is_file()}
+    result = _import("vllm", [SAMPLES / "vllm_h200_prefill.json"], data, *H200)
+    assert_clean_error(result, 3, "already exists")
+    # TTFTs in ms under a seconds field: the MFU floor refuses it, nothing changes
+    slow = _vllm_sample(ttfts=[t * 1000 for t in _vllm_sample()["ttfts"]])
+    slow["errors"] = ["", *slow["errors"][1:]]
+    slow["ttfts"][0] = slow["ttfts"][1]
+    result = _import("vllm", [_write(tmp_path, "ms.json", slow)], data, *H200, "--force")
+    assert result.returncode == 4 and "is the column in ms" in result.stderr, result.stderr
+    assert {p: p.read_bytes() for p in data.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "ms.json"]
+
+
+def test_an_existing_non_data_directory_is_refused(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "notes.txt").write_text("mine")
+    result = _import("vllm", [SAMPLES / "vllm_h200_prefill.json"], tmp_path / "d", *H200)
+    assert_clean_error(result, 3, "no gpus/ folder")
+    shutil.rmtree(tmp_path / "d")
