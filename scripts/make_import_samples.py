@@ -1,4 +1,5 @@
-"""Write the SYNTHETIC benchmark samples of examples/imports/ (made by us, not measurements).
+"""Write the SYNTHETIC benchmark samples of examples/imports/ and trace samples of
+examples/traces/ (made by us, not measurements or real traffic).
 
 Prefill samples replay the paper's 8 x H200 prefill table (data/profiles/internal-1t-hybrid/
 prefill/h200-x8/, Table 5) as the TTFT of requests sent one at a time, with 0.5% log-normal
@@ -6,7 +7,10 @@ noise, so importing them must reproduce the case-study plan. Decode samples are 
 on 8 x H20 whose step latency 15 ms + 0.5 ms per request in the batch (+ a KV-read term growing
 with context in the Dynamo sample) is an assumption calibrated to the shipped decode point
 (batch 20 at 25 ms), not a measurement. Each file says so (vLLM `label`, SGLang `dataset_name`,
-Dynamo: examples/imports/README.md). Deterministic (seed 0):
+Dynamo: examples/imports/README.md). The trace samples (Azure LLM inference and BurstGPT
+CSV layouts, examples/traces/README.md) draw input lengths from the case study's log-normal
+and output lengths from a log-normal around 1024 tokens, at Poisson arrivals of 2 req/s;
+a few BurstGPT rows are failed requests (0 response tokens). Deterministic (seed 0):
 
     python scripts/make_import_samples.py
 """
@@ -142,6 +146,30 @@ def main() -> None:
         z_thpt_per_gpu=np.array(usage) * 0 + 1.0,
         max_kv_tokens=np.array([max_kv]),
     )
+    _traces(np.random.default_rng(1))
+
+
+def _traces(rng: np.random.Generator) -> None:
+    out = ROOT / "examples" / "traces"
+    out.mkdir(parents=True, exist_ok=True)
+    n = 400
+    gaps = rng.exponential(0.5, n)
+    inputs = np.clip(np.round(rng.lognormal(9.9, 1.0, n)), 128, 131072).astype(int)
+    outputs = np.clip(np.round(rng.lognormal(np.log(1024), 0.5, n)), 1, 16384).astype(int)
+    start = np.datetime64("2023-11-16T18:17:03.979960")
+    stamps = start + (np.cumsum(gaps) * 1e6).astype("timedelta64[us]")
+    rows = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    rows += [
+        f"{str(t).replace('T', ' ')}0,{i},{o}"
+        for t, i, o in zip(stamps, inputs, outputs, strict=True)
+    ]
+    (out / "azure_sample.csv").write_text("\n".join(rows) + "\n")
+    failed = rng.random(n) < 0.02
+    rows = ["Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"]
+    for t, i, o, f in zip(np.cumsum(gaps), inputs, outputs, failed, strict=True):
+        o = 0 if f else o
+        rows.append(f"{t:.0f},{'ChatGPT' if i % 3 else 'GPT-4'},{i},{o},{i + o},Conversation log")
+    (out / "burstgpt_sample.csv").write_text("\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":

@@ -331,8 +331,9 @@ def simulate(
         Path | None,
         typer.Option(
             "--trace",
-            help="Replay a Mooncake JSONL trace (timestamp, input_length, "
-            "output_length, hash_ids); with --load/--rate-rps it is sped up to that rate.",
+            help="Replay a trace: Mooncake JSONL (timestamp, input_length, output_length, "
+            "hash_ids), or an Azure LLM inference or BurstGPT CSV (told by its header); with "
+            "--load/--rate-rps it is sped up to that rate.",
             callback=source("arrivals.trace"),
         ),
     ] = None,

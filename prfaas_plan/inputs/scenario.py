@@ -21,11 +21,12 @@ from prfaas_plan.analytic.distributions import (
     TruncatedLogNormal,
 )
 from prfaas_plan.analytic.profiles import decode_point_for_slo
+from prfaas_plan.choices import TraceFormat
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import NAME_PATTERN, Catalog
 from prfaas_plan.inputs.reading import Strict, parse, read_yaml
 from prfaas_plan.inputs.resources import default_scenario_file
-from prfaas_plan.inputs.traces import read_observed_lengths
+from prfaas_plan.inputs.traces import read_observed_trace
 
 _MIN_GBPS = units.bytes_per_s_to_gbps(bounds.MIN_BANDWIDTH_BYTES_PER_S)
 _MAX_GBPS = units.bytes_per_s_to_gbps(bounds.MAX_BANDWIDTH_BYTES_PER_S)
@@ -103,7 +104,9 @@ class HistogramLengths(Strict):
 
 class ObservedLengthsFile(Strict):
     distribution: Literal["observed"]
-    file: str  # relative to the scenario file; CSV with input_tokens column, or Mooncake JSONL
+    file: str  # relative to the scenario file; CSV with input_tokens column, or a trace
+    # the trace format (inputs/traces.py); auto: Mooncake for .jsonl, else by the CSV header
+    format: Literal["auto", "mooncake", "azure", "burstgpt"] = "auto"
 
 
 InputLengths = Annotated[
@@ -169,7 +172,8 @@ def build_workload(spec: InputLengths, base_dir: Path, where: str = "") -> Lengt
     if isinstance(spec, HistogramLengths):
         return Histogram(tuple(spec.bin_edges_tokens), tuple(spec.weights))
     path = (base_dir / spec.file).resolve()
-    return ObservedLengths(read_observed_lengths(path), source=str(path))
+    trace = read_observed_trace(path, TraceFormat(spec.format))
+    return ObservedLengths(trace.input_tokens, source=trace.source)
 
 
 @dataclass(frozen=True)
