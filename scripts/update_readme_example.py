@@ -8,6 +8,8 @@ change to a default result or its view.
 import re
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -25,7 +27,27 @@ EXAMPLES = {
         "simulate", "examples/case_study.yaml", "--load", "0.5,0.8,0.95", "--requests", "100000",
         "--seed", "0", "--format", "markdown",
     ],
+    "import-markdown": [
+        "import-profile", "vllm", "examples/imports/vllm_h200_prefill.json",
+        "--model", "internal-1t-hybrid", "--gpu", "h200", "--gpus-per-instance", "8",
+        "--data-dir", "{data}", "--force", "--format", "markdown",
+    ],
+    "import-plan-markdown": ["optimize", "--data-dir", "{data}", "--format", "markdown"],
 }  # fmt: skip
+# commands run first, for their effect, in the same fresh data directory
+SETUP = {"import-plan-markdown": [EXAMPLES["import-markdown"]]}
+DATA = "{data}"  # a fresh data directory (inside a new temporary one), shown as my-data
+
+
+def example_output(name: str, run: Callable[[list[str]], str]) -> str:
+    """What example `name` prints, `run(args)` giving a command's stdout; a `{data}` argument
+    is a new data directory, named my-data in the text."""
+    with tempfile.TemporaryDirectory() as scratch:
+        data = str(Path(scratch) / "my-data")
+        for setup in SETUP.get(name, []):
+            run([data if a == DATA else a for a in setup])
+        text = run([data if a == DATA else a for a in EXAMPLES[name]])
+        return text.replace(data, "my-data")
 
 
 def output(args: list[str]) -> str:
@@ -37,15 +59,12 @@ def output(args: list[str]) -> str:
 
 def main() -> None:
     text = README.read_text()
-    for name, args in EXAMPLES.items():
+    for name in EXAMPLES:
         start, end = f"<!-- example:{name} -->\n", "<!-- /example -->"
         block = re.escape(start) + ".*?" + re.escape(end)
-        text = re.sub(
-            block,
-            lambda _, args=args, start=start, end=end: start + output(args) + end,
-            text,
-            flags=re.S,
-        )
+        shown = example_output(name, output)
+        replacement = start + shown + end
+        text = re.sub(block, lambda _, r=replacement: r, text, flags=re.S)
     README.write_text(text)
 
 
