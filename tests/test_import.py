@@ -226,3 +226,67 @@ def test_an_existing_non_data_directory_is_refused(tmp_path):
     result = _import("vllm", [SAMPLES / "vllm_h200_prefill.json"], tmp_path / "d", *H200)
     assert_clean_error(result, 3, "no gpus/ folder")
     shutil.rmtree(tmp_path / "d")
+
+
+def _decode_c8(**changes):
+    return {**json.loads((SAMPLES / "vllm_h20_decode_c8.json").read_text()), **changes}
+
+
+def test_more_bad_input_classes(tmp_path):
+    falling = _vllm_sample()
+    falling["ttfts"] = [
+        7.0 if n == 1000 else t
+        for n, t in zip(falling["input_lens"], falling["ttfts"], strict=True)
+    ]  # the shortest prompts slowest: a queued or mislabelled run
+    concurrent = {**_vllm_sample(), "max_concurrency": None}  # SGLang saves no start_times
+    del concurrent["start_times"], concurrent["latencies"]
+    cases = [
+        ("vllm", _write(tmp_path, "falling.json", falling), H200, ("median TTFT falls", "7 s at 1000")),
+        ("vllm", _write(tmp_path, "thin.json", _decode_c8(duration=1e4)), (*H20, "--kind", "decode"),
+         ("mean concurrency", "below half of max_concurrency 8")),
+        ("sglang", _write(tmp_path, "open.jsonl", json.dumps(concurrent) + "\n"),
+         H200, ("open.jsonl:1", "unlimited", "--max-concurrency 1")),
+    ]  # fmt: skip
+    for fmt, path, flags, fragments in cases:
+        result = run("import-profile", fmt, path, *flags, "--data-dir", tmp_path / "d", "--force")
+        assert_clean_error(result, 3, str(path), *fragments)
+    np.savez(tmp_path / "raw_data.npz", isl=np.array([1.0]))
+    result = run(
+        "import-profile", "dynamo", tmp_path / "raw_data.npz", *H200, "--data-dir", tmp_path / "d"
+    )
+    assert_clean_error(result, 3, "prefill_isl, prefill_ttft (prefill)", "found isl")
+    np.savez(
+        tmp_path / "raw_data.npz",
+        prefill_isl=np.array([1000.0, 8000, 32000]),
+        prefill_ttft=np.array([440.0, 0, 1840]),
+    )
+    result = run(
+        "import-profile", "dynamo", tmp_path / "raw_data.npz", *H200, "--data-dir", tmp_path / "d"
+    )
+    assert_clean_error(result, 3, "prefill_ttft[1] must be > 0 s, found 0")
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_new_profile_lands_in_an_existing_data_directory_without_force(imported_h200, tmp_path):
+    data = tmp_path / "d"
+    shutil.copytree(imported_h200[0], data)
+    files = [SAMPLES / "dynamo/decode/raw_data.npz"]
+    result = _import("dynamo", files, data, *H200)  # no shipped h200 decode table
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["initialised_from_shipped_data"] is False
+    assert (data / "profiles/internal-1t-hybrid/decode/h200-x8/decode_step.csv").is_file()
+    # the earlier import is still there
+    assert (data / "profiles/internal-1t-hybrid/prefill/h200-x8/meta.yaml").read_text().count(
+        "sha256"
+    ) == 1
+
+
+def test_check_finds_a_broken_context_column(imported_h200, tmp_path):
+    data = tmp_path / "d"
+    shutil.copytree(imported_h200[0], data)
+    assert _import("dynamo", [SAMPLES / "dynamo/decode/raw_data.npz"], data, *H200).returncode == 0
+    csv = data / "profiles/internal-1t-hybrid/decode/h200-x8/decode_step.csv"
+    csv.write_text(csv.read_text().replace("\n1,1250,", "\n1,0,", 1))
+    result = run("check", data, "-f", "json")
+    assert result.returncode == 8
+    assert "context_tokens must be > 0" in result.stdout

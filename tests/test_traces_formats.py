@@ -84,14 +84,18 @@ def test_observed_scenario_plans_from_either_trace(tmp_path, trace, fmt):
     assert f"{lengths.size} observed lengths from {trace}" in result.stdout
 
 
-def test_simulate_replays_an_azure_trace():
+def test_simulate_replays_an_azure_trace(tmp_path):
     result = run("simulate", "--trace", AZURE, "--load", "0.5", "-f", "json")
     assert result.returncode == 0, result.stderr
     assert "azure_sample.csv" in result.stdout
+    unknown = tmp_path / "t.csv"
+    unknown.write_text("a,b,c\n1,2,3\n")
+    result = run("simulate", "--trace", unknown)
+    assert_clean_error(result, 3, "t.csv", "not a trace format", "TIMESTAMP,ContextTokens")
 
 
 BAD = [
-    ("unknown header", "a,b,c\n1,2,3\n", None, ("not a trace format", "TIMESTAMP,ContextTokens")),
+    ("unknown header", "a,b,c\n1,2,3\n", None, ("header must be input_tokens", "found a,b,c")),
     ("bad datetime", "TIMESTAMP,ContextTokens,GeneratedTokens\n16/11/2023,10,1\n", None,
      ("t.csv:2", "TIMESTAMP must be a datetime", "16/11/2023")),
     ("text tokens", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"

@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from prfaas_plan.analytic.profiles import PREFILL_LATENCY_DEGREE, fit_curve
 from prfaas_plan.choices import ProfileFormat, ProfileKind
 from prfaas_plan.errors import ConfigError
@@ -153,7 +151,3 @@ def import_profile(
     return ImportReport(
         fmt.value, model, gpu, gpus_per_instance, data_dir, initialised, tuple(written), sources
     )
-
-
-def requests_used(table: imp.ImportedTable) -> int:
-    return int(np.sum(table.requests))

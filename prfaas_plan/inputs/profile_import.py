@@ -148,14 +148,19 @@ def _bins(
             f"the quadratic prefill fit needs at least {MIN_PREFILL_BINS}: sweep the input length"
         )
     t, y = np.array(tokens), np.array(latency)
-    drops = np.flatnonzero(np.diff(y) < 0)
-    if drops.size:
-        i = drops[0]
+    i = _first_drop(y)
+    if i is not None:
         raise ConfigError(
             f"{where}: median TTFT falls from {y[i]:.4g} s at {t[i]:g} tokens to {y[i + 1]:.4g} "
             f"s at {t[i + 1]:g}: too noisy or queued; measure more requests per length"
         )
     return t, y, np.array(count)
+
+
+def _first_drop(values: np.ndarray) -> int | None:
+    """The first row after which `values` falls, if any (a latency must not fall)."""
+    drops = np.flatnonzero(np.diff(values) < 0)
+    return int(drops[0]) if drops.size else None
 
 
 def decode_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
@@ -197,9 +202,8 @@ def decode_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
 
 
 def _check_rising(batch: np.ndarray, step_s: np.ndarray, where: str) -> None:
-    drops = np.flatnonzero(np.diff(step_s) < 0)
-    if drops.size:
-        i = drops[0]
+    i = _first_drop(step_s)
+    if i is not None:
         raise ConfigError(
             f"{where}: median ITL falls from {step_s[i] * 1e3:.4g} ms at batch {batch[i]:g} to "
             f"{step_s[i + 1] * 1e3:.4g} ms at batch {batch[i + 1]:g}: too noisy; measure longer runs"

@@ -173,8 +173,8 @@ _AZURE_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(\.\d+)?(Z|[
 
 def detect_format(path: Path, what: str, lengths: bool = False) -> TraceFormat | None:
     """The trace format of `path` from its first non-blank line: a JSON object is Mooncake, a
-    CSV header naming the Azure or BurstGPT columns is that trace, the header `input_tokens`
-    (if `lengths`) a CSV of lengths (None); else one line saying what was expected."""
+    CSV header naming the Azure or BurstGPT columns is that trace; anything else is, if
+    `lengths`, a CSV of lengths (None), else refused in one line saying what was expected."""
     with open_bounded(path, what, bounds.MAX_TRACE_BYTES) as handle:
         first = next((line for line in bounded_lines(handle, path, what) if line.strip()), "")
     if first.lstrip().startswith("{"):
@@ -184,13 +184,12 @@ def detect_format(path: Path, what: str, lengths: bool = False) -> TraceFormat |
         return TraceFormat.AZURE
     if all(c in header for c in BURSTGPT_COLUMNS):
         return TraceFormat.BURSTGPT
-    if lengths and header == ["input_tokens"]:
+    if lengths:  # a CSV of lengths, whose reader says what it expects
         return None
-    also = " or a CSV of lengths with the header input_tokens" if lengths else ""
     raise ConfigError(
         f"{path}: not a trace format this reads: expected a Mooncake JSONL line, an Azure header "
-        f"{','.join(AZURE_COLUMNS)} or a BurstGPT header with {', '.join(BURSTGPT_COLUMNS)}"
-        f"{also}; found {bounds.quoted(first.strip())}"
+        f"{','.join(AZURE_COLUMNS)} or a BurstGPT header with {', '.join(BURSTGPT_COLUMNS)}; "
+        f"found {bounds.quoted(first.strip())}"
     )
 
 
