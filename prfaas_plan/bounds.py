@@ -131,3 +131,7 @@ MAX_BURST_CV = 100.0
 # at most this much memory (the issue's ~1 GB), and an hour of run time
 MAX_SIMULATION_BYTES = units.gib_to_bytes(1)
 MAX_SIMULATION_S = 3600.0
+# --- benchmark result files (import-profile, inputs/benchmarks.py) ---
+# a detailed vLLM or SGLang result of 10^5 requests (per-request ITL lists) is ~100 MB; a
+# Dynamo raw_data.npz is a few kB
+MAX_BENCHMARK_BYTES = 256 * 2**20

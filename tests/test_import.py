@@ -290,3 +290,21 @@ def test_check_finds_a_broken_context_column(imported_h200, tmp_path):
     result = run("check", data, "-f", "json")
     assert result.returncode == 8
     assert "context_tokens must be > 0" in result.stdout
+
+
+def test_queue_free_requests_match_a_brute_force_overlap_check():
+    """`_alone` (sorted starts, prefix maxima) against the definition: no other request in
+    flight between a request's start and its first token."""
+    from prfaas_plan.inputs.benchmarks import BenchmarkRun
+    from prfaas_plan.inputs.profile_import import _alone
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(1, 25))
+        start, ttft = np.round(rng.uniform(0, 20, n), 1), np.round(rng.uniform(0.1, 2, n), 1)
+        latency = ttft + np.round(rng.uniform(0, 2, n), 1)  # rounded: ties happen
+        run_ = BenchmarkRun("x", "e", None, None, None, 4, np.inf, np.full(n, 1000.0), np.zeros(n),
+                            ttft, np.empty(0), start, latency, 0, None)  # fmt: skip
+        first, end = start + ttft, start + latency
+        brute = [not np.any(np.delete((start < first[i]) & (end > start[i]), i)) for i in range(n)]
+        assert _alone(run_).tolist() == brute

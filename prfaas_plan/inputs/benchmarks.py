@@ -39,8 +39,6 @@ from prfaas_plan import bounds, units
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import bounded_lines, open_bounded, read_text
 
-MAX_BENCHMARK_BYTES = 256 * 2**20  # a detailed result of 10^5 requests is ~100 MB
-
 
 @dataclass(frozen=True)
 class BenchmarkRun:
@@ -211,7 +209,7 @@ def _json_object(text: str, where: str, what: str) -> dict[str, object]:
 
 def read_vllm(path: Path) -> list[BenchmarkRun]:
     """The run in a `vllm bench serve --save-result --save-detailed` JSON file."""
-    text = read_text(path, "vLLM result", limit_bytes=MAX_BENCHMARK_BYTES)
+    text = read_text(path, "vLLM result", limit_bytes=bounds.MAX_BENCHMARK_BYTES)
     if text.lstrip().startswith("{") and "\n{" in text.strip():
         raise ConfigError(f"{path}: several JSON objects: a JSONL file (sglang format?)")
     return [_run(_json_object(text, str(path), "vLLM result JSON"), str(path), "vLLM bench serve")]
@@ -221,7 +219,7 @@ def read_sglang(path: Path) -> list[BenchmarkRun]:
     """The runs in an SGLang `bench_serving --output-file --output-details` JSONL file, one
     per non-blank line."""
     runs = []
-    with open_bounded(path, "SGLang result", MAX_BENCHMARK_BYTES) as handle:
+    with open_bounded(path, "SGLang result", bounds.MAX_BENCHMARK_BYTES) as handle:
         for number, line in enumerate(bounded_lines(handle, path, "SGLang result"), start=1):
             if line.strip():
                 where = f"{path}:{number}"
@@ -239,7 +237,9 @@ _DECODE_KEYS = ("x_kv_usage", "y_context_length", "z_itl", "max_kv_tokens")
 def read_dynamo(path: Path) -> DynamoPrefill | DynamoDecode:
     """A Dynamo profiler `raw_data.npz`, prefill or decode by the arrays it holds (read
     without pickles; ms converted to s)."""
-    open_bounded(path, "Dynamo raw_data.npz", MAX_BENCHMARK_BYTES).close()  # regular, bounded
+    open_bounded(
+        path, "Dynamo raw_data.npz", bounds.MAX_BENCHMARK_BYTES
+    ).close()  # regular, bounded
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {k: np.asarray(archive[k]) for k in archive.files}

@@ -76,12 +76,15 @@ def _alone(run: BenchmarkRun) -> np.ndarray:
             "has no start_times/latencies to tell which requests queued; measure prefill with "
             "--max-concurrency 1"
         )
-    start, first, end = run.start_s, run.start_s + run.ttft_s, run.start_s + run.latency_s
+    # another request j in flight during [start_i, first_i): start_j < first_i and end_j > start_i;
+    # in start order that is an earlier one still running, or a later one starting before first_i
+    order = np.argsort(run.start_s, kind="stable")
+    start = run.start_s[order]
+    first, end = start + run.ttft_s[order], start + run.latency_s[order]
+    running_before = np.concatenate([[-np.inf], np.maximum.accumulate(end)[:-1]]) > start
+    later_starts = np.searchsorted(start, first, side="left") - np.arange(1, start.size + 1)
     alone = np.empty(start.size, dtype=bool)
-    for i in range(start.size):  # another request in flight during [start_i, first_i]
-        others = (start < first[i]) & (end > start[i])
-        others[i] = False
-        alone[i] = not others.any()
+    alone[order] = ~running_before & ~(later_starts > 0)
     return alone
 
 
