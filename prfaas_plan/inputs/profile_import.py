@@ -33,7 +33,7 @@ import numpy as np
 
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.benchmarks import BenchmarkRun, DynamoDecode, DynamoPrefill
-from prfaas_plan.inputs.resources import default_data_dir
+from prfaas_plan.inputs.resources import default_data_dir, is_installed_copy
 
 MAX_EXACT_BINS = 64
 BINS_PER_OCTAVE = 4
@@ -307,7 +307,14 @@ def needs_initialising(data_dir: Path) -> bool:
 
 
 def check_data_dir(data_dir: Path) -> None:
-    """A ConfigError unless `data_dir` is new, empty, or a data directory (has gpus/)."""
+    """A ConfigError unless `data_dir` is new, empty, or a data directory (has gpus/) that is
+    not the installed package's own."""
+    if is_installed_copy(data_dir):
+        raise ConfigError(
+            f"--data-dir: {data_dir} is the installed package's data; give a directory of your own "
+            "(a new one is initialised from it)",
+            parameter="data_dir",
+        )
     if data_dir.exists() and not data_dir.is_dir():
         raise ConfigError(f"--data-dir: {data_dir} is not a directory", parameter="data_dir")
     if not needs_initialising(data_dir) and not (data_dir / "gpus").is_dir():
