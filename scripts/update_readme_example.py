@@ -25,6 +25,10 @@ EXAMPLES = {
         "simulate", "examples/case_study.yaml", "--load", "0.5,0.8,0.95", "--requests", "100000",
         "--seed", "0", "--format", "markdown",
     ],
+    "sensitivity-markdown": ["sensitivity", "--format", "markdown"],
+    "sensitivity-10gbps-markdown": [
+        "sensitivity", "--bandwidth-gbps", "10", "--format", "markdown",
+    ],
 }  # fmt: skip
 
 

@@ -125,7 +125,9 @@ def marginal_gains(problem: Problem, mode: Mode, catalog: Catalog) -> dict[Resou
             Resource.PRFAAS_INSTANCE, "+1 PrfaaS instance", _optimum(problem, mode, prfaas=1)
         ),
         Resource.PD_INSTANCE: Marginal(
-            Resource.PD_INSTANCE, "+1 PD instance (split re-optimised)", _optimum(problem, mode, pd=1)
+            Resource.PD_INSTANCE,
+            "+1 PD instance (split re-optimised)",
+            _optimum(problem, mode, pd=1),
         ),
         Resource.LINK_BANDWIDTH: Marginal(
             Resource.LINK_BANDWIDTH, "+10% link bandwidth", _optimum(_wider_link(problem), mode)

@@ -9,9 +9,9 @@ KV size S_b (exact mode: E[T(L) | L in b]), variables Λ and the offloaded rates
 
     max Λ  s.t.  Σ_b T_f,b y_b <= N_prfaas                  (PrfaaS compute)
                  Σ_b S_b y_b   <= B_out                     (link)
-                 Σ_b T_p,b (Λ w_b − y_b) <= N_p             (PD prefill)
+                 Σ_b T_p,b z_b <= N_p                       (PD prefill)
                  Λ <= N_d · BS_max / (T_decode · L_out)     (PD decode)
-                 0 <= y_b <= Λ w_b
+                 y_b + z_b = Λ w_b,  y_b, z_b >= 0          (z_b: local rate)
 
 A threshold t is the policy y_b = Λ w_b above t and 0 below: it is feasible whenever t is a bin
 edge (the caller inserts the plan's t), so the LP optimum is never below the threshold optimum.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from prfaas_plan import units
-from prfaas_plan.analytic.arrays import FloatArray
+from prfaas_plan.analytic.arrays import FloatArray, IntArray
 from prfaas_plan.analytic.capacity import Bound, ServingSystem
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.errors import ConfigError, SolverError
@@ -94,12 +94,10 @@ class RoutingOptimum:
     shadow_prices: dict[Bound, float]
 
     @property
-    def fractional_bins(self) -> FloatArray:
+    def fractional_bins(self) -> IntArray:
         """Indices of bins routed partly to each side."""
         x = self.offloaded_fraction
-        found: FloatArray = np.flatnonzero(
-            (x > FRACTION_TOLERANCE) & (x < 1 - FRACTION_TOLERANCE)
-        )
+        found: IntArray = np.flatnonzero((x > FRACTION_TOLERANCE) & (x < 1 - FRACTION_TOLERANCE))
         return found
 
     @property
@@ -125,7 +123,7 @@ def _silence_highs_banner() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 1)
-        highspy.Highs()
+        highspy.Highs()  # type: ignore[no-untyped-call]
     finally:
         os.dup2(saved, 1)
         os.close(saved)
@@ -139,28 +137,29 @@ _BANNER_SHOWN = False
 def solve_routing_lp(
     system: ServingSystem,
     bins: Bins,
-    prfaas_instances: int,
+    prfaas_instances: float,
     pd_prefill_instances: float,
     pd_decode_instances: float,
 ) -> RoutingOptimum:
-    """The LP above for one split (HiGHS through cvxpy, a vertex solution: at most one fractional bin per binding row); duals read from the constraints."""
+    """The LP above for one split; instance counts may be fractional (finite differences). (HiGHS through cvxpy, a vertex solution: at most one fractional bin per binding row); duals read from the constraints."""
     import cvxpy as cp
 
     w = bins.probability
     lam = cp.Variable(nonneg=True)
-    y = cp.Variable(w.size, nonneg=True)
+    y = cp.Variable(w.size, nonneg=True)  # offloaded rate per bin
+    z = cp.Variable(w.size, nonneg=True)  # local rate per bin (with N_p = 0, z = 0 exactly)
     decode_rps = pd_decode_instances * system.decode_rps_per_instance
     bandwidth_gbps = units.bytes_per_s_to_gbps(system.link_bandwidth_bytes_per_s)
     rows = {
         Bound.PRFAAS_COMPUTE: bins.prfaas_service_time_s @ y <= prfaas_instances,
         Bound.PRFAAS_LINK: bins.kv_cache_gbit @ y <= bandwidth_gbps,
-        Bound.PD_PREFILL: bins.pd_prefill_service_time_s @ (lam * w - y) <= pd_prefill_instances,
+        Bound.PD_PREFILL: bins.pd_prefill_service_time_s @ z <= pd_prefill_instances,
         Bound.PD_DECODE: lam <= decode_rps,
     }
-    problem = cp.Problem(cp.Maximize(lam), [*rows.values(), y <= lam * w])
+    problem = cp.Problem(cp.Maximize(lam), [*rows.values(), y + z == lam * w])
     try:
         _silence_highs_banner()
-        problem.solve(solver=cp.HIGHS)
+        problem.solve(solver=cp.HIGHS)  # type: ignore[no-untyped-call]
     except cp.error.SolverError as exc:
         raise SolverError(f"the routing LP failed in HiGHS: {exc}") from None
     if problem.status != cp.OPTIMAL or lam.value is None or y.value is None:
@@ -171,9 +170,9 @@ def solve_routing_lp(
     duals = {bound: float(np.asarray(row.dual_value)) for bound, row in rows.items()}
     duals[Bound.PD_DECODE] *= system.decode_rps_per_instance  # per instance, not per req/s
     return RoutingOptimum(
-        prfaas_instances=prfaas_instances,
-        pd_prefill_instances=int(round(pd_prefill_instances)),
-        pd_decode_instances=int(round(pd_decode_instances)),
+        prfaas_instances=round(prfaas_instances),
+        pd_prefill_instances=round(pd_prefill_instances),
+        pd_decode_instances=round(pd_decode_instances),
         system_throughput_rps=lam_value,
         offloaded_fraction=x,
         edges_tokens=bins.edges_tokens,
