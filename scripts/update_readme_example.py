@@ -26,6 +26,7 @@ EXAMPLES = {
         "--seed", "0", "--format", "markdown",
     ],
     "sensitivity-markdown": ["sensitivity", "--format", "markdown"],
+    "explain-markdown": ["explain", "--format", "markdown"],
     "sensitivity-10gbps-markdown": [
         "sensitivity", "--bandwidth-gbps", "10", "--format", "markdown",
     ],
