@@ -3,6 +3,7 @@ bound never below the threshold optimum (hypothesis) and equal to it where theor
 discrete marginal gains against re-optimised plans; the CLI in every format."""
 
 import dataclasses
+import itertools
 import json
 
 import pytest
@@ -147,3 +148,44 @@ def test_cli_json_and_markdown():
 
 def test_cli_refuses_a_bin_count_out_of_range():
     assert_clean_error(run("sensitivity", "--bins", 1), 3, "bins", "got 1")
+
+
+def test_curves_are_monotone_and_pass_through_the_plan(case_study):
+    from prfaas_plan.commands.sensitivity import sensitivity_curves
+
+    curves = {c.name: c for c in sensitivity_curves(case_study)}
+    plan = optimize_fixed_hardware(
+        case_study.system, case_study.workload, SearchSpace(4, 8)
+    ).system_throughput_rps
+    for name in ("bandwidth", "prfaas_cluster"):  # more of a resource never lowers Λ_max
+        lam = [p.system_throughput_rps for p in curves[name].plans]
+        assert all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(lam)), name
+    bandwidth = curves["bandwidth"]
+    assert bandwidth.plans[bandwidth.x.index(100.0)].system_throughput_rps == pytest.approx(plan)
+    assert curves["prfaas_cluster"].plans[4].system_throughput_rps == pytest.approx(plan)
+    # the bandwidth wall: below it the link binds and t* rises as the link shrinks
+    walled = [p for g, p in zip(bandwidth.x, bandwidth.plans, strict=True) if 2 <= g <= 10]
+    assert all(Bound.PRFAAS_LINK in p.bounds for p in walled)
+    t = [p.configuration.threshold_tokens for p in walled]
+    assert t == sorted(t, reverse=True)
+    longer = [p.system_throughput_rps for p in curves["mean_input_length"].plans]
+    assert longer == sorted(longer, reverse=True)  # longer prompts, fewer requests per second
+
+
+def test_cli_writes_curves_and_plot(tmp_path):
+    csv_path, json_path, png = tmp_path / "c.csv", tmp_path / "c.json", tmp_path / "c.png"
+    ran = run("sensitivity", "--bins", BINS, "--curves", csv_path, "--plot", png, "-f", "json")
+    assert ran.returncode == 0, ran.stderr
+    header, *rows = csv_path.read_text().splitlines()
+    assert header.startswith("curve,x_name,x,system_throughput_rps")
+    assert {r.split(",")[0] for r in rows} == {"bandwidth", "prfaas_cluster", "mean_input_length"}
+    assert png.stat().st_size > 0
+    ran = run("sensitivity", "--bins", BINS, "--curves", json_path)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(json_path.read_text())["bandwidth"]["x_name"] == "link_bandwidth_gbps"
+
+
+def test_cli_refuses_bad_curve_files(tmp_path):
+    assert_clean_error(run("sensitivity", "--curves", tmp_path / "c.txt"), 3, "--curves", ".csv")
+    same = tmp_path / "same.png"
+    assert_clean_error(run("sensitivity", "--plot", same, "--output", same), 3, "same file")

@@ -9,11 +9,14 @@ times per bin); its shadow prices and bound are compared with the exact-mode thr
 """
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from prfaas_plan import units
 from prfaas_plan.analytic.capacity import Bound, Evaluation
+from prfaas_plan.analytic.distributions import TruncatedLogNormal
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.inputs.catalog import Catalog
@@ -111,11 +114,8 @@ def _looser_slo(problem: Problem, catalog: Catalog) -> Problem:
 
 
 def _wider_link(problem: Problem) -> Problem:
-    system = problem.system
-    wider = system.link_bandwidth_bytes_per_s * (1 + STEP_FRACTION)
-    return dataclasses.replace(
-        problem, system=dataclasses.replace(system, link_bandwidth_bytes_per_s=wider)
-    )
+    gbps = units.bytes_per_s_to_gbps(problem.system.link_bandwidth_bytes_per_s)
+    return _with_bandwidth(problem, gbps * (1 + STEP_FRACTION))
 
 
 def marginal_gains(problem: Problem, mode: Mode, catalog: Catalog) -> dict[Resource, Marginal]:
@@ -182,3 +182,53 @@ SHADOW_UNITS = {
     Bound.PD_PREFILL: "req/s per PD-P instance",
     Bound.PD_DECODE: "req/s per PD-D instance",
 }
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Λ_max and t* (re-optimised, split included) as one input varies, the rest fixed."""
+
+    name: str  # bandwidth | prfaas_cluster | mean_input_length
+    x_label: str  # the input with its unit, as the CSV/JSON key: link_bandwidth_gbps, ...
+    x: tuple[float, ...]
+    plans: tuple[Evaluation, ...]
+
+
+BANDWIDTH_CURVE_GBPS = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 400)
+MEAN_LENGTH_FACTORS = (0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0)
+
+
+def _with_bandwidth(problem: Problem, gbps: float) -> Problem:
+    system = dataclasses.replace(
+        problem.system, link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(gbps)
+    )
+    return dataclasses.replace(problem, system=system)
+
+
+@model_numerics("sensitivity")
+def sensitivity_curves(problem: Problem, mode: Mode = Mode.PAPER) -> tuple[Curve, ...]:
+    """Λ_max and t* against link bandwidth (the bandwidth wall), PrfaaS cluster size and (for a
+    truncated log-normal workload, by shifting μ) the mean input length."""
+    gbps = sorted(
+        {*map(float, BANDWIDTH_CURVE_GBPS),
+         float(units.bytes_per_s_to_gbps(problem.system.link_bandwidth_bytes_per_s))}
+    )  # fmt: skip
+    curves = [
+        Curve("bandwidth", "link_bandwidth_gbps", tuple(gbps),
+              tuple(_optimum(_with_bandwidth(problem, g), mode) for g in gbps)),
+    ]  # fmt: skip
+    sizes = range(0, max(2 * problem.prfaas_instances, problem.prfaas_instances + 4) + 1)
+    curves.append(
+        Curve("prfaas_cluster", "prfaas_instances", tuple(map(float, sizes)),
+              tuple(_optimum(problem, mode, prfaas=n - problem.prfaas_instances) for n in sizes))
+    )  # fmt: skip
+    w = problem.workload
+    if isinstance(w, TruncatedLogNormal):
+        shifted = [
+            dataclasses.replace(w, mu_log=w.mu_log + math.log(f)) for f in MEAN_LENGTH_FACTORS
+        ]
+        curves.append(
+            Curve("mean_input_length", "mean_input_tokens", tuple(s.mean_tokens for s in shifted),
+                  tuple(_optimum(dataclasses.replace(problem, workload=s), mode) for s in shifted))
+        )  # fmt: skip
+    return tuple(curves)

@@ -1,11 +1,12 @@
 """Render `sensitivity`: what binds, the marginal gain per resource (req/s), the LP's shadow
-prices and the routing bound, as a table/Markdown view and as JSON (SI, units in the keys)."""
+prices and the routing bound, as a table/Markdown view and as JSON (SI, units in the keys); the
+curves as JSON or CSV."""
 
 import numpy as np
 
 from prfaas_plan import __version__
 from prfaas_plan.analytic.capacity import Evaluation
-from prfaas_plan.commands.sensitivity import SHADOW_UNITS, RoutingBound, SensitivityReport
+from prfaas_plan.commands.sensitivity import SHADOW_UNITS, Curve, RoutingBound, SensitivityReport
 from prfaas_plan.render.views import Document, View, fmt, number
 from prfaas_plan.solve.relaxation import RoutingOptimum
 
@@ -146,3 +147,47 @@ def sensitivity_to_json(report: SensitivityReport) -> Document:
             "per_split": [_routing_json(s) for s in r.per_split],
         },
     }
+
+
+CURVE_COLUMNS = (
+    "curve", "x_name", "x", "system_throughput_rps", "threshold_tokens", "prfaas_instances",
+    "pd_prefill_instances", "pd_decode_instances", "bounds",
+)  # fmt: skip
+
+
+def _curve_rows(curves: tuple[Curve, ...]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for c in curves:
+        for x, plan in zip(c.x, c.plans, strict=True):
+            k = plan.configuration
+            rows.append(
+                [c.name, c.x_label, x, number(plan.system_throughput_rps),
+                 number(k.threshold_tokens), k.prfaas_instances, k.pd_prefill_instances,
+                 k.pd_decode_instances, "+".join(str(b) for b in plan.bounds)]
+            )  # fmt: skip
+    return rows
+
+
+def curves_to_json(curves: tuple[Curve, ...]) -> Document:
+    """{curve name: {x name: [...], points: [{...}, ...]}}, nulls for t = inf (nothing offloaded)."""
+    out: Document = {"version": __version__}
+    for c in curves:
+        rows = [r for r in _curve_rows((c,))]
+        out[c.name] = {
+            "x_name": c.x_label,
+            "points": [dict(zip(CURVE_COLUMNS[2:], r[2:], strict=True)) for r in rows],
+        }
+    return out
+
+
+def curves_to_csv(curves: tuple[Curve, ...]) -> str:
+    """One row per point of every curve (long format); an empty cell for t = inf."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CURVE_COLUMNS)
+    for row in _curve_rows(curves):
+        writer.writerow(["" if v is None else v for v in row])
+    return buffer.getvalue()
