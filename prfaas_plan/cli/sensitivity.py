@@ -65,7 +65,7 @@ def sensitivity(
     bandwidth_gbps: BandwidthOpt = None,
     bins: Annotated[
         int,
-        typer.Option("--bins", help="Length bins of the routing LP (2 to 100,000)."),
+        typer.Option("--bins", help="Length bins of the routing LP (2 to 20,000)."),
     ] = 2000,
     curves: Annotated[
         Path | None,

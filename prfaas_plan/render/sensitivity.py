@@ -5,7 +5,7 @@ curves as JSON or CSV."""
 import numpy as np
 
 from prfaas_plan import __version__
-from prfaas_plan.analytic.capacity import Evaluation
+from prfaas_plan.analytic.capacity import Bound, Evaluation
 from prfaas_plan.commands.sensitivity import SHADOW_UNITS, Curve, RoutingBound, SensitivityReport
 from prfaas_plan.render.views import Document, View, fmt, number
 from prfaas_plan.solve.relaxation import RoutingOptimum
@@ -20,6 +20,8 @@ def _plan_text(e: Evaluation) -> str:
 
 
 def _shape(r: RoutingOptimum) -> str:
+    if r.shadow_prices[Bound.PD_DECODE] > 0 and r.shadow_prices[Bound.PD_PREFILL] == 0:
+        return "decode-bound: many routings reach it"
     fractional = r.fractional_bins
     shape = "a threshold" if r.is_threshold else "not a threshold"
     if fractional.size == 0:
