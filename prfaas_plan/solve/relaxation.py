@@ -25,6 +25,7 @@ cvxpy is imported inside the functions.
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -166,7 +167,7 @@ def solve_routing_lp(
     s = cp.Variable(nonneg=True)  # 1 / Λ
     r_d = system.decode_rps_per_instance
     bandwidth_gbps = units.bytes_per_s_to_gbps(system.link_bandwidth_bytes_per_s)
-    rows = {Bound.PD_DECODE: 1 <= pd_decode_instances * r_d * s}
+    rows: dict[Bound, Any] = {Bound.PD_DECODE: pd_decode_instances * r_d * s >= 1}
     if prfaas_instances > 0:
         rows[Bound.PRFAAS_COMPUTE] = bins.prfaas_service_time_s @ q <= prfaas_instances * s
         rows[Bound.PRFAAS_LINK] = bins.kv_cache_gbit @ q <= bandwidth_gbps * s
