@@ -26,6 +26,7 @@ from prfaas_plan.solve.relaxation import (
     RoutingOptimum,
     length_bins,
     routing_bound,
+    solve_routing_lp,
 )
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
@@ -165,7 +166,12 @@ def sensitivity_report(
     plan = _optimum(problem, mode)
     routing = routing_upper_bound(problem, bins)
     exact = routing.threshold_plan.configuration
-    shadow = routing.per_split[exact.pd_prefill_instances]
+    # the prices from bins without t* as an edge: with it, the optimum is a degenerate vertex
+    # (both prefill rows tight, no fractional bin) whose duals are one-sided derivatives
+    shadow = solve_routing_lp(
+        problem.system, length_bins(problem.system, problem.workload, bins),
+        exact.prfaas_instances, exact.pd_prefill_instances, exact.pd_decode_instances,
+    )  # fmt: skip
     return SensitivityReport(
         problem=problem,
         mode=mode,
