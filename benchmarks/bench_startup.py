@@ -44,6 +44,21 @@ def import_seconds(module: str, runs: int) -> list[float]:
     return times
 
 
+HEAVY = ("cvxpy", "sympy", "matplotlib", "highspy", "pulp")
+
+
+def optimize_modules() -> list[str]:
+    """Every module `prfaas-plan optimize` imports (from `-X importtime`): a load-independent
+    check that start-up did not change, where wall times on a shared machine are noisy."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "prfaas_plan", "optimize"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return sorted(
+        line.split("|")[-1].strip() for line in done.stderr.splitlines() if "import time:" in line
+    )[:-1]  # the header line sorts last
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
@@ -55,6 +70,9 @@ def main() -> None:
         ("prfaas-plan --help (wall)", wall_seconds(["--help"], args.runs)),
     ):
         print(f"{label:<30} {statistics.median(t):.3f} / {min(t):.3f} / {max(t):.3f}")
+    modules = optimize_modules()
+    heavy = sorted({m.split(".")[0] for m in modules} & set(HEAVY))
+    print(f"modules imported by optimize: {len(modules)}; heavy among them: {heavy or 'none'}")
 
 
 if __name__ == "__main__":
