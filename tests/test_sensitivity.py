@@ -189,3 +189,27 @@ def test_cli_refuses_bad_curve_files(tmp_path):
     assert_clean_error(run("sensitivity", "--curves", tmp_path / "c.txt"), 3, "--curves", ".csv")
     same = tmp_path / "same.png"
     assert_clean_error(run("sensitivity", "--plot", same, "--output", same), 3, "same file")
+
+
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    prfaas=st.integers(1, 8),
+    pd=st.integers(2, 10),
+    mu_log=st.floats(8.0, 11.0),
+    sigma_log=st.floats(0.3, 1.6),
+)
+def test_bound_equals_the_threshold_optimum_when_the_link_never_binds(
+    case_study, prfaas, pd, mu_log, sigma_log
+):
+    """Compute only: offloading bin b trades T_f,b of PrfaaS for T_p,b of PD-P, and the case
+    study's T_f/T_p falls with length, so the exchange argument makes a threshold optimal for
+    any workload: the LP (fractional routing) cannot beat it."""
+    workload = TruncatedLogNormal(mu_log, sigma_log, 128.0, 131072.0)
+    problem = dataclasses.replace(
+        with_bandwidth(case_study, 1e6), workload=workload, prfaas_instances=prfaas,
+        pd_instances=pd,
+    )  # fmt: skip
+    bound = routing_upper_bound(problem, BINS)
+    assert bound.bound_rps == pytest.approx(bound.threshold_plan.system_throughput_rps, rel=1e-7)
