@@ -33,6 +33,11 @@ EXAMPLES = {
         "--data-dir", "{data}", "--force", "--format", "markdown",
     ],
     "import-plan-markdown": ["optimize", "--data-dir", "{data}", "--format", "markdown"],
+    "sensitivity-markdown": ["sensitivity", "--format", "markdown"],
+    "explain-markdown": ["explain", "--format", "markdown"],
+    "sensitivity-10gbps-markdown": [
+        "sensitivity", "--bandwidth-gbps", "10", "--format", "markdown",
+    ],
 }  # fmt: skip
 # commands run first, for their effect, in the same fresh data directory
 SETUP = {"import-plan-markdown": [EXAMPLES["import-markdown"]]}

@@ -17,6 +17,7 @@ LAYERS = {
     "analytic": 1,  # the model: distributions, profiles, capacity, TTFT, egress
     "solve": 2,  # optimisers, the only home of solver libraries
     "sim": 2,  # the discrete-event simulator (beside solve, neither imports the other)
+    "symbolic": 2,  # sympy closed forms of the model (beside solve and sim)
     "inputs": 3,  # files, bundled resources, catalog, scenario, trace readers
     "commands": 4,  # one use-case per command
     "render": 5,  # views and plots

@@ -28,6 +28,7 @@ PARAMETER_FLAGS: dict[str, str] = {
     "solver": "--solver",
     "range_policy": "--out-of-range",
     "plot_path": "--plot",
+    "curves_path": "--curves",  # sensitivity
     "ttft.target_s": "--ttft-target-s",
     "ttft.percentile": "--ttft-percentile",
     "ttft.load_fraction": "--ttft-load",

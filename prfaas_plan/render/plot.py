@@ -1,5 +1,5 @@
-"""Plots (matplotlib, optional extra `plot`): the threshold-balance picture of a plan, and the
-KV throughput of catalog models against length.
+"""Plots (matplotlib, optional extra `plot`): the threshold-balance picture of a plan, the
+KV throughput of catalog models against length, and the sensitivity curves.
 
 Left: for the chosen PD split, the system throughput each term allows as t varies:
 Θ_prfaas/p (rises), Θ_pd-p/(1 − p) (falls), Θ_pd-d (flat); Λ_max is their minimum and the plan
@@ -7,16 +7,21 @@ sits where the prefill terms cross. Right: Λ_max(t) for every split N_p/N_d.
 """
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from prfaas_plan import units
-from prfaas_plan.analytic.capacity import rates
+from prfaas_plan.analytic.capacity import Evaluation, rates
+from prfaas_plan.choices import Mode
 from prfaas_plan.commands.kv import KvReport
 from prfaas_plan.commands.plan import PlanReport
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.files import write_atomically
+from prfaas_plan.inputs.scenario import Problem
+
+if TYPE_CHECKING:
+    from prfaas_plan.commands.sensitivity import Curve
 
 PLOT_POINTS = 400
 FORMATS = (".png", ".svg", ".pdf")
@@ -43,21 +48,15 @@ def _check_suffix(plot_path: Path) -> None:
         )
 
 
-def plot_threshold_balance(report: PlanReport, plot_path: Path) -> None:
-    """Write the figure to `plot_path` (format from its suffix), atomically."""
-    _check_suffix(plot_path)
-    plt = _pyplot()
-
-    problem, plan = report.problem, report.plan.evaluation
+def _draw_balance(left: Any, problem: Problem, plan: Evaluation, mode: Mode) -> None:
+    """The system throughput each term allows against t for the plan's split, and Λ_max."""
     c = plan.configuration
     w = problem.workload
     t = np.geomspace(w.min_tokens, w.max_tokens, PLOT_POINTS)
     k_tokens = units.tokens_to_ktokens(t)
     r = rates(problem.system, w, t, c.prfaas_instances, c.pd_prefill_instances,
-              c.pd_decode_instances, report.mode)  # fmt: skip
+              c.pd_decode_instances, mode)  # fmt: skip
     limits = r.limits_rps
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
     left.plot(k_tokens, np.minimum(limits[0], limits[1]), label="Θ_prfaas / p")
     left.plot(k_tokens, limits[2], label="Θ_pd-p / (1 − p)")
     left.plot(k_tokens, limits[3], label="Θ_pd-d", linestyle="--")
@@ -72,6 +71,21 @@ def plot_threshold_balance(report: PlanReport, plot_path: Path) -> None:
         f"Λ_max = {plan.system_throughput_rps:.3f} req/s",
     )  # fmt: skip
     left.legend()
+
+
+def plot_threshold_balance(report: PlanReport, plot_path: Path) -> None:
+    """Write the figure to `plot_path` (format from its suffix), atomically."""
+    _check_suffix(plot_path)
+    plt = _pyplot()
+
+    problem, plan = report.problem, report.plan.evaluation
+    c = plan.configuration
+    w = problem.workload
+    t = np.geomspace(w.min_tokens, w.max_tokens, PLOT_POINTS)
+    k_tokens = units.tokens_to_ktokens(t)
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+    _draw_balance(left, problem, plan, report.mode)
 
     n_pd = c.pd_instances
     n_p = np.arange(n_pd)[:, None]
@@ -126,6 +140,44 @@ def plot_kv_throughput(report: KvReport, plot_path: Path) -> None:
     )  # fmt: skip
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
+    try:
+        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
+    finally:
+        plt.close(fig)
+
+
+CURVE_TITLES = {
+    "bandwidth": ("link bandwidth (Gbps)", "the bandwidth wall"),
+    "prfaas_cluster": ("PrfaaS instances", "PrfaaS cluster size"),
+    "mean_input_length": ("mean input length (K tokens)", "mean input length (μ shifted)"),
+}
+
+
+def plot_sensitivity_curves(
+    problem: Problem, plan: Evaluation, curves: tuple["Curve", ...], plot_path: Path
+) -> None:
+    """Λ_max and t* against each curve's input (one panel each, t* on a second axis), and the
+    threshold balance of the plan's split (the `optimize --plot` left panel)."""
+    _check_suffix(plot_path)
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5), constrained_layout=True)
+    panels = list(axes.flat)
+    for ax, c in zip(panels, curves, strict=False):
+        x_label, title = CURVE_TITLES[c.name]
+        x = np.asarray(c.x, float)
+        if c.name == "mean_input_length":
+            x = units.tokens_to_ktokens(x)
+        lam = [p.system_throughput_rps for p in c.plans]
+        t_k = [units.tokens_to_ktokens(p.configuration.threshold_tokens) for p in c.plans]
+        ax.plot(x, lam, "o-", label="Λ_max (req/s)")
+        ax.set(xlabel=x_label, ylabel="Λ_max (req/s)", title=title, ylim=(0, None))
+        if c.name == "bandwidth":
+            ax.set_xscale("log")
+        twin = ax.twinx()
+        twin.plot(x, [v if np.isfinite(v) else np.nan for v in t_k], "s--", color="tab:orange")
+        twin.set_ylabel("t* (K tokens)", color="tab:orange")
+    _draw_balance(panels[3], problem, plan, plan.mode)
+    fig.suptitle(f"{problem.scenario.name}: sensitivity curves ({plan.mode} mode)")
     try:
         write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
     finally:

@@ -1,0 +1,35 @@
+"""The `explain` command: the model's equations with the scenario's numbers substituted, and the
+elasticities of Λ_max (sympy, imported only when the command runs)."""
+
+from prfaas_plan.choices import Mode
+from prfaas_plan.cli.app import app
+from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.options import (
+    BandwidthOpt,
+    DataDirOpt,
+    FormatOpt,
+    ModeOpt,
+    OutputFormat,
+    OutputOpt,
+    ScenarioArg,
+)
+from prfaas_plan.cli.output import emit, load_problem
+
+
+@app.command("explain", cls=PlanCommand)
+def explain(
+    scenario: ScenarioArg = None,
+    mode: ModeOpt = Mode.PAPER,
+    bandwidth_gbps: BandwidthOpt = None,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """The plan put through the model's equations with the scenario's numbers (Markdown renders
+    the LaTeX), and the elasticities of Λ_max derived symbolically."""
+    from prfaas_plan.commands.explain import explain as explain_plan
+    from prfaas_plan.render.explain import explain_to_json, explain_view
+
+    problem = load_problem(scenario, data_dir, bandwidth_gbps)
+    report = explain_plan(problem, mode)
+    emit(explain_view(report), explain_to_json(report), fmt, output)

@@ -1,0 +1,120 @@
+"""The `sensitivity` command: what binds, what one more unit of each resource buys, shadow
+prices and the routing-policy upper bound (cvxpy, imported only when the command runs), and the
+curves (--curves JSON/CSV, --plot figure)."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from prfaas_plan.choices import Mode
+from prfaas_plan.cli.app import app
+from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.options import (
+    BandwidthOpt,
+    DataDirOpt,
+    FormatOpt,
+    ModeOpt,
+    OutputFormat,
+    OutputOpt,
+    ScenarioArg,
+    plot_name,
+    plot_target,
+)
+from prfaas_plan.cli.output import emit, load_problem, spinner
+from prfaas_plan.errors import ConfigError
+
+CURVE_SUFFIXES = (".json", ".csv")
+
+
+def _curves_name(text: str) -> Path:
+    from prfaas_plan.inputs.files import check_name
+
+    path = check_name(text, "curves_path")
+    if path.suffix.lower() not in CURVE_SUFFIXES:
+        raise ConfigError(
+            f"curves_path: file must end in .json or .csv, got {path.name!r}",
+            parameter="curves_path",
+        )
+    return path
+
+
+def _curves_target(value: Path | None) -> Path | None:
+    from prfaas_plan.inputs.files import check_target
+
+    if value is not None:
+        check_target(value, "curves_path")
+    return value
+
+
+def _check_distinct(**paths: Path | None) -> None:
+    """No two of --output, --plot and --curves naming one file (one would overwrite another)."""
+    given = [(name, path.resolve()) for name, path in paths.items() if path is not None]
+    for i, (name, path) in enumerate(given):
+        for other, other_path in given[i + 1 :]:
+            if path == other_path:
+                raise ConfigError(
+                    f"--{name} and --{other} name the same file ({path}); give two file names"
+                )
+
+
+@app.command("sensitivity", cls=PlanCommand)
+def sensitivity(
+    scenario: ScenarioArg = None,
+    mode: ModeOpt = Mode.PAPER,
+    bandwidth_gbps: BandwidthOpt = None,
+    bins: Annotated[
+        int,
+        typer.Option("--bins", help="Length bins of the routing LP (2 to 20,000)."),
+    ] = 2000,
+    curves: Annotated[
+        Path | None,
+        typer.Option(
+            "--curves",
+            help="Also write Λ_max and t* against bandwidth, PrfaaS size and mean input length "
+            "(.json or .csv).",
+            callback=_curves_target,
+            parser=_curves_name,
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Also draw those curves and the threshold balance (.png/.svg/.pdf).",
+            callback=plot_target,
+            parser=plot_name,
+        ),
+    ] = None,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """What binds at the optimum, what one more PrfaaS instance, PD instance, 10% of link or 10%
+    of decode SLO slack is worth, the capacities' shadow prices and the routing LP's upper bound
+    on every length-based routing policy."""
+    from prfaas_plan.commands.sensitivity import sensitivity_curves, sensitivity_report
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.render.sensitivity import sensitivity_to_json, sensitivity_view
+
+    _check_distinct(output=output, plot=plot, curves=curves)
+    problem = load_problem(scenario, data_dir, bandwidth_gbps)
+    with spinner(fmt is OutputFormat.TABLE and output is None, "solving the routing LPs…"):
+        report = sensitivity_report(problem, mode, bins, Catalog.open(data_dir))
+        lines = sensitivity_curves(problem, mode) if curves or plot else ()
+    if curves is not None:
+        from prfaas_plan.inputs.files import write_atomically, write_text
+        from prfaas_plan.render.sensitivity import curves_to_csv, curves_to_json
+        from prfaas_plan.render.views import dumps
+
+        text = (
+            curves_to_csv(lines)
+            if curves.suffix.lower() == ".csv"
+            else dumps(curves_to_json(lines))
+        )
+        write_atomically(curves, lambda tmp: write_text(tmp, text), "curves_path")
+    if plot is not None:
+        from prfaas_plan.render.plot import plot_sensitivity_curves
+
+        plot_sensitivity_curves(problem, report.plan, lines, plot)
+    emit(sensitivity_view(report), sensitivity_to_json(report), fmt, output)

@@ -1,0 +1,240 @@
+"""`sensitivity`: what binds at the optimum and what the next unit of each resource is worth —
+discrete gains in Λ_max from one more instance, +10% link bandwidth and +10% decode SLO slack,
+the shadow prices of the capacities from the routing LP (solve/relaxation.py), and that LP's
+upper bound on every length-based routing policy against the threshold plan. Units: req/s.
+
+The marginal gains are keyed by resource (`Resource`), so that a column per dollar/hour can be
+added beside them once prices are known. The LP is in exact mode (conditional mean service
+times per bin); its shadow prices and bound are compared with the exact-mode threshold optimum.
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from prfaas_plan import units
+from prfaas_plan.analytic.capacity import Bound, Evaluation
+from prfaas_plan.analytic.distributions import TruncatedLogNormal
+from prfaas_plan.choices import Mode
+from prfaas_plan.commands.numerics import model_numerics
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.scenario import Problem, SloSpec, build_problem
+from prfaas_plan.solve.relaxation import (
+    DEFAULT_BINS,
+    RoutingOptimum,
+    length_bins,
+    routing_bound,
+    solve_routing_lp,
+)
+from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
+
+STEP_FRACTION = 0.10  # +10% link bandwidth, +10% decode step budget
+GAP_RTOL = 1e-7  # LP bound and threshold optimum closer than this are equal (solver tolerance)
+
+
+class Resource(StrEnum):
+    """A unit the operator could add; keys of `SensitivityReport.marginal_gains`."""
+
+    PRFAAS_INSTANCE = "prfaas_instance"  # +1 PrfaaS instance
+    PD_INSTANCE = "pd_instance"  # +1 PD instance, split re-optimised
+    LINK_BANDWIDTH = "link_bandwidth_10pct"  # +10% B_out
+    DECODE_SLO_SLACK = "decode_slo_slack_10pct"  # decode step budget 1/SLO × 1.1
+
+
+@dataclass(frozen=True)
+class Marginal:
+    """Λ_max after adding one unit of a resource (re-optimised t and split)."""
+
+    resource: Resource
+    step: str  # what was added, in words with units
+    plan: Evaluation  # the re-optimised plan with the unit added
+
+    def gain_rps(self, baseline_rps: float) -> float:
+        return self.plan.system_throughput_rps - baseline_rps
+
+
+@dataclass(frozen=True)
+class RoutingBound:
+    """The routing LP for every split against the exact-mode threshold optimum."""
+
+    per_split: tuple[RoutingOptimum, ...]
+    threshold_plan: Evaluation  # the exact-mode threshold optimum (every split)
+    bins: int
+
+    @property
+    def best(self) -> RoutingOptimum:
+        return max(self.per_split, key=lambda r: r.system_throughput_rps)
+
+    @property
+    def bound_rps(self) -> float:
+        return self.best.system_throughput_rps
+
+    @property
+    def gap(self) -> float:
+        """Relative gap of the threshold plan to the bound (0 when threshold routing is optimal)."""
+        if self.bound_rps <= 0:
+            return 0.0
+        gap = 1.0 - self.threshold_plan.system_throughput_rps / self.bound_rps
+        return gap if abs(gap) > GAP_RTOL else 0.0
+
+
+@dataclass(frozen=True)
+class SensitivityReport:
+    problem: Problem
+    mode: Mode
+    plan: Evaluation
+    marginal_gains: dict[Resource, Marginal]
+    # the LP at the exact-mode optimum's split, whose duals are the shadow prices
+    shadow: RoutingOptimum
+    routing: RoutingBound
+
+    def gain_rps(self, resource: Resource) -> float:
+        return self.marginal_gains[resource].gain_rps(self.plan.system_throughput_rps)
+
+
+def _optimum(problem: Problem, mode: Mode, prfaas: int = 0, pd: int = 0) -> Evaluation:
+    space = SearchSpace(problem.prfaas_instances + prfaas, problem.pd_instances + pd)
+    return optimize_fixed_hardware(problem.system, problem.workload, space, mode)
+
+
+def _looser_slo(problem: Problem, catalog: Catalog) -> Problem:
+    """The problem with a decode step budget (1 / SLO) larger by STEP_FRACTION."""
+    scenario = problem.scenario
+    slo = SloSpec.model_construct(
+        decode_tokens_per_s=scenario.slo.decode_tokens_per_s / (1 + STEP_FRACTION)
+    )
+    looser = build_problem(scenario.model_copy(update={"slo": slo}), Path(problem.source), catalog)
+    return dataclasses.replace(
+        looser,
+        system=dataclasses.replace(
+            looser.system, link_bandwidth_bytes_per_s=problem.system.link_bandwidth_bytes_per_s
+        ),
+    )
+
+
+def _wider_link(problem: Problem) -> Problem:
+    gbps = units.bytes_per_s_to_gbps(problem.system.link_bandwidth_bytes_per_s)
+    return _with_bandwidth(problem, gbps * (1 + STEP_FRACTION))
+
+
+def marginal_gains(problem: Problem, mode: Mode, catalog: Catalog) -> dict[Resource, Marginal]:
+    """Λ_max re-optimised with one more unit of each resource."""
+    return {
+        Resource.PRFAAS_INSTANCE: Marginal(
+            Resource.PRFAAS_INSTANCE, "+1 PrfaaS instance", _optimum(problem, mode, prfaas=1)
+        ),
+        Resource.PD_INSTANCE: Marginal(
+            Resource.PD_INSTANCE,
+            "+1 PD instance (split re-optimised)",
+            _optimum(problem, mode, pd=1),
+        ),
+        Resource.LINK_BANDWIDTH: Marginal(
+            Resource.LINK_BANDWIDTH, "+10% link bandwidth", _optimum(_wider_link(problem), mode)
+        ),
+        Resource.DECODE_SLO_SLACK: Marginal(
+            Resource.DECODE_SLO_SLACK,
+            "+10% decode step budget (SLO tokens/s ÷ 1.1)",
+            _optimum(_looser_slo(problem, catalog), mode),
+        ),
+    }
+
+
+def routing_upper_bound(problem: Problem, bins: int = DEFAULT_BINS) -> RoutingBound:
+    """The routing LP for every split, the exact-mode threshold optimum's t inserted as a bin
+    edge (so the threshold plan is feasible in the LP and the bound can never fall below it)."""
+    exact = _optimum(problem, Mode.EXACT)
+    grid = length_bins(
+        problem.system, problem.workload, bins, (exact.configuration.threshold_tokens,)
+    )
+    per_split = routing_bound(problem.system, grid, problem.prfaas_instances, problem.pd_instances)
+    return RoutingBound(per_split, exact, bins)
+
+
+@model_numerics("sensitivity")
+def sensitivity_report(
+    problem: Problem,
+    mode: Mode = Mode.PAPER,
+    bins: int = DEFAULT_BINS,
+    catalog: Catalog | None = None,
+) -> SensitivityReport:
+    """The plan (optimum in `mode`), the discrete marginal gains, the LP's shadow prices at the
+    exact-mode optimum's split, and the routing bound over every split. `catalog` (default: the
+    shipped data) is needed to re-derive the decode operating point for a looser SLO."""
+    catalog = catalog if catalog is not None else Catalog.open()
+    plan = _optimum(problem, mode)
+    routing = routing_upper_bound(problem, bins)
+    exact = routing.threshold_plan.configuration
+    # the prices from bins without t* as an edge: with it, the optimum is a degenerate vertex
+    # (both prefill rows tight, no fractional bin) whose duals are one-sided derivatives
+    shadow = solve_routing_lp(
+        problem.system, length_bins(problem.system, problem.workload, bins),
+        exact.prfaas_instances, exact.pd_prefill_instances, exact.pd_decode_instances,
+    )  # fmt: skip
+    return SensitivityReport(
+        problem=problem,
+        mode=mode,
+        plan=plan,
+        marginal_gains=marginal_gains(problem, mode, catalog),
+        shadow=shadow,
+        routing=routing,
+    )
+
+
+SHADOW_UNITS = {
+    Bound.PRFAAS_COMPUTE: "req/s per PrfaaS instance",
+    Bound.PRFAAS_LINK: "req/s per Gbps",
+    Bound.PD_PREFILL: "req/s per PD-P instance",
+    Bound.PD_DECODE: "req/s per PD-D instance",
+}
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Λ_max and t* (re-optimised, split included) as one input varies, the rest fixed."""
+
+    name: str  # bandwidth | prfaas_cluster | mean_input_length
+    x_label: str  # the input with its unit, as the CSV/JSON key: link_bandwidth_gbps, ...
+    x: tuple[float, ...]
+    plans: tuple[Evaluation, ...]
+
+
+BANDWIDTH_CURVE_GBPS = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, 150, 200, 400)
+MEAN_LENGTH_FACTORS = (0.25, 0.35, 0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0)
+
+
+def _with_bandwidth(problem: Problem, gbps: float) -> Problem:
+    system = dataclasses.replace(
+        problem.system, link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(gbps)
+    )
+    return dataclasses.replace(problem, system=system)
+
+
+@model_numerics("sensitivity")
+def sensitivity_curves(problem: Problem, mode: Mode = Mode.PAPER) -> tuple[Curve, ...]:
+    """Λ_max and t* against link bandwidth (the bandwidth wall), PrfaaS cluster size and (for a
+    truncated log-normal workload, by shifting μ) the mean input length."""
+    gbps = sorted(
+        {*map(float, BANDWIDTH_CURVE_GBPS),
+         float(units.bytes_per_s_to_gbps(problem.system.link_bandwidth_bytes_per_s))}
+    )  # fmt: skip
+    curves = [
+        Curve("bandwidth", "link_bandwidth_gbps", tuple(gbps),
+              tuple(_optimum(_with_bandwidth(problem, g), mode) for g in gbps)),
+    ]  # fmt: skip
+    sizes = range(0, max(2 * problem.prfaas_instances, problem.prfaas_instances + 4) + 1)
+    curves.append(
+        Curve("prfaas_cluster", "prfaas_instances", tuple(map(float, sizes)),
+              tuple(_optimum(problem, mode, prfaas=n - problem.prfaas_instances) for n in sizes))
+    )  # fmt: skip
+    w = problem.workload
+    if isinstance(w, TruncatedLogNormal):
+        shifted = [
+            dataclasses.replace(w, mu_log=w.mu_log + math.log(f)) for f in MEAN_LENGTH_FACTORS
+        ]
+        curves.append(
+            Curve("mean_input_length", "mean_input_tokens", tuple(s.mean_tokens for s in shifted),
+                  tuple(_optimum(dataclasses.replace(problem, workload=s), mode) for s in shifted))
+        )  # fmt: skip
+    return tuple(curves)
