@@ -20,7 +20,8 @@ LAYERS = {
     "inputs": 3,  # files, bundled resources, catalog, scenario, trace readers
     "commands": 4,  # one use-case per command
     "render": 5,  # views and plots
-    "shell": 6,  # cli.py, __main__.py
+    "server": 6,  # the HTTP API and the page: calls commands/ and render/ (cli/serve.py starts it)
+    "shell": 7,  # cli/, __main__.py
 }
 BASE_MODULES = {"__init__", "units", "errors", "choices", "bounds"}
 SHELL_MODULES = {"cli", "__main__"}

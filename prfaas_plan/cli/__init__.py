@@ -31,7 +31,6 @@ from prfaas_plan.cli.options import (
     percentile,
     plot_name,
     plot_target,
-    refuse_unused,
     source,
 )
 from prfaas_plan.cli.output import emit, load_problem, progress_bar, spinner
@@ -42,6 +41,7 @@ from prfaas_plan.commands.simulation_spec import (
     PolicySpec,
     SimulationRequest,
     StressSpec,
+    refuse_unused,
 )
 from prfaas_plan.errors import ConfigError
 
@@ -495,6 +495,7 @@ def check_command(
 
 
 # commands defined in their own modules register on `app` when imported (one line each)
+from prfaas_plan.cli import serve as _serve  # noqa: E402, F401  (registers its commands)
 
 
 def main() -> None:
