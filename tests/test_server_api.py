@@ -30,7 +30,8 @@ from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import load_scenario
 from prfaas_plan.server import endpoints
-from prfaas_plan.server.app import STATIC, Limits, create_app
+from prfaas_plan.server.app import STATIC, create_app
+from prfaas_plan.server.limits import Limits
 from tests.test_cli import assert_clean_error, data_copy, run, scenario_with
 
 CASE = load_scenario(default_scenario_file()).model_dump(mode="json")
@@ -290,13 +291,13 @@ def test_a_new_endpoint_is_served_and_documented(extra_endpoint):
 
 
 def test_requests_beyond_the_concurrency_limit_are_refused_and_slow_ones_time_out(extra_endpoint):
-    client = TestClient(create_app(Limits(max_concurrent=1, timeout_s=0.2)))
+    client = TestClient(create_app(Limits(max_concurrent=1, max_queued=0, timeout_s=0.2)))
     # the first request times out (504) but keeps its slot while its work runs on
     assert post(client, "probe", {"wait": True}).status_code == 504
     busy = post(client, "probe")
     assert (
         busy.status_code == 503
-        and "1 requests are already running" in busy.json()["error"]["message"]
+        and "1 requests are running and 0 waiting" in busy.json()["error"]["message"]
     )
     extra_endpoint["release"].set()
     for _ in range(100):  # the slot frees when the work ends

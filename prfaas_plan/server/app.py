@@ -12,7 +12,8 @@ A response is the CLI's JSON document (`?format=markdown` gives the CLI's Markdo
     409 InfeasibleError (no plan meets the target; the message names what binds)
     413 body over max_body_bytes
     422 ConfigError, ProfileError, RangeError (and a body that breaks the schema: a ConfigError)
-    503 SolverError, ResourceLimitError (out of memory), or max_concurrent requests already running
+    503 SolverError, ResourceLimitError (out of memory), or max_concurrent requests running and
+        max_queued more waiting
     504 a request over timeout_s (its work finishes in the background, holding its slot)
 
 Nothing a client sends produces a 500: any other exception is a bug, answered 500 with one line
@@ -23,7 +24,6 @@ import asyncio
 import json
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import load_scenario, scenario_from_data
 from prfaas_plan.render.views import Document, View, dumps, render_markdown
 from prfaas_plan.server.endpoints import ENDPOINTS, Endpoint, plan_report
+from prfaas_plan.server.limits import Limits
 
 STATIC = Path(__file__).resolve().parent / "static"
 API = "/api/v1"
@@ -59,16 +60,6 @@ STATUS = {
     SolverError: 503,
     ResourceLimitError: 503,
 }
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one request may cost, and how many run at once."""
-
-    max_body_bytes: int = 256 * 1024  # a scenario is ~1 KB; a histogram of 10^4 bins ~200 KB
-    max_json_depth: int = 32  # a scenario nests 4 deep
-    max_concurrent: int = 4  # requests computing at once (2 cores); more are answered 503
-    timeout_s: float = 30.0  # per request; the bounded /simulate takes ~1 s
 
 
 class ApiError(Exception):
@@ -108,9 +99,10 @@ def _refuse_constant(name: str) -> None:
 
 
 class Runner:
-    """Runs use-cases on a pool of `max_concurrent` threads; a request finding every slot taken
-    is refused (503) instead of queueing, and one over `timeout_s` is answered 504 while its
-    work finishes (numpy cannot be interrupted), still holding its slot."""
+    """Runs use-cases on a pool of `max_concurrent` threads with at most `max_queued` waiting; a
+    request finding all of them taken is refused (503), and one over `timeout_s` (waiting
+    included) is answered 504 while its work finishes (numpy cannot be interrupted), still
+    holding its slot."""
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -124,10 +116,11 @@ class Runner:
 
     async def run(self, work: Any, *args: Any) -> Any:
         with self.lock:
-            if self.busy >= self.limits.max_concurrent:
+            if self.busy >= self.limits.max_concurrent + self.limits.max_queued:
                 raise ApiError(
                     503, "Busy",
-                    f"{self.limits.max_concurrent} requests are already running; retry shortly",
+                    f"{self.limits.max_concurrent} requests are running and "
+                    f"{self.limits.max_queued} waiting; retry shortly",
                 )  # fmt: skip
             self.busy += 1
         future = self.pool.submit(work, *args)
@@ -194,8 +187,9 @@ def view_json(view: View) -> Document:
             "rows": [[label, cells] for label, cells in view.rows], "notes": view.notes}  # fmt: skip
 
 
-def create_app(limits: Limits = Limits(), data_dir: Path | None = None) -> FastAPI:
+def create_app(limits: Limits | None = None, data_dir: Path | None = None) -> FastAPI:
     """The application: one Catalog (the shipped data unless `data_dir`), one Runner."""
+    limits = limits or Limits()
     catalog = Catalog.open(data_dir)
     runner = Runner(limits)
     app = FastAPI(
