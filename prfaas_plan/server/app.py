@@ -42,11 +42,11 @@ from prfaas_plan.errors import (
     ResourceLimitError,
     SolverError,
 )
-from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.reading import Strict, parse, parse_yaml_text
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import load_scenario, scenario_from_data
 from prfaas_plan.render.views import Document, View, dumps, render_markdown
+from prfaas_plan.server.catalog import CachedCatalog
 from prfaas_plan.server.endpoints import ENDPOINTS, Endpoint, plan_report
 from prfaas_plan.server.limits import Limits
 
@@ -188,9 +188,9 @@ def view_json(view: View) -> Document:
 
 
 def create_app(limits: Limits | None = None, data_dir: Path | None = None) -> FastAPI:
-    """The application: one Catalog (the shipped data unless `data_dir`), one Runner."""
+    """The application: one catalog (the shipped data unless `data_dir`, read once), one Runner."""
     limits = limits or Limits()
-    catalog = Catalog.open(data_dir)
+    catalog = CachedCatalog.open(data_dir)
     runner = Runner(limits)
     app = FastAPI(
         title="prfaas-plan", version=__version__,

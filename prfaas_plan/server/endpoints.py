@@ -5,6 +5,7 @@ POST /api/v1/<name>. Adding `procure` or `sensitivity` is one more such function
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -16,6 +17,7 @@ from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import (
     ObservedLengthsFile,
     Problem,
+    Scenario,
     build_problem,
     load_scenario,
 )
@@ -52,11 +54,18 @@ def endpoint(name: str, body: type[B]) -> Callable[[Handler[B]], Handler[B]]:
     return register
 
 
+@cache
+def case_study() -> tuple[Path, Scenario]:
+    """The default scenario, read once (the shipped file does not change under a server)."""
+    path = default_scenario_file()
+    return path, load_scenario(path)
+
+
 def problem_of(body: bodies.ScenarioBody, catalog: Catalog) -> Problem:
     """The body's scenario (default: the case study, read as the CLI reads it) as a Problem."""
     if body.scenario is None:
-        path = default_scenario_file()
-        return build_problem(load_scenario(path), path, catalog, body.bandwidth_gbps)
+        path, scenario = case_study()
+        return build_problem(scenario, path, catalog, body.bandwidth_gbps)
     if isinstance(body.scenario.workload.input_tokens, ObservedLengthsFile):
         raise ConfigError(
             "request: workload.input_tokens: an observed distribution names a file, and the "
