@@ -3,6 +3,7 @@ the same question, every error class its status and the library's one-line messa
 hostile body a 500 or a traceback."""
 
 import json
+import re
 import threading
 import warnings
 from pathlib import Path
@@ -350,3 +351,24 @@ def test_the_page_and_its_files_ship_in_the_package_and_load_nothing_from_elsewh
 
 def test_serve_refuses_a_bad_port_before_starting():
     assert_clean_error(run("serve", "--port", "70000"), 3, "--port must be in [0, 65535]")
+
+
+README_CURLS = re.findall(
+    r"^curl -s -X POST '?localhost:8000(/api/v1/[^\s']+)'? (?:-d '(.*?)'|--data-binary @(\S+))",
+    (Path(__file__).resolve().parent.parent / "README.md").read_text(),
+    re.M,
+)
+
+
+@pytest.mark.parametrize(("path", "body", "upload"), README_CURLS)
+def test_the_readmes_curl_lines_answer(client, path, body, upload):
+    root = Path(__file__).resolve().parent.parent
+    content = (root / upload).read_bytes() if upload else body.encode()
+    response = client.post(path, content=content)
+    assert response.status_code == 200, response.text
+
+
+def test_the_readme_shows_every_curl_kind():
+    assert {path.split("?")[0] for path, _, _ in README_CURLS} == {
+        f"/api/v1/{name}" for name in ("plan", "evaluate", "kv", "egress", "simulate", "scenario")
+    }
