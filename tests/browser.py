@@ -52,6 +52,9 @@ def served(*extra: str) -> Iterator[str]:
                         f"serve did not start: {server.stderr.read() if server.stderr else ''}"
                     ) from None
                 time.sleep(0.1)
+        banner = server.stderr.readline() if server.stderr else ""
+        if f"listening on {url}/" not in banner:  # it says where, and that it is localhost
+            raise RuntimeError(f"serve did not say where it listens: {banner!r}")
         yield url
     finally:
         server.terminate()
