@@ -31,7 +31,6 @@ from prfaas_plan.cli.options import (
     percentile,
     plot_name,
     plot_target,
-    refuse_unused,
     source,
 )
 from prfaas_plan.cli.output import emit, load_problem, progress_bar, spinner
@@ -42,6 +41,7 @@ from prfaas_plan.commands.simulation_spec import (
     PolicySpec,
     SimulationRequest,
     StressSpec,
+    refuse_unused,
 )
 from prfaas_plan.errors import ConfigError
 
@@ -499,6 +499,7 @@ def check_command(
 from prfaas_plan.cli import explain as _explain  # noqa: E402, F401  (registers its commands)
 from prfaas_plan.cli import import_profile as _import_profile  # noqa: E402, F401  (registers its commands)
 from prfaas_plan.cli import sensitivity as _sensitivity  # noqa: E402, F401  (registers its commands)
+from prfaas_plan.cli import serve as _serve  # noqa: E402, F401  (registers its commands)
 
 
 def main() -> None:

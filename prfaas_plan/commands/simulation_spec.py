@@ -204,3 +204,30 @@ def validate_comparison(spec: ComparisonSpec) -> None:
         bounds.MAX_LOAD_FRACTION,
     )  # fmt: skip
     bounds.check_in_range("comparison.seed", spec.seed, 0, bounds.MAX_SEED)
+
+
+def refuse_unused(
+    process: ArrivalProcess,
+    burst_cv: float | None,
+    period_s: float | None,
+    amplitude: float | None,
+    dip_fraction: float | None,
+    dip_start_s: float | None,
+    dip_duration_s: float | None,
+) -> None:
+    """`simulate`'s options that only one arrival process (or a dip) reads, refused when given
+    with another, where they would have no effect."""
+    unused = [
+        ("arrivals.burst_cv", burst_cv, process is not ArrivalProcess.GAMMA,
+         f"only gamma arrivals have a burst CV (arrivals.process is {process})"),
+        ("arrivals.period_s", period_s, process is not ArrivalProcess.SINUSOIDAL,
+         f"only sinusoidal arrivals have a period (arrivals.process is {process})"),
+        ("arrivals.amplitude", amplitude, process is not ArrivalProcess.SINUSOIDAL,
+         f"only sinusoidal arrivals have an amplitude (arrivals.process is {process})"),
+        ("stress.dip_fraction", dip_fraction, dip_start_s is None and dip_duration_s is None,
+         "it is the share of the link left during a dip; give stress.dip_start_s and "
+         "stress.dip_duration_s"),
+    ]  # fmt: skip
+    for name, value, idle, why in unused:
+        if value is not None and idle:
+            raise ConfigError(f"{name} has no effect here: {why}", parameter=name)

@@ -209,7 +209,13 @@ _StrictLoader.add_constructor(_FLOAT_TAG, _construct_float)
 
 def read_yaml(path: Path, what: str, error: type[PlanError] = ConfigError) -> Any:
     """The YAML document in `path` (a bounded read, strict loader), or one line saying why not."""
-    text = read_text(path, what, error)
+    return parse_yaml_text(read_text(path, what, error), str(path), error)
+
+
+def parse_yaml_text(text: str, where: str, error: type[PlanError] = ConfigError) -> Any:
+    """The YAML document in `text` (strict loader; `where` names it in messages, as a path
+    does), or one line saying why not. For text that did not come from a file (an upload)."""
+    path = where
     loader = _StrictLoader(text)
     try:
         return loader.get_single_data()

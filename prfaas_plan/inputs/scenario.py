@@ -138,7 +138,13 @@ class Scenario(Strict):
 
 
 def load_scenario(path: Path) -> Scenario:
-    scenario = parse(Scenario, read_yaml(path, "scenario"), str(path))
+    return scenario_from_data(read_yaml(path, "scenario"), str(path))
+
+
+def scenario_from_data(data: object, path: str) -> Scenario:
+    """A scenario from parsed YAML or JSON (`path` names its source in messages): the schema,
+    then the checks across fields."""
+    scenario = parse(Scenario, data, path)
     if scenario.pd_cluster.instances < 1:
         raise ConfigError(
             f"{path}: pd_cluster.instances must be >= 1 (every request is decoded in the PD cluster), "

@@ -1,0 +1,60 @@
+"""`prfaas-plan serve`: the what-if page and the HTTP API (server/) on uvicorn, on localhost
+unless told otherwise."""
+
+import sys
+from typing import Annotated
+
+import typer
+
+from prfaas_plan.cli.app import app
+from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.options import DataDirOpt
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.server.limits import Limits
+
+
+@app.command("serve", cls=PlanCommand)
+def serve(
+    host: Annotated[
+        str,
+        typer.Option("--host", help="Address to listen on (any other than 127.0.0.1 exposes it)."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
+    max_concurrent: Annotated[
+        int, typer.Option("--max-concurrent", help="Requests computing at once.")
+    ] = Limits.max_concurrent,
+    max_queued: Annotated[
+        int, typer.Option("--max-queued", help="Requests waiting for them; more get 503.")
+    ] = Limits.max_queued,
+    timeout_s: Annotated[
+        float, typer.Option("--timeout-s", help="Time one request may take before a 504 (s).")
+    ] = Limits.timeout_s,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """The what-if page at / and the JSON API at /api/v1 (OpenAPI at /docs)."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port must be in [0, 65535], got {port}")
+    if not 1 <= max_concurrent <= 64:
+        raise ConfigError(f"--max-concurrent must be in [1, 64], got {max_concurrent}")
+    if not 0 <= max_queued <= 10_000:
+        raise ConfigError(f"--max-queued must be in [0, 10000], got {max_queued}")
+    if not 0 < timeout_s <= 3600:
+        raise ConfigError(f"--timeout-s must be in (0, 3600], got {timeout_s:g}")
+    try:
+        import uvicorn
+
+        from prfaas_plan.server.app import create_app
+    except ImportError as exc:
+        raise ConfigError(
+            f"serve needs fastapi and uvicorn: pip install prfaas-plan ({exc})"
+        ) from None
+    limits = Limits(max_concurrent=max_concurrent, max_queued=max_queued, timeout_s=timeout_s)
+    application = create_app(limits, data_dir)
+    exposed = (
+        "" if host in ("127.0.0.1", "localhost", "::1") else " (reachable from other machines)"
+    )
+    sys.stderr.write(
+        f"prfaas-plan serve: listening on http://{host}:{port}/{exposed}; API docs at /docs\n"
+    )
+    sys.stderr.flush()
+    uvicorn.run(application, host=host, port=port, log_level="warning")

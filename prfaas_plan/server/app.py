@@ -1,0 +1,289 @@
+"""The ASGI application of `prfaas-plan serve` (FastAPI): POST /api/v1/<endpoint> for every
+endpoint of server/endpoints.py, the what-if page's own calls, the page itself at `/`, OpenAPI at
+/docs and /openapi.json.
+
+A response is the CLI's JSON document (`?format=markdown` gives the CLI's Markdown). A failure is
+`{"error": {"type", "message", "parameter", "exit_code"}}` with the library's one-line message
+(request fields named as the library names them, `threshold_tokens`, where the CLI writes
+`--threshold-tokens`) and an HTTP status by class:
+
+    400 malformed body (not UTF-8, not JSON, NaN/Infinity, nested deeper than max_json_depth)
+    404 / 405 unknown path or method
+    409 InfeasibleError (no plan meets the target; the message names what binds)
+    413 body over max_body_bytes
+    422 ConfigError, ProfileError, RangeError (and a body that breaks the schema: a ConfigError)
+    503 SolverError, ResourceLimitError (out of memory), or max_concurrent requests running and
+        max_queued more waiting
+    504 a request over timeout_s (its work finishes in the background, holding its slot)
+
+Nothing a client sends produces a 500: any other exception is a bug, answered 500 with one line
+and no traceback.
+"""
+
+import asyncio
+import json
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from prfaas_plan import __version__
+from prfaas_plan.errors import (
+    ConfigError,
+    InfeasibleError,
+    PlanError,
+    ProfileError,
+    RangeError,
+    ResourceLimitError,
+    SolverError,
+)
+from prfaas_plan.inputs.reading import Strict, parse, parse_yaml_text
+from prfaas_plan.inputs.resources import default_scenario_file
+from prfaas_plan.inputs.scenario import load_scenario, scenario_from_data
+from prfaas_plan.render.views import Document, View, dumps, render_markdown
+from prfaas_plan.server.catalog import CachedCatalog
+from prfaas_plan.server.endpoints import ENDPOINTS, Endpoint, plan_report
+from prfaas_plan.server.limits import Limits
+
+STATIC = Path(__file__).resolve().parent / "static"
+API = "/api/v1"
+STATUS = {
+    ConfigError: 422,
+    ProfileError: 422,
+    RangeError: 422,
+    InfeasibleError: 409,
+    SolverError: 503,
+    ResourceLimitError: 503,
+}
+
+
+class ApiError(Exception):
+    """A failure answered with `status` and one line (not a library error)."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.kind = status, kind
+
+
+def error_response(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message, **extra}}, status)
+
+
+def plan_error_response(exc: PlanError) -> JSONResponse:
+    status = next((code for cls, code in STATUS.items() if isinstance(exc, cls)), 422)
+    return error_response(
+        status, type(exc).__name__, str(exc), parameter=exc.parameter, exit_code=exc.exit_code
+    )
+
+
+def _depth(value: Any, limit: int) -> bool:
+    """True when `value` nests no deeper than `limit` (iterative: no recursion to overflow)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return False
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return True
+
+
+def _refuse_constant(name: str) -> None:
+    raise ApiError(400, "MalformedBody", f"request: {name} is not a JSON number; send a finite one")
+
+
+class Runner:
+    """Runs use-cases on a pool of `max_concurrent` threads with at most `max_queued` waiting; a
+    request finding all of them taken is refused (503), and one over `timeout_s` (waiting
+    included) is answered 504 while its work finishes (numpy cannot be interrupted), still
+    holding its slot."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.pool = ThreadPoolExecutor(limits.max_concurrent, thread_name_prefix="prfaas-plan")
+        self.busy = 0
+        self.lock = threading.Lock()
+
+    def _release(self, _: "Future[Any]") -> None:
+        with self.lock:
+            self.busy -= 1
+
+    async def run(self, work: Any, *args: Any) -> Any:
+        with self.lock:
+            if self.busy >= self.limits.max_concurrent + self.limits.max_queued:
+                raise ApiError(
+                    503, "Busy",
+                    f"{self.limits.max_concurrent} requests are running and "
+                    f"{self.limits.max_queued} waiting; retry shortly",
+                )  # fmt: skip
+            self.busy += 1
+        future = self.pool.submit(work, *args)
+        future.add_done_callback(self._release)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.limits.timeout_s)
+        except TimeoutError:
+            raise ApiError(
+                504, "Timeout",
+                f"the request took over {self.limits.timeout_s:g} s; ask for less (fewer "
+                "simulated requests, no sizing) or use the CLI",
+            ) from None  # fmt: skip
+        except MemoryError:
+            raise ResourceLimitError(
+                "out of memory; ask for a smaller run (fewer requests, instances or lengths)"
+            ) from None
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """At most `limit` bytes of body, or 413 (a declared length is checked before reading)."""
+    declared = request.headers.get("content-length")
+    too_large = ApiError(413, "BodyTooLarge", f"request: body is over the limit of {limit:,} bytes")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, limits: Limits) -> Any:
+    raw = await read_body(request, limits.max_body_bytes)
+    if not raw.strip():
+        return {}
+    try:
+        text = raw.decode("utf-8")
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except UnicodeDecodeError as exc:
+        raise ApiError(
+            400, "MalformedBody", f"request: body is not UTF-8 (byte {exc.start})"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(
+            400,
+            "MalformedBody",
+            f"request: malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+        ) from None
+    except (ValueError, RecursionError):  # int()'s 4,300-digit limit; nesting beyond Python's
+        raise ApiError(
+            400, "MalformedBody", "request: malformed JSON: a number or nesting beyond limits"
+        ) from None
+    if not _depth(data, limits.max_json_depth):
+        raise ApiError(
+            400, "MalformedBody", f"request: JSON nested deeper than {limits.max_json_depth} levels"
+        )
+    return data
+
+
+def view_json(view: View) -> Document:
+    return {"title": view.title, "columns": view.columns,
+            "rows": [[label, cells] for label, cells in view.rows], "notes": view.notes}  # fmt: skip
+
+
+def create_app(limits: Limits | None = None, data_dir: Path | None = None) -> FastAPI:
+    """The application: one catalog (the shipped data unless `data_dir`, read once), one Runner."""
+    limits = limits or Limits()
+    catalog = CachedCatalog.open(data_dir)
+    runner = Runner(limits)
+    app = FastAPI(
+        title="prfaas-plan", version=__version__,
+        description="Capacity planner for Prefill-as-a-Service (PrfaaS) deployments: the CLI's "
+        "commands over HTTP. Bodies: a scenario (the scenario file's schema) and the command's "
+        "parameters; responses: the CLI's JSON.",
+    )  # fmt: skip
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.kind, str(exc))
+
+    @app.exception_handler(PlanError)
+    async def _plan_error(_: Request, exc: PlanError) -> JSONResponse:
+        return plan_error_response(exc)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, "HTTPError", str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _bug(_: Request, exc: Exception) -> JSONResponse:
+        return error_response(
+            500, "InternalError", f"internal error ({type(exc).__name__}); please report it"
+        )
+
+    async def body_of(request: Request, schema: type[Strict]) -> Strict:
+        return parse(schema, await read_json(request, limits), "request")
+
+    def add(spec: Endpoint) -> None:
+        async def route(request: Request, format: str = "json") -> Response:
+            if format not in ("json", "markdown"):
+                raise ApiError(
+                    422, "ConfigError", f"format must be json or markdown, got {format[:40]!r}"
+                )
+            body = await body_of(request, spec.body)
+            view, document = await runner.run(spec.handler, body, catalog)
+            if format == "markdown":
+                return PlainTextResponse(render_markdown(view), media_type="text/markdown")
+            return Response(dumps(document), media_type="application/json")
+
+        app.add_api_route(
+            f"{API}/{spec.name}", route, methods=["POST"], summary=spec.summary,
+            name=spec.name, response_class=Response,
+            openapi_extra={"requestBody": {"required": False, "content": {
+                "application/json": {"schema": spec.body.model_json_schema()}}}},
+        )  # fmt: skip
+
+    for spec in ENDPOINTS.values():
+        add(spec)
+
+    def whatif(body: Any) -> Document:
+        from prfaas_plan.render.balance import balance_json
+        from prfaas_plan.render.plan import plan_to_json, plan_view
+
+        report = plan_report(body, catalog)
+        view = plan_view(report)
+        return {"plan": plan_to_json(report), "view": view_json(view),
+                "markdown": render_markdown(view), "balance": balance_json(report)}  # fmt: skip
+
+    @app.post(f"{API}/whatif", summary="The page's call: /plan's JSON, its table and Markdown, "
+              "and the threshold-balance curve", response_class=Response,
+              openapi_extra={"requestBody": {"content": {"application/json": {
+                  "schema": ENDPOINTS["plan"].body.model_json_schema()}}}})  # fmt: skip
+    async def _whatif(request: Request) -> Response:
+        body = await body_of(request, ENDPOINTS["plan"].body)
+        return Response(dumps(await runner.run(whatif, body)), media_type="application/json")
+
+    @app.post(f"{API}/scenario", summary="A scenario YAML (the body, as text) read with the "
+              "strict loader and schema, returned as JSON", response_class=Response)  # fmt: skip
+    async def _scenario(request: Request) -> Response:
+        raw = await read_body(request, limits.max_body_bytes)
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"upload: scenario file is not UTF-8 text (byte {exc.start})"
+            ) from None
+        scenario = scenario_from_data(parse_yaml_text(text, "upload"), "upload")
+        return Response(dumps(scenario.model_dump(mode="json")), media_type="application/json")
+
+    @app.get(f"{API}/scenario/default", summary="The case-study scenario (the CLI's default)")
+    async def _default() -> Document:
+        return load_scenario(default_scenario_file()).model_dump(mode="json")
+
+    @app.get(f"{API}/catalog", summary="Names of the catalog's models and GPUs")
+    async def _catalog() -> Document:
+        gpus = sorted(p.stem for p in (catalog.data_dir / "gpus").glob("*.yaml"))
+        return {"models": sorted(catalog.models()), "gpus": gpus}
+
+    @app.get("/", include_in_schema=False)
+    async def _page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app

@@ -1,0 +1,97 @@
+"""Request bodies of the HTTP API: a scenario (the scenario file's schema, inputs/scenario.py)
+plus the command's parameters, named as the library names them (`threshold_tokens`, not
+`--threshold-tokens`). Strict as a scenario file: unknown keys, wrong types, NaN/inf refused.
+Units in every name, as in the CLI's flags."""
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy, Solver
+from prfaas_plan.inputs.reading import Strict
+from prfaas_plan.inputs.scenario import Scenario
+
+# what one request may ask for (the server's own bounds; the library's are in bounds.py)
+MAX_SIMULATED_REQUESTS = 20_000  # over every load of one /simulate request (~1 s of simulation)
+MAX_LOADS = 8  # loads in one /simulate sweep
+MAX_LENGTHS = 64  # lengths in one /kv request
+MAX_MODELS = 64  # models named in one /kv or /egress request
+
+ModeName = Literal["paper", "exact"]
+Models = Annotated[list[str], Field(max_length=MAX_MODELS)]
+
+
+class ScenarioBody(Strict):
+    """Every body: the scenario (default: the paper's case study, as the CLI's)."""
+
+    scenario: Scenario | None = None
+    bandwidth_gbps: float | None = None  # overrides scenario.link.bandwidth_gbps, as the flag
+
+
+class PlanBody(ScenarioBody):
+    mode: ModeName = Mode.PAPER.value
+    threshold_tokens: float | None = None
+    target_rps: float | None = None
+    max_prfaas_gpus: int | None = None
+    solver: Literal["highs", "cbc"] | None = None
+    out_of_range: Literal["extrapolate", "error"] = RangePolicy.EXTRAPOLATE.value
+    ttft_target_s: float | None = None
+    ttft_percentile: Literal["mean", "50", "90", "99"] | None = None
+    ttft_load: float | None = None
+    ttft_load_rps: float | None = None
+
+
+class EvaluateBody(ScenarioBody):
+    threshold_tokens: float
+    pd_prefill_instances: int
+    prfaas_instances: int | None = None
+    mode: ModeName = Mode.PAPER.value
+    out_of_range: Literal["extrapolate", "error"] = RangePolicy.EXTRAPOLATE.value
+
+
+class KvBody(Strict):
+    models: Models | None = None
+    lengths_tokens: Annotated[list[float], Field(min_length=1, max_length=MAX_LENGTHS)] = Field(
+        default_factory=lambda: [1024.0, 8192.0, 32768.0, 131072.0]
+    )
+    kv_dtype: str = "bf16"
+    state_dtype: str = "fp32"
+    gpu: str = "h200"
+    gpus_per_instance: int = 8
+
+
+class EgressBody(Strict):
+    """The catalog form of `egress` (eq. 2 at one length); the scenario form is `optimize`'s
+    KV egress (kv_egress_bytes_per_s in /plan)."""
+
+    models: Models | None = None
+    prfaas_gpus: int | None = None
+    gpus_per_instance: int | None = None
+    gpu: str | None = None
+    mean_tokens: float | None = None
+    link_gbps: float | None = None
+
+
+class SimulateBody(ScenarioBody):
+    """A bounded `simulate`: a number of requests (no duration, no trace file: the server reads
+    no file a request names), at most MAX_SIMULATED_REQUESTS over all loads."""
+
+    load: Annotated[list[float], Field(min_length=1, max_length=MAX_LOADS)] | None = None
+    rate_rps: float | None = None
+    requests: int = Field(default=2_000, ge=1, le=MAX_SIMULATED_REQUESTS)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+    arrivals: Literal["poisson", "gamma", "sinusoidal"] = ArrivalProcess.POISSON.value
+    burst_cv: float | None = None
+    period_s: float | None = None
+    amplitude: float | None = None
+    policy: Literal["static", "adaptive", "rebalance", "dual"] = RoutingPolicy.STATIC.value
+    link_latency_s: float = 0.0
+    dip_start_s: float | None = None
+    dip_duration_s: float | None = None
+    dip_fraction: float | None = None
+    mode: ModeName = Mode.PAPER.value
+    threshold_tokens: float | None = None
+
+
+def solver_of(name: str | None) -> Solver | None:
+    return Solver(name) if name is not None else None

@@ -1,0 +1,73 @@
+"""The catalog of a long-running server: each GPU file and profile table read, validated and
+fitted once, then served from memory (a plan otherwise spends two thirds of its time re-reading
+the same YAML and CSV files). The data directory is taken to stay as it was when the server
+started: restart `serve` after editing it."""
+
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from prfaas_plan.analytic.profiles import FittedCurve
+from prfaas_plan.inputs.catalog import Catalog, DecodeTable, GpuSpec
+
+T = TypeVar("T")
+MAX_ENTRIES = 4096  # distinct (table, reach) keys kept; a what-if session makes a few dozen
+
+
+@dataclass(frozen=True)
+class CachedCatalog(Catalog):
+    """A Catalog whose reads are memoised (results are frozen values; errors are not kept)."""
+
+    memo: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+
+    def _once(self, key: Hashable, compute: Callable[[], T]) -> T:
+        with self.lock:
+            if key in self.memo:
+                return self.memo[key]  # type: ignore[return-value]
+        value = compute()
+        with self.lock:
+            if len(self.memo) >= MAX_ENTRIES:
+                self.memo.clear()
+            self.memo[key] = value
+        return value
+
+    def gpu(self, name: str, where: str = "", parameter: str | None = None) -> GpuSpec:
+        return self._once(
+            ("gpu", name, where, parameter),
+            lambda: super(CachedCatalog, self).gpu(name, where, parameter),
+        )
+
+    def prefill_latency(
+        self,
+        model: str,
+        gpu: str,
+        gpus_per_instance: int,
+        check_up_to_tokens: float | None = None,
+        where: str = "",
+    ) -> FittedCurve:
+        return self._once(
+            ("prefill", model, gpu, gpus_per_instance, check_up_to_tokens, where),
+            lambda: super(CachedCatalog, self).prefill_latency(
+                model, gpu, gpus_per_instance, check_up_to_tokens, where
+            ),
+        )
+
+    def kv_cache_size(
+        self, model: str, kv_dtype: str, check_up_to_tokens: float | None = None, where: str = ""
+    ) -> FittedCurve:
+        return self._once(
+            ("kv", model, kv_dtype, check_up_to_tokens, where),
+            lambda: super(CachedCatalog, self).kv_cache_size(
+                model, kv_dtype, check_up_to_tokens, where
+            ),
+        )
+
+    def decode_table(
+        self, model: str, gpu: str, gpus_per_instance: int, where: str = ""
+    ) -> DecodeTable:
+        return self._once(
+            ("decode", model, gpu, gpus_per_instance, where),
+            lambda: super(CachedCatalog, self).decode_table(model, gpu, gpus_per_instance, where),
+        )

@@ -1,0 +1,196 @@
+"""The API's use-cases, one function each: a request body (server/bodies.py) in, the command's
+view and JSON document out, through the same commands/ and render/ functions as the CLI. An
+endpoint is registered by `@endpoint(name, Body)`; server/app.py serves each at
+POST /api/v1/<name>. Adding `procure` or `sensitivity` is one more such function."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.reading import Strict
+from prfaas_plan.inputs.resources import default_scenario_file
+from prfaas_plan.inputs.scenario import (
+    ObservedLengthsFile,
+    Problem,
+    Scenario,
+    build_problem,
+    load_scenario,
+)
+from prfaas_plan.render.views import Document, View
+from prfaas_plan.server import bodies
+
+if TYPE_CHECKING:
+    from prfaas_plan.commands.plan import PlanReport
+
+B = TypeVar("B", bound=Strict)
+Handler = Callable[[B, Catalog], tuple[View, Document]]
+REQUEST_SOURCE = Path("request")  # how messages and `inputs.scenario_file` name a body's scenario
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    body: type[Strict]
+    handler: Callable[[Strict, Catalog], tuple[View, Document]]
+    summary: str
+
+
+ENDPOINTS: dict[str, Endpoint] = {}
+
+
+def endpoint(name: str, body: type[B]) -> Callable[[Handler[B]], Handler[B]]:
+    """Register `handler` as POST /api/v1/`name` taking `body`."""
+
+    def register(handler: Handler[B]) -> Handler[B]:
+        doc = (handler.__doc__ or name).strip().splitlines()[0]
+        ENDPOINTS[name] = Endpoint(name, body, handler, doc)  # type: ignore[arg-type]
+        return handler
+
+    return register
+
+
+@cache
+def case_study() -> tuple[Path, Scenario]:
+    """The default scenario, read once (the shipped file does not change under a server)."""
+    path = default_scenario_file()
+    return path, load_scenario(path)
+
+
+def problem_of(body: bodies.ScenarioBody, catalog: Catalog) -> Problem:
+    """The body's scenario (default: the case study, read as the CLI reads it) as a Problem."""
+    if body.scenario is None:
+        path, scenario = case_study()
+        return build_problem(scenario, path, catalog, body.bandwidth_gbps)
+    if isinstance(body.scenario.workload.input_tokens, ObservedLengthsFile):
+        raise ConfigError(
+            "request: workload.input_tokens: an observed distribution names a file, and the "
+            "server reads no file a request names; send a histogram instead",
+            parameter="scenario",
+        )
+    return build_problem(body.scenario, REQUEST_SOURCE, catalog, body.bandwidth_gbps)
+
+
+def plan_report(body: bodies.PlanBody, catalog: Catalog) -> "PlanReport":
+    """The PlanReport of `optimize` for this body."""
+    from prfaas_plan.commands.plan import plan, ttft_target
+
+    chosen = None
+    if body.ttft_percentile is not None:
+        chosen = (
+            body.ttft_percentile if body.ttft_percentile == "mean" else int(body.ttft_percentile)
+        )
+    ttft = ttft_target(body.ttft_target_s, chosen, body.ttft_load_rps, body.ttft_load)
+    return plan(
+        problem_of(body, catalog), mode=Mode(body.mode), threshold_tokens=body.threshold_tokens,
+        target_rps=body.target_rps, max_prfaas_gpus=body.max_prfaas_gpus,
+        solver=bodies.solver_of(body.solver), range_policy=RangePolicy(body.out_of_range),
+        ttft=ttft,
+    )  # fmt: skip
+
+
+@endpoint("plan", bodies.PlanBody)
+def plan_endpoint(body: bodies.PlanBody, catalog: Catalog) -> tuple[View, Document]:
+    """`optimize`: the threshold, the PD split (or the PrfaaS size) against both baselines."""
+    from prfaas_plan.render.plan import plan_to_json, plan_view
+
+    report = plan_report(body, catalog)
+    return plan_view(report), plan_to_json(report)
+
+
+@endpoint("evaluate", bodies.EvaluateBody)
+def evaluate_endpoint(body: bodies.EvaluateBody, catalog: Catalog) -> tuple[View, Document]:
+    """`evaluate`: one given configuration (t, N_p, the rest of the PD cluster decodes)."""
+    from prfaas_plan.commands.plan import evaluate_configuration
+    from prfaas_plan.render.plan import evaluation_to_json, evaluation_view
+
+    report = evaluate_configuration(
+        problem_of(body, catalog), threshold_tokens=body.threshold_tokens,
+        pd_prefill_instances=body.pd_prefill_instances, prfaas_instances=body.prfaas_instances,
+        mode=Mode(body.mode), range_policy=RangePolicy(body.out_of_range),
+    )  # fmt: skip
+    return evaluation_view(report), evaluation_to_json(report)
+
+
+@endpoint("kv", bodies.KvBody)
+def kv_endpoint(body: bodies.KvBody, catalog: Catalog) -> tuple[View, Document]:
+    """`kv`: KV footprint of catalog models from their architecture, and Φ_kv."""
+    from prfaas_plan.commands.kv import kv_report
+    from prfaas_plan.render.catalog import kv_json, kv_view
+
+    report = kv_report(
+        catalog, body.models, body.lengths_tokens, kv_dtype=body.kv_dtype,
+        state_dtype=body.state_dtype, gpu=body.gpu, gpus_per_instance=body.gpus_per_instance,
+    )  # fmt: skip
+    return kv_view(report), kv_json(report)
+
+
+@endpoint("egress", bodies.EgressBody)
+def egress_endpoint(body: bodies.EgressBody, catalog: Catalog) -> tuple[View, Document]:
+    """`egress`: the bandwidth wall, the KV egress a saturated prefill cluster needs (eq. 2)."""
+    from prfaas_plan.commands.egress import egress_report
+    from prfaas_plan.render.catalog import egress_json, egress_view
+
+    report = egress_report(
+        catalog, models=body.models, prfaas_gpus=body.prfaas_gpus,
+        gpus_per_instance=body.gpus_per_instance, gpu=body.gpu, mean_tokens=body.mean_tokens,
+        link_gbps=body.link_gbps,
+    )  # fmt: skip
+    return egress_view(report), egress_json(report)
+
+
+@endpoint("simulate", bodies.SimulateBody)
+def simulate_endpoint(body: bodies.SimulateBody, catalog: Catalog) -> tuple[View, Document]:
+    """`simulate` (bounded): the planned deployment under Poisson, gamma or sinusoidal load."""
+    from prfaas_plan.commands.simulate import run_simulations
+    from prfaas_plan.commands.simulation_spec import (
+        ArrivalSpec,
+        LoadSpec,
+        PolicySpec,
+        SimulationRequest,
+        StressSpec,
+        refuse_unused,
+        validate,
+    )
+    from prfaas_plan.render.simulation import simulation_json, simulation_view
+
+    process = ArrivalProcess(body.arrivals)
+    refuse_unused(process, body.burst_cv, body.period_s, body.amplitude, body.dip_fraction,
+                  body.dip_start_s, body.dip_duration_s)  # fmt: skip
+    fractions = tuple(body.load) if body.load is not None else ()
+    if body.load is None and body.rate_rps is None:
+        fractions = LoadSpec.fractions
+    runs = max(len(fractions), 1)
+    if body.requests * runs > bodies.MAX_SIMULATED_REQUESTS:
+        raise ConfigError(
+            f"requests x loads must be <= {bodies.MAX_SIMULATED_REQUESTS:,} on this server, "
+            f"got {body.requests:,} x {runs} = {body.requests * runs:,}; run the CLI for more",
+            parameter="arrivals.requests",
+        )
+
+    def given(value: float | None, default: float) -> float:  # a spec's own default otherwise
+        return default if value is None else value
+
+    request = SimulationRequest(
+        arrivals=ArrivalSpec(
+            process=process, requests=body.requests, seed=body.seed,
+            burst_cv=given(body.burst_cv, ArrivalSpec.burst_cv),
+            period_s=given(body.period_s, ArrivalSpec.period_s),
+            amplitude=given(body.amplitude, ArrivalSpec.amplitude),
+        ),
+        load=LoadSpec(fractions=fractions, rate_rps=body.rate_rps),
+        stress=StressSpec(body.dip_start_s, body.dip_duration_s,
+                          given(body.dip_fraction, StressSpec.dip_fraction)),
+        policy=PolicySpec(RoutingPolicy(body.policy)),
+        link_latency_s=body.link_latency_s,
+    )  # fmt: skip
+    validate(request)
+    report = run_simulations(
+        problem_of(body, catalog), request, plan_mode=Mode(body.mode),
+        threshold_tokens=body.threshold_tokens,
+    )  # fmt: skip
+    return simulation_view(report), simulation_json(report)

@@ -1,0 +1,273 @@
+// The what-if page: the form is a scenario (the scenario file's schema); each change, debounced,
+// POSTs it to /api/v1/whatif and draws the plan table (the CLI's view), the threshold-balance
+// curve and the unloaded TTFT percentiles. No library, no build step.
+"use strict";
+
+const API = "/api/v1";
+const DEBOUNCE_MS = 150;
+const $ = (id) => document.getElementById(id);
+const SVG_NS = "http://www.w3.org/2000/svg";
+const SLIDERS = {
+  prfaas_instances: (v) => String(v),
+  pd_instances: (v) => String(v),
+  bandwidth: (v) => `${v} Gbps`,
+  mu_log: (v) => `${Number(v).toFixed(2)} (median ${Math.round(Math.exp(v)).toLocaleString("en")} tokens)`,
+  output_tokens: (v) => String(v),
+};
+
+let base = null; // the scenario last loaded (fields the form does not show are kept from it)
+let latest = null; // the last /whatif answer
+let sequence = 0; // answers older than the last request are dropped
+let timer = null;
+
+function option(select, names) {
+  select.replaceChildren(...names.map((n) => new Option(n, n)));
+}
+
+function fill(scenario) {
+  base = scenario;
+  $("name").value = scenario.name;
+  for (const id of ["model", "prfaas_gpu", "pd_gpu"]) {
+    const value = id === "model" ? scenario.model : scenario[id === "prfaas_gpu" ? "prfaas_cluster" : "pd_cluster"].gpu;
+    if (![...$(id).options].some((o) => o.value === value)) $(id).add(new Option(value, value));
+    $(id).value = value;
+  }
+  $("prfaas_gpi").value = scenario.prfaas_cluster.gpus_per_instance;
+  $("prfaas_instances").value = scenario.prfaas_cluster.instances;
+  $("pd_gpi").value = scenario.pd_cluster.gpus_per_instance;
+  $("pd_instances").value = scenario.pd_cluster.instances;
+  $("bandwidth").value = scenario.link.bandwidth_gbps;
+  const lengths = scenario.workload.input_tokens;
+  const lognormal = lengths.distribution === "truncated_lognormal";
+  for (const id of ["mu_log", "sigma_log", "min_tokens", "max_tokens"]) $(id).disabled = !lognormal;
+  if (lognormal) {
+    $("mu_log").value = lengths.mu_log;
+    $("sigma_log").value = lengths.sigma_log;
+    $("min_tokens").value = lengths.min_tokens;
+    $("max_tokens").value = lengths.max_tokens;
+  }
+  $("output_tokens").value = scenario.workload.output_tokens;
+  $("slo").value = scenario.slo.decode_tokens_per_s;
+  showSliders();
+}
+
+function showSliders() {
+  for (const [id, text] of Object.entries(SLIDERS)) $(`${id}_out`).textContent = text($(id).value);
+}
+
+function num(id) {
+  return Number($(id).value);
+}
+
+function scenarioOfForm() {
+  const s = structuredClone(base);
+  s.name = $("name").value || base.name;
+  s.model = $("model").value;
+  s.prfaas_cluster = { gpu: $("prfaas_gpu").value, gpus_per_instance: num("prfaas_gpi"), instances: num("prfaas_instances") };
+  s.pd_cluster = { gpu: $("pd_gpu").value, gpus_per_instance: num("pd_gpi"), instances: num("pd_instances") };
+  s.link = { bandwidth_gbps: num("bandwidth") };
+  if (s.workload.input_tokens.distribution === "truncated_lognormal") {
+    s.workload.input_tokens = {
+      distribution: "truncated_lognormal", mu_log: num("mu_log"), sigma_log: num("sigma_log"),
+      min_tokens: num("min_tokens"), max_tokens: num("max_tokens"),
+    };
+  }
+  s.workload.output_tokens = num("output_tokens");
+  s.slo = { decode_tokens_per_s: num("slo") };
+  return s;
+}
+
+function body() {
+  return { scenario: scenarioOfForm(), mode: $("mode").value };
+}
+
+function status(text, error = false) {
+  $("status").textContent = text;
+  $("status").className = error ? "error" : "";
+}
+
+async function post(path, payload, type = "application/json") {
+  const response = await fetch(API + path, { method: "POST", headers: { "Content-Type": type }, body: payload });
+  const data = await response.json();
+  if (!response.ok) throw new Error(data.error ? data.error.message : `HTTP ${response.status}`);
+  return data;
+}
+
+async function update() {
+  const mine = ++sequence;
+  const request = body();
+  status("planning…");
+  const started = performance.now();
+  try {
+    const answer = await post("/whatif", JSON.stringify(request));
+    if (mine !== sequence) return;
+    latest = answer;
+    render(answer, request);
+    status(`planned in ${Math.round(performance.now() - started)} ms`);
+  } catch (error) {
+    if (mine !== sequence) return;
+    status(`error: ${error.message}`, true);
+  }
+}
+
+function schedule() {
+  showSliders();
+  clearTimeout(timer);
+  timer = setTimeout(update, DEBOUNCE_MS);
+}
+
+function render(answer, request) {
+  const view = answer.view;
+  $("plan-title").textContent = view.title;
+  const head = document.createElement("tr");
+  for (const c of ["", ...view.columns]) {
+    const th = document.createElement("th");
+    th.scope = "col";
+    th.textContent = c;
+    head.append(th);
+  }
+  $("plan-table").tHead.replaceChildren(head);
+  $("plan-table").tBodies[0].replaceChildren(...view.rows.map(([label, cells]) => {
+    const tr = document.createElement("tr");
+    const th = document.createElement("th");
+    th.scope = "row";
+    th.textContent = label;
+    tr.append(th, ...cells.map((cell) => Object.assign(document.createElement("td"), { textContent: cell })));
+    return tr;
+  }));
+  $("plan-notes").replaceChildren(...view.notes.map((n) => Object.assign(document.createElement("li"), { textContent: n })));
+  const table = $("plan-table");
+  table.dataset.bandwidthGbps = String(request.scenario.link.bandwidth_gbps);
+  table.dataset.systemRps = String(answer.plan.plan.throughput_rps.system);
+  table.dataset.renders = String(Number(table.dataset.renders || 0) + 1);
+  drawBalance(answer.balance);
+  drawTtft(answer.plan);
+}
+
+// --- figures: SVG drawn here -------------------------------------------------------------
+function el(name, attributes, text) {
+  const node = document.createElementNS(SVG_NS, name);
+  for (const [k, v] of Object.entries(attributes)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const BOX = { left: 52, right: 510, top: 30, bottom: 262 };
+
+function axes(svg, xLabel, yLabel, yMax, xTicks) {
+  svg.append(el("line", { x1: BOX.left, y1: BOX.bottom, x2: BOX.right, y2: BOX.bottom, stroke: "#57606a" }));
+  svg.append(el("line", { x1: BOX.left, y1: BOX.top, x2: BOX.left, y2: BOX.bottom, stroke: "#57606a" }));
+  for (let i = 0; i <= 4; i++) {
+    const v = (yMax * i) / 4;
+    const y = BOX.bottom - ((BOX.bottom - BOX.top) * i) / 4;
+    svg.append(el("line", { x1: BOX.left, y1: y, x2: BOX.right, y2: y, stroke: "#eaeef2" }));
+    svg.append(el("text", { x: BOX.left - 4, y: y + 4, "text-anchor": "end" }, v.toFixed(yMax < 5 ? 1 : 0)));
+  }
+  for (const [x, label] of xTicks) svg.append(el("text", { x, y: BOX.bottom + 14, "text-anchor": "middle" }, label));
+  svg.append(el("text", { x: (BOX.left + BOX.right) / 2, y: 294, "text-anchor": "middle" }, xLabel));
+  svg.append(el("text", { x: 12, y: (BOX.top + BOX.bottom) / 2, transform: `rotate(-90 12 ${(BOX.top + BOX.bottom) / 2})`, "text-anchor": "middle" }, yLabel));
+}
+
+function drawBalance(b) {
+  const svg = $("balance");
+  svg.replaceChildren();
+  const t = b.threshold_tokens;
+  const lo = Math.log(t[0]);
+  const hi = Math.log(t[t.length - 1]);
+  const yMax = 2.5 * (b.plan_system_rps || 1);
+  const x = (v) => BOX.left + ((Math.log(v) - lo) / (hi - lo)) * (BOX.right - BOX.left);
+  const y = (v) => BOX.bottom - (Math.min(v, yMax) / yMax) * (BOX.bottom - BOX.top);
+  const ticks = [];
+  for (let e = Math.ceil(Math.log10(t[0])); e <= Math.log10(t[t.length - 1]); e++) {
+    ticks.push([x(10 ** e), 10 ** e >= 1000 ? `${10 ** (e - 3)}K` : String(10 ** e)]);
+  }
+  axes(svg, "threshold t (tokens, log scale)", "req/s allowed", yMax, ticks);
+  const series = [
+    ["prfaas_rps", "Θ_prfaas / p", "#0b5cad", ""],
+    ["pd_prefill_rps", "Θ_pd-p / (1 − p)", "#c2410c", ""],
+    ["pd_decode_rps", "Θ_pd-d", "#15803d", "5 4"],
+    ["system_rps", "Λ_max", "#1b1f24", ""],
+  ];
+  series.forEach(([key, label, color, dash], i) => {
+    const points = t.map((v, j) => (b[key][j] === null ? null : `${x(v).toFixed(1)},${y(b[key][j]).toFixed(1)}`)).filter(Boolean);
+    svg.append(el("polyline", { points: points.join(" "), fill: "none", stroke: color, "stroke-width": key === "system_rps" ? 4 : 1.8, "stroke-opacity": key === "system_rps" ? 0.35 : 1, "stroke-dasharray": dash }));
+    svg.append(el("line", { x1: 60 + 115 * i, y1: 12, x2: 80 + 115 * i, y2: 12, stroke: color, "stroke-width": 2, "stroke-dasharray": dash }));
+    svg.append(el("text", { x: 84 + 115 * i, y: 16 }, label));
+  });
+  if (b.plan_threshold_tokens !== null && b.plan_system_rps !== null) {
+    const px = x(b.plan_threshold_tokens);
+    svg.append(el("line", { x1: px, y1: BOX.top, x2: px, y2: BOX.bottom, stroke: "#8c959f", "stroke-dasharray": "2 3" }));
+    svg.append(el("circle", { cx: px, cy: y(b.plan_system_rps), r: 4, fill: "#1b1f24" }));
+    const right = px > (BOX.left + BOX.right) / 2;
+    svg.append(el("text", { x: right ? px - 6 : px + 6, y: BOX.bottom - 8, "text-anchor": right ? "end" : "start" }, `t = ${(b.plan_threshold_tokens / 1000).toFixed(2)}K, Λ_max = ${b.plan_system_rps.toFixed(3)} req/s`));
+  }
+}
+
+function drawTtft(plan) {
+  const svg = $("ttft");
+  svg.replaceChildren();
+  const deployments = [["PrfaaS-PD (plan)", plan.plan], ["Homogeneous PD", plan.baselines.homogeneous_pd], ["Naive heterogeneous", plan.baselines.naive_heterogeneous]];
+  const keys = [["mean_s", "mean"], ["p50_s", "P50"], ["p90_s", "P90"], ["p99_s", "P99"]];
+  const colors = ["#0b5cad", "#8c959f", "#c2410c"];
+  const values = deployments.flatMap(([, d]) => keys.map(([k]) => d.ttft[k])).filter((v) => v !== null);
+  const yMax = Math.max(1, ...values) * 1.1;
+  const groupWidth = (BOX.right - BOX.left) / keys.length;
+  const ticks = keys.map(([, label], i) => [BOX.left + groupWidth * (i + 0.5), label]);
+  axes(svg, "TTFT statistic (unloaded)", "seconds", yMax, ticks);
+  const bar = (groupWidth - 16) / deployments.length;
+  deployments.forEach(([name, d], j) => {
+    keys.forEach(([k], i) => {
+      const v = d.ttft[k];
+      if (v === null) return;
+      const h = (v / yMax) * (BOX.bottom - BOX.top);
+      const x = BOX.left + groupWidth * i + 8 + bar * j;
+      const rect = el("rect", { x, y: BOX.bottom - h, width: bar - 2, height: h, fill: colors[j] });
+      rect.append(el("title", {}, `${name} ${k}: ${v.toFixed(2)} s`));
+      svg.append(rect);
+    });
+    svg.append(el("rect", { x: 60 + 150 * j, y: 6, width: 12, height: 10, fill: colors[j] }));
+    svg.append(el("text", { x: 76 + 150 * j, y: 15 }, name));
+  });
+}
+
+// --- downloads and upload ----------------------------------------------------------------
+function download(name, text, type) {
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(new Blob([text], { type }));
+  link.download = name;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+}
+
+async function upload(file) {
+  try {
+    fill(await post("/scenario", await file.text(), "text/yaml"));
+    await update();
+  } catch (error) {
+    status(`error: ${file.name}: ${error.message}`, true);
+  }
+}
+
+async function start() {
+  try {
+    const [catalog, scenario] = await Promise.all([
+      fetch(`${API}/catalog`).then((r) => r.json()),
+      fetch(`${API}/scenario/default`).then((r) => r.json()),
+    ]);
+    option($("model"), catalog.models);
+    option($("prfaas_gpu"), catalog.gpus);
+    option($("pd_gpu"), catalog.gpus);
+    fill(scenario);
+  } catch (error) {
+    status(`error: cannot reach the API: ${error.message}`, true);
+    return;
+  }
+  $("scenario").addEventListener("input", (event) => { if (event.target.id !== "file") schedule(); });
+  $("scenario").addEventListener("submit", (event) => { event.preventDefault(); update(); });
+  $("file").addEventListener("change", (event) => { if (event.target.files[0]) upload(event.target.files[0]); });
+  $("download-json").addEventListener("click", () => latest && download("plan.json", JSON.stringify(latest.plan, null, 2) + "\n", "application/json"));
+  $("download-md").addEventListener("click", () => latest && download("plan.md", latest.markdown, "text/markdown"));
+  await update();
+}
+
+start();

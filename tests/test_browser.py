@@ -1,0 +1,112 @@
+"""The what-if page in a real browser: Debian's headless Chromium (playwright pointed at
+/usr/bin/chromium) against `prfaas-plan serve` running in uvicorn on 127.0.0.1. Moving the
+bandwidth slider with the keyboard re-plans, and the table shown is the API's for that scenario.
+
+Chromium is required: without it the test fails, unless PRFAAS_PLAN_NO_BROWSER=1 (an explicit
+opt-out that CI does not set). PRFAAS_PLAN_SCREENSHOT=docs/serve.png also saves the screenshot
+the README shows."""
+
+import json
+import os
+import shutil
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from prfaas_plan.inputs.resources import default_scenario_file
+from prfaas_plan.inputs.scenario import load_scenario
+from tests.browser import CHROMIUM, chromium_page, served
+
+if os.environ.get("PRFAAS_PLAN_NO_BROWSER") == "1":
+    pytest.skip("PRFAAS_PLAN_NO_BROWSER=1: the browser test is opted out", allow_module_level=True)
+
+
+def api(url: str, path: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        url + path, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def shown_table(page) -> list[list[str]]:
+    return page.eval_on_selector_all(
+        "#plan-table tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+    )
+
+
+def wait_for_plan(page, renders: int, bandwidth_gbps: int) -> None:
+    page.wait_for_selector(
+        f"#plan-table[data-renders='{renders}'][data-bandwidth-gbps='{bandwidth_gbps}']",
+        timeout=20_000,
+    )
+
+
+def test_moving_the_bandwidth_slider_replans_as_the_api(tmp_path):
+    assert shutil.which(CHROMIUM), f"{CHROMIUM} is missing: apt-get install chromium"
+    case = load_scenario(default_scenario_file()).model_dump(mode="json")
+    with served() as url, chromium_page() as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(url + "/")
+        wait_for_plan(page, 1, 100)
+        first = shown_table(page)
+
+        def expected(bandwidth_gbps: int) -> tuple[list[list[str]], float]:
+            scenario = {**case, "link": {"bandwidth_gbps": bandwidth_gbps}}
+            answer = api(url, "/api/v1/whatif", {"scenario": scenario, "mode": "paper"})
+            plan = api(url, "/api/v1/plan", {"scenario": scenario})
+            assert answer["plan"] == plan
+            rows = [[label, *cells] for label, cells in answer["view"]["rows"]]
+            return rows, plan["plan"]["throughput_rps"]["system"]
+
+        rows, system_rps = expected(100)
+        assert first == rows
+
+        slider = page.get_by_label("Link bandwidth (Gbps)")
+        slider.focus()
+        page.keyboard.press("Home")  # keyboard only: the slider's minimum, 1 Gbps
+        wait_for_plan(page, 2, 1)
+        rows_1, system_1 = expected(1)
+        assert shown_table(page) == rows_1
+        assert float(page.get_attribute("#plan-table", "data-system-rps")) == system_1
+        assert system_1 < system_rps  # a 1 Gbps link binds: the plan changed
+        assert "1 Gbps" in page.inner_text("#bandwidth_out")
+
+        for _ in range(9):  # one step each, one plan after the last (debounced)
+            page.keyboard.press("ArrowRight")
+        wait_for_plan(page, 3, 10)
+        rows_10, _ = expected(10)
+        assert shown_table(page) == rows_10
+        assert page.inner_text("#status").startswith("planned in")
+
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download plan (JSON)").click()
+        scenario_10 = {**case, "link": {"bandwidth_gbps": 10}}
+        saved = json.loads(Path(download.value.path()).read_text())
+        assert saved == api(url, "/api/v1/plan", {"scenario": scenario_10})
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download plan (Markdown)").click()
+        markdown = Path(download.value.path()).read_text()
+        assert markdown.startswith("## prfaas-plan · paper-case-study") and "| Λ_max" in markdown
+
+        shot = tmp_path / "serve.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        if target := os.environ.get("PRFAAS_PLAN_SCREENSHOT"):
+            Path(target).write_bytes(shot.read_bytes())
+
+        # a scenario file loaded through the page: read by the server's strict loader
+        uploaded = tmp_path / "bigger.yaml"
+        uploaded.write_text(
+            default_scenario_file().read_text().replace("instances: 8", "instances: 12")
+        )
+        page.set_input_files("#file", str(uploaded))
+        wait_for_plan(page, 4, 100)
+        assert page.input_value("#pd_instances") == "12"
+        scenario_12 = {**case, "pd_cluster": {**case["pd_cluster"], "instances": 12}}
+        answer = api(url, "/api/v1/whatif", {"scenario": scenario_12, "mode": "paper"})
+        assert shown_table(page) == [[label, *cells] for label, cells in answer["view"]["rows"]]
+        assert errors == []

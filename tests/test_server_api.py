@@ -1,0 +1,374 @@
+"""The HTTP API (server/) through an in-process client: every endpoint gives the CLI's JSON for
+the same question, every error class its status and the library's one-line message, and no
+hostile body a 500 or a traceback."""
+
+import json
+import re
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+with warnings.catch_warnings():  # starlette's TestClient on httpx (deprecated, still supported)
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+import prfaas_plan
+from prfaas_plan.errors import (
+    ConfigError,
+    InfeasibleError,
+    PlanError,
+    ProfileError,
+    RangeError,
+    ResourceLimitError,
+    SolverError,
+)
+from prfaas_plan.inputs.reading import Strict
+from prfaas_plan.inputs.resources import default_scenario_file
+from prfaas_plan.inputs.scenario import load_scenario
+from prfaas_plan.server import endpoints
+from prfaas_plan.server.app import STATIC, create_app
+from prfaas_plan.server.limits import Limits
+from tests.test_cli import assert_clean_error, data_copy, run, scenario_with
+
+CASE = load_scenario(default_scenario_file()).model_dump(mode="json")
+
+
+@pytest.fixture(scope="module")
+def client():
+    return TestClient(create_app())
+
+
+def post(client, name, body=None, **kwargs):
+    return client.post(f"/api/v1/{name}", json=body if body is not None else {}, **kwargs)
+
+
+def cli_json(*args):
+    result = run(*args, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+# (endpoint, body, the CLI command asking the same)
+SAME_AS_CLI = [
+    ("plan", {}, ["optimize"]),
+    ("plan", {"mode": "exact", "bandwidth_gbps": 5}, ["optimize", "--mode", "exact", "--bandwidth-gbps", "5"]),
+    ("plan", {"threshold_tokens": 30000}, ["optimize", "--threshold-tokens", "30000"]),
+    ("plan", {"target_rps": 4}, ["optimize", "--target-rps", "4"]),
+    ("plan", {"ttft_target_s": 6, "ttft_load": 0.8}, ["optimize", "--ttft-target-s", "6", "--ttft-load", "0.8"]),
+    ("evaluate", {"threshold_tokens": 19400, "pd_prefill_instances": 3},
+     ["evaluate", "--threshold-tokens", "19400", "--pd-prefill-instances", "3"]),
+    ("kv", {}, ["kv"]),
+    ("kv", {"models": ["internal-1t-hybrid"], "lengths_tokens": [4096, 65536]},
+     ["kv", "internal-1t-hybrid", "--lengths", "4096,65536"]),
+    ("egress", {"prfaas_gpus": 64, "link_gbps": 25}, ["egress", "--prfaas-gpus", "64", "--link-gbps", "25"]),
+    ("simulate", {"requests": 400, "load": [0.5, 0.8], "seed": 3},
+     ["simulate", "--requests", "400", "--load", "0.5,0.8", "--seed", "3"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "body", "args"), SAME_AS_CLI, ids=lambda x: json.dumps(x)[:40])
+def test_every_endpoint_answers_as_the_cli(client, name, body, args):
+    response = post(client, name, body)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == cli_json(*args)
+
+
+def test_a_scenario_in_the_body_plans_as_the_same_scenario_file(client, tmp_path):
+    path = scenario_with(tmp_path, **{"link.bandwidth_gbps": 25, "pd_cluster.instances": 10})
+    body = {"scenario": yaml.safe_load(path.read_text())}
+    api, cli = post(client, "plan", body).json(), cli_json("optimize", path)
+    assert api["inputs"].pop("scenario_file") == "request"
+    assert cli["inputs"].pop("scenario_file") == str(path)
+    assert api == cli
+
+
+def test_markdown_is_the_clis_markdown(client):
+    response = client.post("/api/v1/plan?format=markdown", json={"bandwidth_gbps": 40})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/markdown")
+    assert response.text == run("optimize", "--bandwidth-gbps", "40", "--format", "markdown").stdout
+
+
+def test_the_pages_call_is_plan_with_its_table_and_balance_curve(client):
+    answer = post(client, "whatif", {"bandwidth_gbps": 10}).json()
+    assert answer["plan"] == post(client, "plan", {"bandwidth_gbps": 10}).json()
+    view = answer["view"]
+    assert answer["markdown"].startswith(f"## {view['title']}")
+    for label, cells in view["rows"]:
+        assert f"| {label} | " + " | ".join(cells) + " |" in answer["markdown"]
+    b = answer["balance"]
+    plan = answer["plan"]["plan"]
+    assert b["split"] == [plan["pd_prefill_instances"], plan["pd_decode_instances"]]
+    terms = zip(
+        b["prfaas_rps"], b["pd_prefill_rps"], b["pd_decode_rps"], b["system_rps"], strict=True
+    )
+    for *limits, system in terms:  # null: no limit (inf: nothing routed to that pool)
+        assert system == pytest.approx(min(x for x in limits if x is not None), rel=1e-12)
+    # the plan is the optimum of this split over t: no point of the curve beats it
+    assert max(b["system_rps"]) <= plan["throughput_rps"]["system"] * (1 + 1e-9)
+    assert b["plan_system_rps"] == plan["throughput_rps"]["system"]
+
+
+# (endpoint, body, status, error type, fragment of the message)
+ERRORS = [
+    ("plan", {"threshold_tokens": -1}, 422, "ConfigError", "threshold_tokens must be >= 0"),
+    ("plan", {"target_rps": 7}, 409, "InfeasibleError", "no plan reaches 7 req/s"),
+    ("plan", {"out_of_range": "error"}, 422, "RangeError", "profiled range"),
+    ("plan", {"mode": 3}, 422, "ConfigError", "request: mode: input should be 'paper' or 'exact'"),
+    ("plan", {"threshold_tokens": "100"}, 422, "ConfigError", "threshold_tokens: input should be a valid number"),
+    ("plan", {"bandwidth": 25}, 422, "ConfigError", "bandwidth: extra inputs are not permitted"),
+    ("plan", {"max_prfaas_gpus": 10**30}, 422, "ConfigError", "max_prfaas_gpus must be in"),
+    ("plan", {"bandwidth_gbps": 1e308}, 422, "ConfigError", "bandwidth_gbps must be in"),
+    ("plan", {"solver": "cbc"}, 422, "ConfigError", "solver has no effect without sizing"),
+    ("plan", [1, 2], 422, "ConfigError", "expected a mapping of fields, found list"),
+    ("plan", {"scenario": {**CASE, "link": {"bandwidth_gbps": -1}}}, 422, "ConfigError",
+     "request: scenario.link.bandwidth_gbps: input should be greater than 0"),
+    ("plan", {"scenario": {**CASE, "model": "gpt-9"}}, 422, "ConfigError", "unknown model"),
+    ("plan", {"scenario": {**CASE, "pd_cluster": {**CASE["pd_cluster"], "instances": 0}}}, 422,
+     "ConfigError", "pd_cluster.instances must be >= 1"),
+    ("plan", {"scenario": {**CASE, "workload": {**CASE["workload"], "input_tokens": {
+        "distribution": "observed", "file": "/etc/passwd"}}}}, 422, "ConfigError",
+     "the server reads no file a request names"),
+    ("evaluate", {"threshold_tokens": 1000, "pd_prefill_instances": 8}, 422, "ConfigError",
+     "pd_prefill_instances must be in [0, 7]"),
+    ("evaluate", {}, 422, "ConfigError", "threshold_tokens: field required"),
+    ("kv", {"lengths_tokens": []}, 422, "ConfigError", "lengths_tokens: list should have at least 1 item"),
+    ("kv", {"gpu": "../../etc"}, 422, "ConfigError", "unknown GPU"),
+    ("egress", {"link_gbps": 0}, 422, "ConfigError", "link_gbps must be a finite number > 0"),
+    ("simulate", {"requests": 10**9}, 422, "ConfigError", "requests: input should be less than or equal to 20000"),
+    ("simulate", {"requests": 10_000, "load": [0.5, 0.8, 0.9]}, 422, "ConfigError",
+     "requests x loads must be <= 20,000 on this server"),
+    ("simulate", {"burst_cv": 2}, 422, "ConfigError", "arrivals.burst_cv has no effect here"),
+    ("simulate", {"trace": "/etc/passwd"}, 422, "ConfigError", "trace: extra inputs are not permitted"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "body", "status", "kind", "fragment"), ERRORS,
+                         ids=lambda x: json.dumps(x)[:50])  # fmt: skip
+def test_every_error_is_a_4xx_with_one_line(client, name, body, status, kind, fragment):
+    response = post(client, name, body)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["type"] == kind
+    assert fragment in error["message"]
+    assert "\n" not in error["message"] and "Traceback" not in response.text
+
+
+def test_the_message_is_the_clis_with_parameters_for_flags(client, tmp_path):
+    """The CLI rewrites the library's parameter names into its flags, and names the scenario
+    file where the API says `request: scenario.`; nothing else differs."""
+    api = post(client, "plan", {"target_rps": 7}).json()["error"]["message"]
+    cli = run("optimize", "--target-rps", "7")
+    assert_clean_error(cli, 6)
+    assert cli.stderr == "error: " + api.replace("target_rps", "--target-rps") + "\n"
+    path = scenario_with(tmp_path, **{"slo.decode_tokens_per_s": 0})
+    api = post(client, "plan", {"scenario": yaml.safe_load(path.read_text())}).json()
+    cli = run("optimize", path)
+    assert_clean_error(cli, 3)
+    assert (
+        cli.stderr
+        == f"error: {path}: " + api["error"]["message"].removeprefix("request: scenario.") + "\n"
+    )
+
+
+def test_a_broken_profile_table_is_a_profile_error(tmp_path):
+    data = data_copy(tmp_path)
+    table = data / "profiles/internal-1t-hybrid/prefill/h200-x8/prefill_latency.csv"
+    table.write_text(
+        "input_tokens,prefill_latency_s\n1000,0.44\n8000,0.30\n32000,1.84\n128000,7.40\n"
+    )
+    response = post(TestClient(create_app(data_dir=data)), "plan")
+    assert response.status_code == 422
+    assert response.json()["error"]["type"] == "ProfileError"
+
+
+MALFORMED = [
+    (b"{", 400, "malformed JSON"),
+    (b"\xff\xfe{}", 400, "not UTF-8"),
+    (b'{"target_rps": NaN}', 400, "NaN is not a JSON number"),
+    (b'{"target_rps": Infinity}', 400, "Infinity is not a JSON number"),
+    (b'{"target_rps": 1e999}', 422, "input should be a finite number"),
+    (b'{"max_prfaas_gpus": ' + b"9" * 5000 + b"}", 400, "malformed JSON"),
+    (b"[" * 50_000 + b"]" * 50_000, 400, "malformed JSON"),
+    (b'{"scenario": ' + b'{"a": ' * 40 + b"1" + b"}" * 41, 400, "nested deeper than 32"),
+    (b" " * 300_000, 413, "over the limit of 262,144 bytes"),
+]
+
+
+@pytest.mark.parametrize(("raw", "status", "fragment"), MALFORMED, ids=lambda x: repr(x)[:30])
+def test_hostile_bodies_are_refused_in_one_line(client, raw, status, fragment):
+    response = client.post(
+        "/api/v1/plan", content=raw, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == status, response.text
+    assert fragment in response.json()["error"]["message"]
+
+
+def test_a_body_without_a_declared_length_is_bounded_too(client):
+    chunks = (b" " * 65_536 for _ in range(8))  # streamed: no content-length header
+    response = client.post("/api/v1/plan", content=chunks)
+    assert response.status_code == 413
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+FIELDS = ["scenario", "mode", "threshold_tokens", "bandwidth_gbps", "target_rps", "max_prfaas_gpus",
+          "ttft_target_s", "ttft_percentile", "ttft_load", "out_of_range"]  # fmt: skip
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=3))
+def test_no_body_gives_a_500(client, body):
+    response = client.post("/api/v1/plan", content=json.dumps(body).encode())
+    assert response.status_code in (200, 400, 409, 422), response.text
+    assert "Traceback" not in response.text
+
+
+@pytest.fixture
+def extra_endpoint(monkeypatch):
+    """An endpoint added as /procure would be: one registered function (here raising or
+    blocking on demand), so the status of every error class and the bounds can be shown."""
+    calls = {"raise": None, "release": threading.Event()}
+
+    class Body(Strict):
+        wait: bool = False
+
+    registry = dict(endpoints.ENDPOINTS)
+    monkeypatch.setattr(endpoints, "ENDPOINTS", registry)
+    monkeypatch.setattr("prfaas_plan.server.app.ENDPOINTS", registry)
+
+    @endpoints.endpoint("probe", Body)
+    def probe(body, catalog):
+        """A probe."""
+        if body.wait:
+            calls["release"].wait(10)
+        if calls["raise"] is not None:
+            raise calls["raise"]
+        return endpoints.ENDPOINTS["kv"].handler(endpoints.bodies.KvBody(), catalog)
+
+    return calls
+
+
+@pytest.mark.parametrize(("error", "status"), [
+    (ConfigError("c"), 422), (ProfileError("p"), 422), (RangeError("r"), 422),
+    (InfeasibleError("i"), 409), (SolverError("s"), 503), (ResourceLimitError("m"), 503),
+    (MemoryError(), 503), (PlanError("base"), 422),
+])  # fmt: skip
+def test_each_error_class_has_its_status(extra_endpoint, error, status):
+    extra_endpoint["raise"] = error
+    response = post(TestClient(create_app()), "probe")
+    assert response.status_code == status
+    assert response.json()["error"]["message"]
+
+
+def test_a_bug_is_a_500_with_one_line_and_no_traceback(extra_endpoint):
+    extra_endpoint["raise"] = ZeroDivisionError("x")
+    response = post(TestClient(create_app(), raise_server_exceptions=False), "probe")
+    assert response.status_code == 500
+    assert (
+        response.json()["error"]["message"]
+        == "internal error (ZeroDivisionError); please report it"
+    )
+
+
+def test_a_new_endpoint_is_served_and_documented(extra_endpoint):
+    client = TestClient(create_app())
+    assert post(client, "probe").json() == cli_json("kv")
+    schema = client.get("/openapi.json").json()["paths"]["/api/v1/probe"]["post"]
+    assert schema["summary"] == "A probe."
+
+
+def test_requests_beyond_the_concurrency_limit_are_refused_and_slow_ones_time_out(extra_endpoint):
+    client = TestClient(create_app(Limits(max_concurrent=1, max_queued=0, timeout_s=0.2)))
+    # the first request times out (504) but keeps its slot while its work runs on
+    assert post(client, "probe", {"wait": True}).status_code == 504
+    busy = post(client, "probe")
+    assert (
+        busy.status_code == 503
+        and "1 requests are running and 0 waiting" in busy.json()["error"]["message"]
+    )
+    extra_endpoint["release"].set()
+    for _ in range(100):  # the slot frees when the work ends
+        if (response := post(client, "probe")).status_code != 503:
+            break
+        threading.Event().wait(0.02)
+    assert response.status_code == 200
+
+
+def test_a_scenario_yaml_is_read_with_the_strict_loader(client):
+    text = default_scenario_file().read_text()
+    assert client.post("/api/v1/scenario", content=text).json() == CASE
+    assert client.get("/api/v1/scenario/default").json() == CASE
+    for yaml_text, fragment in [
+        ("name: a\nname: b\n", "duplicate key"),
+        ("a: &x 1\nb: *x\n", "aliases (*name) are not allowed"),
+        (text.replace("bandwidth_gbps: 100", "bandwidth_gbps: '100'"), "link.bandwidth_gbps"),
+        ("- 1\n", "expected a mapping of fields"),
+    ]:
+        response = client.post("/api/v1/scenario", content=yaml_text)
+        assert response.status_code == 422, response.text
+        assert fragment in response.json()["error"]["message"] and "upload" in response.text
+
+
+def test_openapi_documents_every_endpoint_with_its_body(client):
+    paths = client.get("/openapi.json").json()["paths"]
+    for name in ("plan", "evaluate", "kv", "egress", "simulate", "whatif"):
+        body = paths[f"/api/v1/{name}"]["post"]["requestBody"]["content"]["application/json"]
+        assert "properties" in body["schema"]
+    assert client.get("/docs").status_code == 200
+    assert client.get("/nowhere").json()["error"]["message"] == "Not Found"
+    assert client.get("/api/v1/plan").status_code == 405
+
+
+def test_the_page_and_its_files_ship_in_the_package_and_load_nothing_from_elsewhere(client):
+    assert STATIC.parent == Path(prfaas_plan.__file__).parent / "server"
+    page = client.get("/")
+    assert page.status_code == 200 and '<label for="bandwidth">' in page.text
+    for name in ("app.js", "style.css"):
+        assert f"/static/{name}" in page.text
+        assert client.get(f"/static/{name}").status_code == 200
+    for path in STATIC.iterdir():
+        text = path.read_text()
+        assert (
+            "http://" not in text.replace("http://www.w3.org/2000/svg", "")
+            and "https://" not in text
+        )
+    assert client.get("/api/v1/catalog").json()["models"]
+
+
+def test_serve_refuses_a_bad_port_before_starting():
+    assert_clean_error(run("serve", "--port", "70000"), 3, "--port must be in [0, 65535]")
+
+
+README_CURLS = re.findall(
+    r"^curl -s -X POST '?localhost:8000(/api/v1/[^\s']+)'? (?:-d '(.*?)'|--data-binary @(\S+))",
+    (Path(__file__).resolve().parent.parent / "README.md").read_text(),
+    re.M,
+)
+
+
+@pytest.mark.parametrize(("path", "body", "upload"), README_CURLS)
+def test_the_readmes_curl_lines_answer(client, path, body, upload):
+    root = Path(__file__).resolve().parent.parent
+    content = (root / upload).read_bytes() if upload else body.encode()
+    response = client.post(path, content=content)
+    assert response.status_code == 200, response.text
+
+
+def test_the_readme_shows_every_curl_kind():
+    assert {path.split("?")[0] for path, _, _ in README_CURLS} == {
+        f"/api/v1/{name}" for name in ("plan", "evaluate", "kv", "egress", "simulate", "scenario")
+    }
