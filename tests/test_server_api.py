@@ -68,6 +68,9 @@ SAME_AS_CLI = [
     ("egress", {"prfaas_gpus": 64, "link_gbps": 25}, ["egress", "--prfaas-gpus", "64", "--link-gbps", "25"]),
     ("simulate", {"requests": 400, "load": [0.5, 0.8], "seed": 3},
      ["simulate", "--requests", "400", "--load", "0.5,0.8", "--seed", "3"]),
+    ("sensitivity", {"bins": 200, "bandwidth_gbps": 10},
+     ["sensitivity", "--bins", "200", "--bandwidth-gbps", "10"]),
+    ("explain", {"mode": "exact"}, ["explain", "--mode", "exact"]),
 ]  # fmt: skip
 
 
@@ -138,6 +141,7 @@ ERRORS = [
     ("evaluate", {"threshold_tokens": 1000, "pd_prefill_instances": 8}, 422, "ConfigError",
      "pd_prefill_instances must be in [0, 7]"),
     ("evaluate", {}, 422, "ConfigError", "threshold_tokens: field required"),
+    ("sensitivity", {"bins": 100_000}, 422, "ConfigError", "bins: input should be less than or equal to 5000"),
     ("kv", {"lengths_tokens": []}, 422, "ConfigError", "lengths_tokens: list should have at least 1 item"),
     ("kv", {"gpu": "../../etc"}, 422, "ConfigError", "unknown GPU"),
     ("egress", {"link_gbps": 0}, 422, "ConfigError", "link_gbps must be a finite number > 0"),

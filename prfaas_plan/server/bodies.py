@@ -16,6 +16,7 @@ MAX_SIMULATED_REQUESTS = 20_000  # over every load of one /simulate request (~1 
 MAX_LOADS = 8  # loads in one /simulate sweep
 MAX_LENGTHS = 64  # lengths in one /kv request
 MAX_MODELS = 64  # models named in one /kv or /egress request
+MAX_SENSITIVITY_BINS = 5_000  # routing-LP bins of one /sensitivity request (~1 s of LPs)
 
 ModeName = Literal["paper", "exact"]
 Models = Annotated[list[str], Field(max_length=MAX_MODELS)]
@@ -95,3 +96,12 @@ class SimulateBody(ScenarioBody):
 
 def solver_of(name: str | None) -> Solver | None:
     return Solver(name) if name is not None else None
+
+
+class SensitivityBody(ScenarioBody):
+    mode: ModeName = Mode.PAPER.value
+    bins: Annotated[int, Field(ge=2, le=MAX_SENSITIVITY_BINS)] = 2000
+
+
+class ExplainBody(ScenarioBody):
+    mode: ModeName = Mode.PAPER.value

@@ -194,3 +194,23 @@ def simulate_endpoint(body: bodies.SimulateBody, catalog: Catalog) -> tuple[View
         threshold_tokens=body.threshold_tokens,
     )  # fmt: skip
     return simulation_view(report), simulation_json(report)
+
+
+@endpoint("sensitivity", bodies.SensitivityBody)
+def sensitivity_endpoint(body: bodies.SensitivityBody, catalog: Catalog) -> tuple[View, Document]:
+    """`sensitivity`: what binds, what the next unit of each resource buys, the routing bound."""
+    from prfaas_plan.commands.sensitivity import sensitivity_report
+    from prfaas_plan.render.sensitivity import sensitivity_to_json, sensitivity_view
+
+    report = sensitivity_report(problem_of(body, catalog), Mode(body.mode), body.bins, catalog)
+    return sensitivity_view(report), sensitivity_to_json(report)
+
+
+@endpoint("explain", bodies.ExplainBody)
+def explain_endpoint(body: bodies.ExplainBody, catalog: Catalog) -> tuple[View, Document]:
+    """`explain`: the model's equations with the scenario's numbers substituted."""
+    from prfaas_plan.commands.explain import explain
+    from prfaas_plan.render.explain import explain_to_json, explain_view
+
+    report = explain(problem_of(body, catalog), Mode(body.mode))
+    return explain_view(report), explain_to_json(report)
