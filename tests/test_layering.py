@@ -20,7 +20,8 @@ LAYERS = {
     "inputs": 3,  # files, bundled resources, catalog, scenario, trace readers
     "commands": 4,  # one use-case per command
     "render": 5,  # views and plots
-    "shell": 6,  # cli.py, __main__.py
+    "study": 6,  # sweeps over many scenarios: runs commands, flattens their JSON (render/)
+    "shell": 7,  # cli.py, __main__.py
 }
 BASE_MODULES = {"__init__", "units", "errors", "choices", "bounds"}
 SHELL_MODULES = {"cli", "__main__"}

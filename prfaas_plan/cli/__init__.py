@@ -495,6 +495,7 @@ def check_command(
 
 
 # commands defined in their own modules register on `app` when imported (one line each)
+from prfaas_plan.cli import sweep as _sweep  # noqa: E402, F401  (registers its commands)
 
 
 def main() -> None:
