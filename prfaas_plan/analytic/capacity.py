@@ -130,7 +130,12 @@ def rates(
     # nan where a role serves nobody (p = 0 or p = 1): its capacity is then undefined
     compute = np.asarray(prfaas_instances, float) / t_long
     bandwidth = system.link_bandwidth_bytes_per_s
-    link = np.asarray(bandwidth if link_bandwidth_bytes_per_s is None else link_bandwidth_bytes_per_s, float) / s_long
+    link = (
+        np.asarray(
+            bandwidth if link_bandwidth_bytes_per_s is None else link_bandwidth_bytes_per_s, float
+        )
+        / s_long
+    )
     pd_prefill = np.asarray(pd_prefill_instances, float) / t_short
     decode = np.asarray(pd_decode_instances, float) * system.decode_rps_per_instance
     limits = np.broadcast_arrays(

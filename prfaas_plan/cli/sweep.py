@@ -27,7 +27,10 @@ from prfaas_plan.errors import ConfigError
 @app.command("sweep", cls=PlanCommand)
 def sweep_command(
     sweep_file: Annotated[
-        Path, typer.Argument(help="Sweep file (YAML, examples/sweep_*.yaml).", callback=source("sweep file"))
+        Path,
+        typer.Argument(
+            help="Sweep file (YAML, examples/sweep_*.yaml).", callback=source("sweep file")
+        ),
     ],
     results: Annotated[
         Path, typer.Argument(help="Results directory: one Parquet file per chunk of scenarios.")
@@ -51,15 +54,17 @@ def sweep_command(
 ) -> None:
     """Run a command (optimize, evaluate, simulate) over every scenario of a sweep file and
     write one row per scenario, its inputs and every output, as a Parquet dataset."""
-    from prfaas_plan.study.views import run_json, run_view
     from prfaas_plan.study.commands import parameter_names
     from prfaas_plan.study.run import execute, prepare
     from prfaas_plan.study.spec import load_sweep
+    from prfaas_plan.study.views import run_json, run_view
 
     if workers is not None and not 1 <= workers <= 1024:
         raise ConfigError(f"--workers must be in [1, 1024], got {workers}")
     if workers is not None and dask_scheduler is not None:
-        raise ConfigError("--workers and --dask-scheduler exclude each other (the cluster has its own)")
+        raise ConfigError(
+            "--workers and --dask-scheduler exclude each other (the cluster has its own)"
+        )
     sweep = load_sweep(sweep_file, parameter_names)
     plan = prepare(sweep, results, resume)
     todo = sum(len(plan.chunks[i]) for i in plan.todo)
@@ -70,7 +75,12 @@ def sweep_command(
             data_dir=str(data_dir) if data_dir else None, progress=step,
         )  # fmt: skip
     elapsed = time.perf_counter() - started
-    emit(run_view(sweep, plan, results, elapsed), run_json(sweep, plan, results, elapsed), fmt, output)
+    emit(
+        run_view(sweep, plan, results, elapsed),
+        run_json(sweep, plan, results, elapsed),
+        fmt,
+        output,
+    )
 
 
 def _progress(total: int):  # type: ignore[no-untyped-def]
@@ -118,8 +128,10 @@ def sweep_report_command(
     plot: Annotated[
         Path | None,
         typer.Option(
-            "--plot", help="Draw --value over --x and --y (.png/.svg/.pdf).",
-            callback=plot_target, parser=plot_name,
+            "--plot",
+            help="Draw --value over --x and --y (.png/.svg/.pdf).",
+            callback=plot_target,
+            parser=plot_name,
         ),
     ] = None,
     x: Annotated[str | None, typer.Option("--x", help="Axis along x of the figure.")] = None,
@@ -133,8 +145,8 @@ def sweep_report_command(
 ) -> None:
     """Summarise a sweep's results: failures, best plans per group, where PrfaaS beats
     homogeneous PD and by how much; optionally a heat map or line plot over two axes."""
-    from prfaas_plan.study.views import summary_json, summary_view
     from prfaas_plan.study.report import grid, summarize
+    from prfaas_plan.study.views import summary_json, summary_view
 
     if plot is not None:
         if x is None or y is None:

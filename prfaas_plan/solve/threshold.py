@@ -73,7 +73,7 @@ class Splits:
     per_deployment: int
 
     @property
-    def valid(self) -> FloatArray:
+    def valid(self) -> "np.ndarray[tuple[int, ...], np.dtype[np.bool_]]":
         return self.n_d >= 1
 
     def take(self, rows: IntArray | FloatArray) -> "Splits":

@@ -104,26 +104,54 @@ def _optimize_vectorised(p: Parameters) -> bool:
 
 SWEEPABLE: dict[str, Sweepable] = {
     "optimize": Sweepable(
-        frozenset({
-            "mode", "threshold_tokens", "target_rps", "max_prfaas_gpus", "out_of_range",
-            "ttft_target_s", "ttft_percentile", "ttft_load", "ttft_load_rps",
-        }),
+        frozenset(
+            {
+                "mode",
+                "threshold_tokens",
+                "target_rps",
+                "max_prfaas_gpus",
+                "out_of_range",
+                "ttft_target_s",
+                "ttft_percentile",
+                "ttft_load",
+                "ttft_load_rps",
+            }
+        ),
         _optimize,
         _optimize_vectorised,
-    ),  # fmt: skip
+    ),
     "evaluate": Sweepable(
-        frozenset({
-            "threshold_tokens", "pd_prefill_instances", "prfaas_instances", "mode", "out_of_range",
-        }),
+        frozenset(
+            {
+                "threshold_tokens",
+                "pd_prefill_instances",
+                "prfaas_instances",
+                "mode",
+                "out_of_range",
+            }
+        ),
         _evaluate,
-    ),  # fmt: skip
+    ),
     "simulate": Sweepable(
-        frozenset({
-            "load", "rate_rps", "requests", "duration_s", "seed", "arrivals", "burst_cv",
-            "period_s", "amplitude", "policy", "link_latency_s", "mode", "threshold_tokens",
-        }),
+        frozenset(
+            {
+                "load",
+                "rate_rps",
+                "requests",
+                "duration_s",
+                "seed",
+                "arrivals",
+                "burst_cv",
+                "period_s",
+                "amplitude",
+                "policy",
+                "link_latency_s",
+                "mode",
+                "threshold_tokens",
+            }
+        ),
         _simulate,
-    ),  # fmt: skip
+    ),
 }
 
 

@@ -61,7 +61,9 @@ def _evaluations(
     ]
     p = r.offload_fraction
     with np.errstate(invalid="ignore"):
-        egress = np.where((p > 0) & np.isfinite(system_rps), system_rps * p * r.long_kv_cache_bytes, 0.0)
+        egress = np.where(
+            (p > 0) & np.isfinite(system_rps), system_rps * p * r.long_kv_cache_bytes, 0.0
+        )
     columns: Columns = {
         "prfaas_gpus": list(prfaas * s.prfaas_cluster.gpus_per_instance),
         "pd_gpus": list((n_p + n_d) * s.pd_cluster.gpus_per_instance),
@@ -97,7 +99,9 @@ def _ratio(plan: np.ndarray, baseline: np.ndarray) -> list[float | None]:
     return _finite(ratio)
 
 
-def optimize_group(problem: Problem, scenarios: list[Scenario], parameters: dict[str, Any]) -> Columns:
+def optimize_group(
+    problem: Problem, scenarios: list[Scenario], parameters: dict[str, Any]
+) -> Columns:
     """`optimize`'s plan and baseline columns for scenarios that share `problem`'s system and
     workload (see `group_key`), one list entry per scenario."""
     mode = Mode(parameters.get("mode") or Mode.PAPER)
@@ -113,7 +117,9 @@ def optimize_group(problem: Problem, scenarios: list[Scenario], parameters: dict
         )
         plan, plan_rps = _evaluations("plan", problem, (prfaas, n_p, n_d, t), link, mode)
         gpi = scenarios[0]
-        total = prfaas * gpi.prfaas_cluster.gpus_per_instance + pd * gpi.pd_cluster.gpus_per_instance
+        total = (
+            prfaas * gpi.prfaas_cluster.gpus_per_instance + pd * gpi.pd_cluster.gpus_per_instance
+        )
         pd_h = total // gpi.pd_cluster.gpus_per_instance
         none = np.zeros_like(prfaas)
         t_h, n_p_h, n_d_h = optimize_fixed_hardware_batch(

@@ -71,7 +71,9 @@ def summarize(results: Path, group: str | None = None) -> SweepSummary:
     )  # fmt: skip
 
 
-def grid(results: Path, x: str, y: str, value: str) -> tuple[list[Any], list[Any], list[list[float]]]:
+def grid(
+    results: Path, x: str, y: str, value: str
+) -> tuple[list[Any], list[Any], list[list[float]]]:
     """`value` over the x and y axes (mean over the other axes; nan where nothing ran)."""
     table = read_results(results)
     xs, ys, vs = _column(table, x), _column(table, y), _column(table, value)

@@ -89,14 +89,18 @@ def _error_row(exc: BaseException) -> dict[str, Any]:
 
 
 def _problem(sweep: Sweep, scenario: Scenario, data_dir: str | None) -> Problem:
-    return build_problem(scenario, Path(sweep.base_dir) / Path(sweep.source).name, _catalog(data_dir))
+    return build_problem(
+        scenario, Path(sweep.base_dir) / Path(sweep.source).name, _catalog(data_dir)
+    )
 
 
-def _one(sweep: Sweep, scenario: Scenario, parameters: dict[str, Any], data_dir: str | None) -> dict[str, Any]:
+def _one(
+    sweep: Sweep, scenario: Scenario, parameters: dict[str, Any], data_dir: str | None
+) -> dict[str, Any]:
     try:
         document = command(sweep.spec.command).run(_problem(sweep, scenario, data_dir), parameters)
         return {"error_class": None, "error_message": None, **flatten(document)}
-    except Exception as exc:  # noqa: BLE001  a scenario's failure is a row, never the study's end
+    except Exception as exc:
         return _error_row(exc)
 
 
@@ -109,7 +113,7 @@ def run_chunk(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> Column
         parameters = sweep.parameters(point)
         try:
             scenario = scenario_of(sweep, point, scenario_id)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             rows[scenario_id] = _error_row(exc)
             continue
         if sweep.spec.fast_path and entry.vectorised(parameters):
@@ -124,7 +128,7 @@ def run_chunk(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> Column
             columns = fast.optimize_group(
                 _problem(sweep, scenarios[0], data_dir), scenarios, parameters
             )
-        except Exception:  # noqa: BLE001  one by one: each scenario gets its own error row
+        except Exception:
             for scenario_id, scenario, p in members:
                 rows[scenario_id] = _one(sweep, scenario, p, data_dir)
             continue
@@ -267,19 +271,27 @@ def _on_dask(
             parameter="dask_scheduler",
         ) from None
     try:
-        client = Client(scheduler, timeout=10)
+        client = Client(scheduler, timeout=10)  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError) as exc:
         raise ConfigError(
             f"dask_scheduler: cannot reach the Dask scheduler at {scheduler}: {exc}",
             parameter="dask_scheduler",
         ) from None
     with client:
-        shared = client.scatter(sweep, broadcast=True)
+        shared = client.scatter(sweep, broadcast=True)  # type: ignore[no-untyped-call]
         futures = {
-            client.submit(run_chunk, shared, plan.chunks[i], data_dir, pure=False, key=f"chunk-{sweep.fingerprint}-{i}"): i
+            client.submit(
+                run_chunk,
+                shared,
+                plan.chunks[i],
+                data_dir,
+                pure=False,
+                key=f"chunk-{sweep.fingerprint}-{i}",
+            ): i
             for i in todo
         }
-        for future, columns in as_completed(futures, with_results=True):
+        finished = as_completed(futures, with_results=True)  # type: ignore[no-untyped-call]
+        for future, columns in finished:
             yield futures[future], columns
 
 

@@ -83,14 +83,12 @@ class AxisSpec(Strict):
         lo = self.low if self.low is not None else self.start
         hi = self.high if self.high is not None else self.stop
         assert lo is not None and hi is not None  # the validator: one form is complete
-        if self.log:
-            x = np.exp(np.log(lo) + u * (np.log(hi) - np.log(lo)))
-        else:
-            x = lo + u * (hi - lo)
+        span = np.log(hi) - np.log(lo) if self.log else hi - lo
+        x = np.exp(np.log(lo) + u * span) if self.log else lo + u * span
         return [self._typed(float(v)) for v in x]
 
     def _typed(self, value: float) -> Value:
-        return int(round(value)) if self.integer else float(value)
+        return round(value) if self.integer else float(value)
 
 
 class SweepFile(Strict):
@@ -98,12 +96,12 @@ class SweepFile(Strict):
     description: str = ""
     scenario: str | dict[str, Any] = "case_study"  # a path (relative to the sweep file) or inline
     command: str
-    parameters: dict[str, Value | None] = {}
+    parameters: dict[str, Value | None] = Field(default_factory=dict)
     sampling: Literal["grid", "random", "latin_hypercube"] = "grid"
     samples: int | None = Field(default=None, ge=1, le=bounds.MAX_SWEEP_SCENARIOS)
     seed: int = 0
     axes: dict[str, AxisSpec] = Field(min_length=1)
-    filters: list[str] = []
+    filters: list[str] = Field(default_factory=list)
     chunk_size: int = Field(default=2000, ge=1, le=bounds.MAX_SWEEP_CHUNK)
     fast_path: bool = True  # vectorised evaluation of a whole chunk where the command allows
 
