@@ -3,6 +3,8 @@ sweep on a Dask LocalCluster of processes, a killed study resumed equals an unin
 and sweep files are refused with one line."""
 
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -24,6 +26,7 @@ from prfaas_plan.study.spec import load_sweep, scenario_of
 from tests.test_cli import assert_clean_error, run
 
 ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
 
 SMALL = """
 name: small
@@ -49,7 +52,7 @@ def _frame(results: Path) -> list[dict]:
     return read_results(results).to_pylist()
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     link=st.lists(st.floats(1, 800), min_size=1, max_size=6),
     prfaas=st.integers(0, 12),
@@ -192,3 +195,29 @@ def test_failures_are_rows_and_the_report_summarises(tmp_path):
 def test_bad_sweep_files_are_refused_in_one_line(tmp_path, edit, fragment):
     path = _sweep_file(tmp_path, SMALL.replace(*edit))
     assert_clean_error(run("sweep", str(path), str(tmp_path / "r")), 3, fragment)
+
+
+STUDY = re.search(
+    r"## Studies: sweeps over many scenarios\n.*?```bash\n(.*?)```", README, re.S
+).group(1)
+
+
+def test_the_readme_study_runs(tmp_path):
+    """The README's study, with its results and figure redirected into tmp_path."""
+    (tmp_path / "docs").mkdir()
+    for line in STUDY.splitlines():
+        args = shlex.split(line)
+        assert args[0] == "prfaas-plan"
+        args = [str(tmp_path / a) if a.startswith(("results/", "docs/")) else a for a in args[1:]]
+        result = run(*args, cwd=ROOT)
+        assert result.returncode == 0, result.stderr
+    assert (tmp_path / "docs/sweep_link_prfaas.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "examples/sweeps").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_every_example_sweep_is_valid(path):
+    sweep = load_sweep(path, parameter_names)
+    points = list(sweep.points())
+    assert points and all(set(p) == set(sweep.spec.axes) for _, p in points)

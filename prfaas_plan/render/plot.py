@@ -163,7 +163,7 @@ def plot_over_two_axes(
                         ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w")
             ax.set_ylabel(labels[1])
         ax.set_xlabel(labels[0])
-        ax.set_title(f"{labels[2]} over {labels[0]} × {labels[1]}")
+        ax.set_title(f"{labels[2]} (mean over the other axes)", fontsize="medium")
         fig.tight_layout()
         write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
     finally:
