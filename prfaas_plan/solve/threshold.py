@@ -262,14 +262,21 @@ def optimize_fixed_hardware_batch(
     n_p_out = np.empty(pd.size, int)
     # a fixed threshold, no PrfaaS (nothing can be offloaded), or the coarse grid
     if threshold_tokens is not None:
-        groups = [(np.arange(pd.size), np.array([float(threshold_tokens)]))]
+        grids = [(np.ones(pd.size, bool), np.array([float(threshold_tokens)]))]
     else:
-        none = np.flatnonzero(prfaas == 0)
-        some = np.flatnonzero(prfaas > 0)
-        groups = [(none, np.array([np.inf])), (some, threshold_grid(workload, COARSE_GRID_POINTS))]
+        grids = [
+            (prfaas == 0, np.array([np.inf])),
+            (prfaas > 0, threshold_grid(workload, COARSE_GRID_POINTS)),
+        ]
+    # deployments of similar PD size together (by powers of two): each is padded to its
+    # bucket's largest split count, so at most half of the rows evaluated are padding
+    bucket = np.ceil(np.log2(pd)).astype(int)
+    groups = [
+        (np.flatnonzero(chosen & (bucket == b)), grid)
+        for chosen, grid in grids
+        for b in np.unique(bucket[chosen])
+    ]
     for members, grid in groups:
-        if members.size == 0:
-            continue
         width = int(pd[members].max())
         n_p = np.tile(np.arange(width), members.size)
         n_d = np.repeat(pd[members], width) - n_p

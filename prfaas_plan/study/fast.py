@@ -7,7 +7,7 @@ Not covered (left to the per-scenario path): the mode comparison, the unloaded T
 input description, so a fast-path dataset has the plan/baseline columns only.
 """
 
-import json
+import math
 from typing import Any
 
 import numpy as np
@@ -29,15 +29,19 @@ BATCHED_FIELDS = (
 Columns = dict[str, list[Any]]
 
 
-def group_key(scenario: Scenario, parameters: dict[str, Any]) -> str:
-    data = scenario.model_dump(mode="json")
-    for section, field in BATCHED_FIELDS:
-        data[section].pop(field)
-    return json.dumps([data, parameters], sort_keys=True, default=str)
+def group_key(point: dict[str, Any], parameters: dict[str, Any]) -> tuple[Any, ...]:
+    """Scenarios of one sweep (one base scenario) share system and workload when their axis
+    values outside BATCHED_FIELDS and their parameters agree."""
+    batched = {f"{section}.{field}" for section, field in BATCHED_FIELDS}
+    fixed = tuple(sorted((k, v) for k, v in point.items() if k not in batched))
+    return fixed, tuple(sorted(parameters.items()))
 
 
 def _finite(values: np.ndarray) -> list[float | None]:
-    return [float(v) if np.isfinite(v) else None for v in values]
+    as_list: list[float | None] = np.asarray(values, float).tolist()
+    if np.isfinite(values).all():
+        return as_list
+    return [v if v is not None and math.isfinite(v) else None for v in as_list]
 
 
 def _evaluations(
@@ -64,13 +68,13 @@ def _evaluations(
         egress = np.where(
             (p > 0) & np.isfinite(system_rps), system_rps * p * r.long_kv_cache_bytes, 0.0
         )
-    columns: Columns = {
-        "prfaas_gpus": list(prfaas * s.prfaas_cluster.gpus_per_instance),
-        "pd_gpus": list((n_p + n_d) * s.pd_cluster.gpus_per_instance),
+    columns: dict[str, Any] = {
+        "prfaas_gpus": prfaas * s.prfaas_cluster.gpus_per_instance,
+        "pd_gpus": (n_p + n_d) * s.pd_cluster.gpus_per_instance,
         "mode": [str(mode)] * system_rps.size,
-        "prfaas_instances": list(prfaas),
-        "pd_prefill_instances": list(n_p),
-        "pd_decode_instances": list(n_d),
+        "prfaas_instances": prfaas,
+        "pd_prefill_instances": n_p,
+        "pd_decode_instances": n_d,
         "threshold_tokens": _finite(t),
         "offload_fraction": _finite(p),
         "long_mean_tokens": _finite(r.long_mean_tokens),
@@ -88,8 +92,10 @@ def _evaluations(
         "link_bandwidth_bytes_per_s": _finite(link),
         "link_utilization": _finite(egress / link),
     }
-    out = {f"{prefix}.{name}": [int(v) if isinstance(v, np.integer) else v for v in values]
-           for name, values in columns.items()}  # fmt: skip
+    out = {
+        f"{prefix}.{name}": values.tolist() if isinstance(values, np.ndarray) else values
+        for name, values in columns.items()
+    }
     return out, system_rps
 
 

@@ -106,8 +106,10 @@ def _one(
 
 def run_chunk(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> Columns:
     """The rows of one chunk as columns (the function a worker runs)."""
-    rows: dict[int, dict[str, Any]] = {}
-    batches: dict[str, list[tuple[int, Scenario, dict[str, Any]]]] = {}
+    position = {scenario_id: i for i, (scenario_id, _) in enumerate(chunk)}
+    rows: dict[int, dict[str, Any]] = {}  # per-scenario results and failures
+    blocks: list[tuple[list[int], Columns]] = []  # fast-path results: scenario ids, columns
+    batches: dict[Any, list[tuple[int, Scenario, dict[str, Any]]]] = {}
     entry = command(sweep.spec.command)
     for scenario_id, point in chunk:
         parameters = sweep.parameters(point)
@@ -117,38 +119,43 @@ def run_chunk(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> Column
             rows[scenario_id] = _error_row(exc)
             continue
         if sweep.spec.fast_path and entry.vectorised(parameters):
-            key = fast.group_key(scenario, parameters)
+            key = fast.group_key(point, parameters)
             batches.setdefault(key, []).append((scenario_id, scenario, parameters))
         else:
             rows[scenario_id] = _one(sweep, scenario, parameters, data_dir)
     for members in batches.values():
         scenarios = [scenario for _, scenario, _ in members]
-        parameters = members[0][2]
         try:
             columns = fast.optimize_group(
-                _problem(sweep, scenarios[0], data_dir), scenarios, parameters
+                _problem(sweep, scenarios[0], data_dir), scenarios, members[0][2]
             )
         except Exception:
             for scenario_id, scenario, p in members:
                 rows[scenario_id] = _one(sweep, scenario, p, data_dir)
             continue
-        for i, (scenario_id, _, _) in enumerate(members):
-            row = {"error_class": None, "error_message": None}
-            row.update({name: values[i] for name, values in columns.items()})
-            rows[scenario_id] = row
-    points = dict(chunk)
+        ids = [scenario_id for scenario_id, _, _ in members]
+        none: list[Any] = [None] * len(ids)
+        blocks.append((ids, {"error_class": none, "error_message": none, **columns}))
     names: dict[str, None] = dict.fromkeys(["scenario_id", *(f"axis.{a}" for a in sweep.spec.axes)])
+    names.update(dict.fromkeys(["error_class", "error_message"]))
+    for _, columns in blocks:
+        names.update(dict.fromkeys(columns))
     for row in rows.values():
         names.update(dict.fromkeys(row))
-    out: Columns = {name: [] for name in names}
-    for scenario_id, _ in chunk:
-        row = rows[scenario_id]
-        out["scenario_id"].append(scenario_id)
-        for axis in sweep.spec.axes:
-            out[f"axis.{axis}"].append(points[scenario_id][axis])
-        for name in names:
-            if name != "scenario_id" and not name.startswith("axis."):
-                out[name].append(row.get(name))
+    out: Columns = {name: [None] * len(chunk) for name in names}
+    out["scenario_id"] = [scenario_id for scenario_id, _ in chunk]
+    for axis in sweep.spec.axes:
+        out[f"axis.{axis}"] = [point[axis] for _, point in chunk]
+    for ids, columns in blocks:
+        places = [position[i] for i in ids]
+        for name, values in columns.items():
+            column = out[name]
+            for place, value in zip(places, values, strict=True):
+                column[place] = value
+    for scenario_id, row in rows.items():
+        place = position[scenario_id]
+        for name, value in row.items():
+            out[name][place] = value
     return out
 
 

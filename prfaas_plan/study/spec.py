@@ -9,7 +9,6 @@ comparisons parsed with `ast` and evaluated by a small interpreter (names, numbe
 """
 
 import ast
-import copy
 import hashlib
 import itertools
 import json
@@ -113,14 +112,6 @@ def get_path(data: dict[str, Any], path: str) -> Any:
             raise KeyError(path)
         node = node[part]
     return node
-
-
-def set_path(data: dict[str, Any], path: str, value: Value) -> None:
-    *parents, last = path.split(".")
-    node = data
-    for part in parents:
-        node = node[part]
-    node[last] = value
 
 
 _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
@@ -265,10 +256,17 @@ class Sweep:
             yield {name: column[i] for name, column in zip(names, columns, strict=True)}
 
     def scenario_data(self, point: dict[str, Value]) -> dict[str, Any]:
-        data = copy.deepcopy(self.base)
+        """The base scenario with the point's fields set; only the mappings on the way to a set
+        field are copied (the rest is shared with the base, which nothing modifies)."""
+        data = dict(self.base)
         for name, value in point.items():
             if name not in self.parameter_axes:
-                set_path(data, name, value)
+                *parents, last = name.split(".")
+                node = data
+                for part in parents:
+                    node[part] = dict(node[part])
+                    node = node[part]
+                node[last] = value
         return data
 
     def parameters(self, point: dict[str, Value]) -> dict[str, Value | None]:
