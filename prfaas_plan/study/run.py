@@ -159,6 +159,14 @@ def run_chunk(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> Column
     return out
 
 
+def chunk_table(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> "pa.Table":
+    """`run_chunk` as an Arrow table: the task a worker runs (an Arrow table crosses processes
+    as a few buffers, not as one Python object per cell)."""
+    import pyarrow as pa
+
+    return pa.table(run_chunk(sweep, chunk, data_dir))
+
+
 def chunks(sweep: Sweep) -> list[Chunk]:
     points = list(sweep.points())
     size = sweep.spec.chunk_size
@@ -216,13 +224,11 @@ def prepare(sweep: Sweep, results: Path, resume: bool) -> Plan:
     return Plan(all_chunks, done)
 
 
-def write_chunk(results: Path, index: int, columns: Columns) -> None:
+def write_chunk(results: Path, index: int, table: "pa.Table") -> None:
     """One chunk's rows as Parquet, atomically (a dot-file renamed into place: readers and
     --resume never see half a chunk)."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table(columns)
     tmp = results / f".chunk-{index:06d}.parquet.tmp"
     pq.write_table(table, tmp)
     os.replace(tmp, chunk_file(results, index))
@@ -244,23 +250,23 @@ def execute(
     if scheduler is not None:
         finished = _on_dask(sweep, plan, todo, scheduler, data_dir)
     elif workers == 1 or len(todo) <= 1:
-        finished = ((i, run_chunk(sweep, plan.chunks[i], data_dir)) for i in todo)
+        finished = ((i, chunk_table(sweep, plan.chunks[i], data_dir)) for i in todo)
     else:
         finished = _on_processes(sweep, plan, todo, workers, data_dir)
-    for index, columns in finished:
-        write_chunk(results, index, columns)
+    for index, table in finished:
+        write_chunk(results, index, table)
         progress(len(plan.chunks[index]))
 
 
 def _on_processes(
     sweep: Sweep, plan: Plan, todo: list[int], workers: int, data_dir: str | None
-) -> Iterator[tuple[int, Columns]]:
+) -> Iterator[tuple[int, "pa.Table"]]:
     import multiprocessing
 
     # spawned, not forked: the parent may hold threads (the progress bar)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        pending = {pool.submit(run_chunk, sweep, plan.chunks[i], data_dir): i for i in todo}
+        pending = {pool.submit(chunk_table, sweep, plan.chunks[i], data_dir): i for i in todo}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
@@ -269,7 +275,7 @@ def _on_processes(
 
 def _on_dask(
     sweep: Sweep, plan: Plan, todo: list[int], scheduler: str, data_dir: str | None
-) -> Iterator[tuple[int, Columns]]:
+) -> Iterator[tuple[int, "pa.Table"]]:
     try:
         from dask.distributed import Client, as_completed
     except ImportError:
@@ -288,7 +294,7 @@ def _on_dask(
         shared = client.scatter(sweep, broadcast=True)  # type: ignore[no-untyped-call]
         futures = {
             client.submit(
-                run_chunk,
+                chunk_table,
                 shared,
                 plan.chunks[i],
                 data_dir,
