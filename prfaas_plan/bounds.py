@@ -135,3 +135,12 @@ MAX_SIMULATION_S = 3600.0
 # a detailed vLLM or SGLang result of 10^5 requests (per-request ITL lists) is ~100 MB; a
 # Dynamo raw_data.npz is a few kB
 MAX_BENCHMARK_BYTES = 256 * 2**20
+# --- sweeps (study/) ---
+# scenarios one sweep file may generate: 10^7 rows of ~60 columns is a few GB of Parquet, and
+# the generated points (a dict each) must fit in memory before the study starts
+MAX_SWEEP_SCENARIOS = 10_000_000
+# scenarios per task: below 1 nothing runs; above 10^5 a chunk's rows (and its lost work when a
+# study is killed) grow without making the per-task overhead any smaller
+MAX_SWEEP_CHUNK = 100_000
+# a filter expression: a line or two, never a program
+MAX_FILTER_CHARS = 500

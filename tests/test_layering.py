@@ -22,6 +22,7 @@ LAYERS = {
     "commands": 4,  # one use-case per command
     "render": 5,  # views and plots
     "server": 6,  # the HTTP API and the page: calls commands/ and render/ (cli/serve.py starts it)
+    "study": 6,  # sweeps over many scenarios: runs commands, flattens their JSON (render/)
     "shell": 7,  # cli/, __main__.py
 }
 BASE_MODULES = {"__init__", "units", "errors", "choices", "bounds"}

@@ -117,8 +117,10 @@ def rates(
     pd_prefill_instances: ArrayLike,
     pd_decode_instances: ArrayLike,
     mode: Mode,
+    link_bandwidth_bytes_per_s: ArrayLike | None = None,
 ) -> Rates:
-    """All capacity terms of equations (3)-(6), broadcast over the inputs."""
+    """All capacity terms of equations (3)-(6), broadcast over the inputs; `link_bandwidth_bytes_per_s`
+    (default: the system's) may be an array too, for many deployments of one system at once."""
     short, long = workload.split(threshold_tokens)
     p = long[0]
     t_long, l_long = _service_time(system.prfaas_prefill_latency, long, mode)
@@ -127,7 +129,13 @@ def rates(
     s_long, _ = _service_time(system.kv_cache_size, long, mode)
     # nan where a role serves nobody (p = 0 or p = 1): its capacity is then undefined
     compute = np.asarray(prfaas_instances, float) / t_long
-    link = system.link_bandwidth_bytes_per_s / s_long
+    bandwidth = system.link_bandwidth_bytes_per_s
+    link = (
+        np.asarray(
+            bandwidth if link_bandwidth_bytes_per_s is None else link_bandwidth_bytes_per_s, float
+        )
+        / s_long
+    )
     pd_prefill = np.asarray(pd_prefill_instances, float) / t_short
     decode = np.asarray(pd_decode_instances, float) * system.decode_rps_per_instance
     limits = np.broadcast_arrays(

@@ -500,6 +500,7 @@ from prfaas_plan.cli import explain as _explain  # noqa: E402, F401  (registers 
 from prfaas_plan.cli import import_profile as _import_profile  # noqa: E402, F401  (registers its commands)
 from prfaas_plan.cli import sensitivity as _sensitivity  # noqa: E402, F401  (registers its commands)
 from prfaas_plan.cli import serve as _serve  # noqa: E402, F401  (registers its commands)
+from prfaas_plan.cli import sweep as _sweep  # noqa: E402, F401  (registers its commands)
 
 
 def main() -> None:

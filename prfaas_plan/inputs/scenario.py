@@ -144,17 +144,21 @@ def load_scenario(path: Path) -> Scenario:
 def scenario_from_data(data: object, path: str) -> Scenario:
     """A scenario from parsed YAML or JSON (`path` names its source in messages): the schema,
     then the checks across fields."""
-    scenario = parse(Scenario, data, path)
+    return check_scenario(parse(Scenario, data, path), path)
+
+
+def check_scenario(scenario: Scenario, where: str) -> Scenario:
+    """The checks across fields a schema cannot state (a file's, or a generated scenario's)."""
     if scenario.pd_cluster.instances < 1:
         raise ConfigError(
-            f"{path}: pd_cluster.instances must be >= 1 (every request is decoded in the PD cluster), "
+            f"{where}: pd_cluster.instances must be >= 1 (every request is decoded in the PD cluster), "
             f"got {scenario.pd_cluster.instances}"
         )
     for name in ("prfaas_cluster", "pd_cluster"):
         cluster: ClusterSpec = getattr(scenario, name)
         if cluster.gpus > bounds.MAX_GPUS:
             raise ConfigError(
-                f"{path}: {name}: gpus_per_instance x instances must be <= {bounds.MAX_GPUS:,} "
+                f"{where}: {name}: gpus_per_instance x instances must be <= {bounds.MAX_GPUS:,} "
                 f"GPUs, got {cluster.gpus_per_instance} x {cluster.instances} = {cluster.gpus:,}"
             )
     return scenario

@@ -182,3 +182,41 @@ def plot_sensitivity_curves(
         write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
     finally:
         plt.close(fig)
+
+
+def plot_over_two_axes(
+    x_values: list[Any],
+    y_values: list[Any],
+    cells: list[list[float]],
+    labels: tuple[str, str, str],
+    plot_path: Path,
+    kind: str = "heatmap",
+) -> None:
+    """A sweep output over two axes (`sweep-report --plot`): a heat map with the values written
+    in its cells, or one line per y value against x. `labels` = (x, y, value)."""
+    _check_suffix(plot_path)
+    plt = _pyplot()
+    values = np.array(cells, dtype=float)
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    try:
+        if kind == "lines":
+            for row, y in zip(values, y_values, strict=True):
+                ax.plot(x_values, row, marker="o", label=f"{labels[1]} = {y}")
+            ax.set_ylabel(labels[2])
+            ax.legend(fontsize="small")
+        else:
+            image = ax.imshow(values, origin="lower", aspect="auto", cmap="viridis")
+            ax.set_xticks(range(len(x_values)), [f"{v:g}" for v in x_values])
+            ax.set_yticks(range(len(y_values)), [f"{v:g}" for v in y_values])
+            fig.colorbar(image, ax=ax, label=labels[2])
+            if values.size <= 400:
+                for (i, j), v in np.ndenumerate(values):
+                    if np.isfinite(v):
+                        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w")
+            ax.set_ylabel(labels[1])
+        ax.set_xlabel(labels[0])
+        ax.set_title(f"{labels[2]} (mean over the other axes)", fontsize="medium")
+        fig.tight_layout()
+        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
+    finally:
+        plt.close(fig)

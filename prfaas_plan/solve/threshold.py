@@ -60,17 +60,54 @@ class SearchSpace:
         return n_p, self.pd_instances - n_p
 
 
+@dataclass(frozen=True)
+class Splits:
+    """Candidate (N_p, N_d) splits, one per row, each with its deployment's PrfaaS instance count
+    and link bandwidth: the splits of one deployment, or of many deployments of one system
+    (`per_deployment` rows each, padded with N_p = N_d = 0 rows that never win)."""
+
+    prfaas_instances: FloatArray
+    n_p: IntArray
+    n_d: IntArray
+    link_bytes_per_s: FloatArray
+    per_deployment: int
+
+    @property
+    def valid(self) -> "np.ndarray[tuple[int, ...], np.dtype[np.bool_]]":
+        return self.n_d >= 1
+
+    def take(self, rows: IntArray | FloatArray) -> "Splits":
+        return Splits(
+            self.prfaas_instances[rows], self.n_p[rows], self.n_d[rows],
+            self.link_bytes_per_s[rows], self.per_deployment,
+        )  # fmt: skip
+
+    def column(self) -> "Splits":
+        """The rows as a column, to broadcast against a row of thresholds."""
+        return Splits(
+            self.prfaas_instances[:, None], self.n_p[:, None], self.n_d[:, None],
+            self.link_bytes_per_s[:, None], self.per_deployment,
+        )  # fmt: skip
+
+    def per_deployment_max(self, values: FloatArray) -> FloatArray:
+        """Each row's deployment maximum of `values` (one value per row)."""
+        best = values.reshape(-1, self.per_deployment).max(axis=1)
+        spread: FloatArray = np.repeat(best, self.per_deployment)
+        return spread
+
+
 def _limits(
     system: ServingSystem,
     workload: LengthDistribution,
     t: ArrayLike,
-    space: SearchSpace,
-    n_p: ArrayLike,
-    n_d: ArrayLike,
+    rows: Splits,
     mode: Mode,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Λ and the two prefill terms for thresholds `t` broadcast against splits."""
-    r = rates(system, workload, t, space.prfaas_instances, n_p, n_d, mode)
+    r = rates(
+        system, workload, t, rows.prfaas_instances, rows.n_p, rows.n_d, mode,
+        link_bandwidth_bytes_per_s=rows.link_bytes_per_s,
+    )  # fmt: skip
     prfaas_term = r.limits_rps[:2].min(axis=0)
     return r.system_rps, prfaas_term, r.limits_rps[2]
 
@@ -78,31 +115,30 @@ def _limits(
 def _balance_point(
     system: ServingSystem,
     workload: LengthDistribution,
-    space: SearchSpace,
-    n_p: IntArray,
-    n_d: IntArray,
+    rows: Splits,
     mode: Mode,
     grid: FloatArray,
     f: FloatArray,
     g: FloatArray,
-    lower_bound: float,
+    lower_bound: FloatArray,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Solve Θ_prfaas/p = Θ_pd-p/(1−p) for every split (Illinois regula falsi, vectorised),
     inside the first grid bracket [t_i, t_i+1] where f − g (the two terms on the grid) turns
-    non-negative. Splits whose crossing cannot beat `lower_bound` (a Λ already reached) are
-    skipped: with f rising and g falling in the bracket, Λ there is at most
+    non-negative. Splits whose crossing cannot beat `lower_bound` (a Λ already reached by their
+    deployment) are skipped: with f rising and g falling in the bracket, Λ there is at most
     min(f(t_i+1), g(t_i), Θ_pd-d).
     Returns thresholds, their Λ and the prefill capacity there (min of the two terms), or
     (nan, -inf, -inf) for splits without such a bracket. An infinite end (p = 0 or p = 1 there)
     is handled by bisecting until both ends are finite."""
+    n_p, n_d = rows.n_p, rows.n_d
     with np.errstate(invalid="ignore"):
         gap = f - g
     negative = gap < 0  # nan (no request on either side) counts as non-negative
     turns = negative[:, :-1] & ~negative[:, 1:]
-    rows = np.arange(n_p.size)
+    index = np.arange(n_p.size)
     first = turns.argmax(axis=1)
     ceiling = np.minimum(
-        np.minimum(f[rows, first + 1], g[rows, first]), n_d * system.decode_rps_per_instance
+        np.minimum(f[index, first + 1], g[index, first]), n_d * system.decode_rps_per_instance
     )
     # with N_p = 0 the "crossing" is the jump at the shortest length (PD-P term inf -> 0), not a
     # balance: the grid point t = min (everything offloaded) already covers that split
@@ -111,14 +147,14 @@ def _balance_point(
         nothing = np.full(n_p.shape, -np.inf)
         return np.full(n_p.shape, np.nan), nothing, nothing
     a, b = grid[first], grid[first + 1]
-    ga, gb = gap[rows, first], gap[rows, first + 1]
+    ga, gb = gap[index, first], gap[index, first + 1]
     last_side = np.zeros(a.shape)
     for _ in range(ROOT_MAX_STEPS):
         finite = np.isfinite(ga) & np.isfinite(gb)
         with np.errstate(invalid="ignore", divide="ignore"):
             falsi = (a * gb - b * ga) / (gb - ga)
         c = np.where(finite, falsi, 0.5 * (a + b))
-        _, f, g = _limits(system, workload, c, space, n_p, n_d, mode)
+        _, f, g = _limits(system, workload, c, rows, mode)
         gc = f - g
         move_a = crosses & (gc < 0)  # the crossing is right of c
         move_b = crosses & ~(gc < 0)
@@ -132,7 +168,7 @@ def _balance_point(
         if np.all((b - a <= ROOT_RTOL * b) | (np.abs(gc) <= 1e-13 * np.abs(f)) | ~crosses):
             break
     t = np.where(np.abs(ga) < np.abs(gb), a, b)
-    lam, f, g = _limits(system, workload, t, space, n_p, n_d, mode)
+    lam, f, g = _limits(system, workload, t, rows, mode)
     prefill = np.minimum(f, g)
     return (
         np.where(crosses, t, np.nan),
@@ -141,58 +177,55 @@ def _balance_point(
     )
 
 
-def _pick(lam: FloatArray, headroom: FloatArray) -> int:
-    """Index of the best split: highest Λ; among ties (decode-bound plateaus), the most
-    prefill headroom."""
-    best = lam.max()
-    tied = np.flatnonzero(lam >= best * (1 - TIE_RTOL))
-    return int(tied[np.argmax(headroom[tied])])
+def _pick(lam: FloatArray, headroom: FloatArray) -> IntArray:
+    """Per deployment (a row of `lam`), the best split: highest Λ; among ties (decode-bound
+    plateaus), the most prefill headroom (the first such split)."""
+    best = lam.max(axis=1, keepdims=True)
+    tied = lam >= best * (1 - TIE_RTOL)
+    chosen: IntArray = np.argmax(np.where(tied, headroom, -np.inf), axis=1)
+    # a nan headroom among the ties wins as it did with argmax over the ties alone
+    nan_tied = tied & np.isnan(headroom)
+    chosen = np.where(nan_tied.any(axis=1), nan_tied.argmax(axis=1), chosen)
+    return chosen
 
 
-def optimize_fixed_hardware(
+def _optimize_splits(
     system: ServingSystem,
     workload: LengthDistribution,
-    space: SearchSpace,
-    mode: Mode = Mode.PAPER,
-) -> Evaluation:
-    """Maximise Λ_max over t and the integer split N_p/N_d for fixed instance counts."""
-    n_p, n_d = space.splits()
-    if space.threshold_tokens is not None:
-        grid = np.array([float(space.threshold_tokens)])
-    elif space.prfaas_instances == 0:
-        grid = np.array([np.inf])  # nothing can be offloaded
-    else:
-        grid = threshold_grid(workload, COARSE_GRID_POINTS)
-    lam, f, g = _limits(system, workload, grid[None, :], space, n_p[:, None], n_d[:, None], mode)
+    grid: FloatArray,
+    rows: Splits,
+    mode: Mode,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Best threshold, its Λ and prefill headroom for every split (row): the coarse grid, then
+    the balance point and, where Λ peaks away from it, a golden-section polish."""
+    lam, f, g = _limits(system, workload, grid[None, :], rows.column(), mode)
     best_index = lam.argmax(axis=1)
-    rows = np.arange(n_p.size)
+    index = np.arange(rows.n_p.size)
     thresholds = grid[best_index]
-    best_lam = lam[rows, best_index]
-    headroom = np.minimum(f, g)[rows, best_index]
+    best_lam = np.where(rows.valid, lam[index, best_index], -np.inf)
+    headroom = np.minimum(f, g)[index, best_index]
     if grid.size > 1 and workload.threshold_candidates() is None:
         balance_t, balance_lam, balance_prefill = _balance_point(
-            system, workload, space, n_p, n_d, mode, grid, f, g, best_lam.max()
+            system, workload, rows, mode, grid, f, g, rows.per_deployment_max(best_lam)
         )
         # where Λ peaks away from the balance point (a prefill term that is not monotone in t),
         # polish the best grid point too; not where decode already binds there (Λ cannot exceed
         # Θ_pd-d), nor where on the grid the PrfaaS term never falls and the PD-P term never
         # rises (then Λ peaks at the balance point or at an end of the range, both exact)
-        decode_bound = best_lam >= n_d * system.decode_rps_per_instance * (1 - TIE_RTOL)
+        decode_bound = best_lam >= rows.n_d * system.decode_rps_per_instance * (1 - TIE_RTOL)
         with np.errstate(invalid="ignore"):
             monotone = np.all(~(np.diff(f, axis=1) < 0), axis=1) & np.all(
                 ~(np.diff(g, axis=1) > 0), axis=1
             )
         near_balance = np.abs(np.searchsorted(grid, balance_t) - best_index) <= 1
-        away = ~near_balance & ~decode_bound & ~monotone
+        away = ~near_balance & ~decode_bound & ~monotone & rows.valid
         if away.any():
             last = grid.size - 1
             lo = grid[np.clip(best_index - 1, 0, last)][away]
             hi = grid[np.clip(best_index + 1, 0, last)][away]
+            polished = rows.take(away)
             t_polished, lam_polished = golden_section_max(
-                lambda t: _limits(system, workload, t, space, n_p[away], n_d[away], mode)[0],
-                lo,
-                hi,
-                GOLDEN_STEPS,
+                lambda t: _limits(system, workload, t, polished, mode)[0], lo, hi, GOLDEN_STEPS
             )
             better = lam_polished > best_lam[away]
             thresholds[away] = np.where(better, t_polished, thresholds[away])
@@ -202,12 +235,81 @@ def optimize_fixed_hardware(
         thresholds = np.where(use, balance_t, thresholds)
         best_lam = np.where(use, balance_lam, best_lam)
         headroom = np.where(use, balance_prefill, headroom)
-    i = _pick(best_lam, headroom)
+    return thresholds, best_lam, headroom
+
+
+def optimize_fixed_hardware_batch(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    prfaas_instances: IntArray,
+    pd_instances: IntArray,
+    link_bytes_per_s: FloatArray,
+    threshold_tokens: float | None = None,
+    mode: Mode = Mode.PAPER,
+) -> tuple[FloatArray, IntArray, IntArray]:
+    """`optimize_fixed_hardware` for many deployments of one system and workload at once, which
+    differ in instance counts and link bandwidth: (t, N_p, N_d) per deployment, the same choice
+    as one call each, in a handful of array operations over every deployment's splits."""
+    prfaas = np.asarray(prfaas_instances, int)
+    pd = np.asarray(pd_instances, int)
+    link = np.asarray(link_bytes_per_s, float)
+    if np.any(pd < 1) or np.any(prfaas < 0):
+        raise ConfigError(
+            "pd_cluster.instances must be >= 1 and prfaas_cluster.instances >= 0 in every "
+            f"deployment, got {int(pd.min())} and {int(prfaas.min())}"
+        )
+    t_out = np.empty(pd.size)
+    n_p_out = np.empty(pd.size, int)
+    # a fixed threshold, no PrfaaS (nothing can be offloaded), or the coarse grid
+    if threshold_tokens is not None:
+        grids = [(np.ones(pd.size, bool), np.array([float(threshold_tokens)]))]
+    else:
+        grids = [
+            (prfaas == 0, np.array([np.inf])),
+            (prfaas > 0, threshold_grid(workload, COARSE_GRID_POINTS)),
+        ]
+    # deployments of similar PD size together (by powers of two): each is padded to its
+    # bucket's largest split count, so at most half of the rows evaluated are padding
+    bucket = np.ceil(np.log2(pd)).astype(int)
+    groups = [
+        (np.flatnonzero(chosen & (bucket == b)), grid)
+        for chosen, grid in grids
+        for b in np.unique(bucket[chosen])
+    ]
+    for members, grid in groups:
+        width = int(pd[members].max())
+        n_p = np.tile(np.arange(width), members.size)
+        n_d = np.repeat(pd[members], width) - n_p
+        valid = n_d >= 1
+        rows = Splits(
+            prfaas_instances=np.repeat(prfaas[members], width).astype(float),
+            n_p=np.where(valid, n_p, 0), n_d=np.where(valid, n_d, 0),
+            link_bytes_per_s=np.repeat(link[members], width), per_deployment=width,
+        )  # fmt: skip
+        thresholds, lam, headroom = _optimize_splits(system, workload, grid, rows, mode)
+        chosen = _pick(lam.reshape(-1, width), headroom.reshape(-1, width))
+        flat = np.arange(members.size) * width + chosen
+        t_out[members] = thresholds[flat]
+        n_p_out[members] = rows.n_p[flat]
+    return t_out, n_p_out, pd - n_p_out
+
+
+def optimize_fixed_hardware(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    space: SearchSpace,
+    mode: Mode = Mode.PAPER,
+) -> Evaluation:
+    """Maximise Λ_max over t and the integer split N_p/N_d for fixed instance counts."""
+    t, n_p, n_d = optimize_fixed_hardware_batch(
+        system, workload, np.array([space.prfaas_instances]), np.array([space.pd_instances]),
+        np.array([system.link_bandwidth_bytes_per_s]), space.threshold_tokens, mode,
+    )  # fmt: skip
     configuration = Configuration(
         prfaas_instances=space.prfaas_instances,
-        pd_prefill_instances=int(n_p[i]),
-        pd_decode_instances=int(n_d[i]),
-        threshold_tokens=float(thresholds[i]),
+        pd_prefill_instances=int(n_p[0]),
+        pd_decode_instances=int(n_d[0]),
+        threshold_tokens=float(t[0]),
     )
     return evaluate(system, workload, configuration, mode)
 

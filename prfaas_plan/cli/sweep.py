@@ -1,0 +1,162 @@
+"""`prfaas-plan sweep` (a study over many scenarios, locally or on a Dask cluster, into a Parquet
+dataset) and `prfaas-plan sweep-report` (its summary and a figure over two axes)."""
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from prfaas_plan.cli.app import app
+from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.options import (
+    DataDirOpt,
+    FormatOpt,
+    OutputFormat,
+    OutputOpt,
+    plot_name,
+    plot_target,
+    source,
+)
+from prfaas_plan.cli.output import emit
+from prfaas_plan.errors import ConfigError
+
+
+@app.command("sweep", cls=PlanCommand)
+def sweep_command(
+    sweep_file: Annotated[
+        Path,
+        typer.Argument(
+            help="Sweep file (YAML, examples/sweep_*.yaml).", callback=source("sweep file")
+        ),
+    ],
+    results: Annotated[
+        Path, typer.Argument(help="Results directory: one Parquet file per chunk of scenarios.")
+    ],
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Local worker processes [all cores].")
+    ] = None,
+    dask_scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--dask-scheduler",
+            help="Run the chunks on an existing Dask distributed cluster (tcp://HOST:PORT).",
+        ),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the study in RESULTS (same sweep file).")
+    ] = False,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Run a command (optimize, evaluate, simulate) over every scenario of a sweep file and
+    write one row per scenario, its inputs and every output, as a Parquet dataset."""
+    from prfaas_plan.study.commands import parameter_names
+    from prfaas_plan.study.run import execute, prepare
+    from prfaas_plan.study.spec import load_sweep
+    from prfaas_plan.study.views import run_json, run_view
+
+    if workers is not None and not 1 <= workers <= 1024:
+        raise ConfigError(f"--workers must be in [1, 1024], got {workers}")
+    if workers is not None and dask_scheduler is not None:
+        raise ConfigError(
+            "--workers and --dask-scheduler exclude each other (the cluster has its own)"
+        )
+    sweep = load_sweep(sweep_file, parameter_names)
+    plan = prepare(sweep, results, resume)
+    todo = sum(len(plan.chunks[i]) for i in plan.todo)
+    started = time.perf_counter()
+    with _progress(todo) as step:
+        execute(
+            sweep, plan, results, workers=workers or os.cpu_count() or 1, scheduler=dask_scheduler,
+            data_dir=str(data_dir) if data_dir else None, progress=step,
+        )  # fmt: skip
+    elapsed = time.perf_counter() - started
+    emit(
+        run_view(sweep, plan, results, elapsed),
+        run_json(sweep, plan, results, elapsed),
+        fmt,
+        output,
+    )
+
+
+def _progress(total: int):  # type: ignore[no-untyped-def]
+    """A rich progress bar on stderr (a terminal only): scenarios done, rate and ETA."""
+    from contextlib import contextmanager
+
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    @contextmanager
+    def bar():  # type: ignore[no-untyped-def]
+        with Progress(
+            TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
+            TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+            disable=not sys.stderr.isatty(),
+        ) as progress:  # fmt: skip
+            task = progress.add_task("sweep", total=total, rate="")
+            started = time.perf_counter()
+            done = [0]
+
+            def step(n: int) -> None:
+                done[0] += n
+                rate = done[0] / max(time.perf_counter() - started, 1e-9)
+                progress.update(task, advance=n, rate=f"{rate:,.0f} scenarios/s")
+
+            yield step
+
+    return bar()
+
+
+@app.command("sweep-report", cls=PlanCommand)
+def sweep_report_command(
+    results: Annotated[Path, typer.Argument(help="A results directory written by `sweep`.")],
+    group: Annotated[
+        str | None, typer.Option("--group", help="Axis to group the best plans by [first axis].")
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Draw --value over --x and --y (.png/.svg/.pdf).",
+            callback=plot_target,
+            parser=plot_name,
+        ),
+    ] = None,
+    x: Annotated[str | None, typer.Option("--x", help="Axis along x of the figure.")] = None,
+    y: Annotated[str | None, typer.Option("--y", help="Axis along y of the figure.")] = None,
+    value: Annotated[
+        str, typer.Option("--value", help="Output column to draw (mean over other axes).")
+    ] = "speedup_vs_homogeneous",
+    kind: Annotated[str, typer.Option("--kind", help="heatmap or lines.")] = "heatmap",
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+) -> None:
+    """Summarise a sweep's results: failures, best plans per group, where PrfaaS beats
+    homogeneous PD and by how much; optionally a heat map or line plot over two axes."""
+    from prfaas_plan.study.report import grid, summarize
+    from prfaas_plan.study.views import summary_json, summary_view
+
+    if plot is not None:
+        if x is None or y is None:
+            raise ConfigError("--plot needs --x and --y (two axes of the sweep)")
+        if kind not in ("heatmap", "lines"):
+            raise ConfigError(f"--kind must be heatmap or lines, got {kind!r}")
+    summary = summarize(results, group)
+    if plot is not None and x is not None and y is not None:
+        from prfaas_plan.render.plot import plot_over_two_axes
+
+        xs, ys, cells = grid(results, x, y, value)
+        plot_over_two_axes(xs, ys, cells, (x, y, value), plot, kind)
+    emit(summary_view(summary), summary_json(summary), fmt, output)

@@ -1,0 +1,222 @@
+"""Sweeps: the vectorised optimize path equals per-scenario plan(), a local sweep equals the same
+sweep on a Dask LocalCluster of processes, a killed study resumed equals an uninterrupted one,
+and sweep files are refused with one line."""
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.choices import Mode
+from prfaas_plan.commands.plan import plan
+from prfaas_plan.inputs.scenario import build_problem
+from prfaas_plan.render.plan import plan_to_json
+from prfaas_plan.study import fast
+from prfaas_plan.study.commands import parameter_names
+from prfaas_plan.study.run import _catalog, flatten, read_results
+from prfaas_plan.study.spec import load_sweep, scenario_of
+from tests.test_cli import assert_clean_error, run
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+SMALL = """
+name: small
+scenario: {root}/examples/case_study.yaml
+command: optimize
+axes:
+  link.bandwidth_gbps: {{values: [5, 50, 400]}}
+  prfaas_cluster.instances: {{start: 0, stop: 6, step: 2, integer: true}}
+  pd_cluster.instances: {{values: [3, 8]}}
+  mode: {{values: [paper, exact]}}
+filters: ["prfaas_cluster.instances <= 2 * pd_cluster.instances"]
+chunk_size: 10
+"""
+
+
+def _sweep_file(tmp_path: Path, text: str = SMALL, name: str = "sweep.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text.format(root=ROOT))
+    return path
+
+
+def _frame(results: Path) -> list[dict]:
+    return read_results(results).to_pylist()
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    link=st.lists(st.floats(1, 800), min_size=1, max_size=6),
+    prfaas=st.integers(0, 12),
+    pd=st.integers(1, 14),
+    mu=st.floats(8.0, 11.0),
+    sigma=st.floats(0.4, 1.6),
+    mode=st.sampled_from(["paper", "exact"]),
+)
+def test_vectorised_optimize_equals_plan_per_scenario(
+    tmp_path_factory, link, prfaas, pd, mu, sigma, mode
+):
+    text = f"""
+name: v
+scenario: {ROOT}/examples/case_study.yaml
+command: optimize
+parameters: {{mode: {mode}}}
+axes:
+  link.bandwidth_gbps: {{values: {link}}}
+  prfaas_cluster.instances: {{values: [0, {prfaas}]}}
+  pd_cluster.instances: {{values: [1, {pd}]}}
+  workload.input_tokens.mu_log: {{values: [{mu}]}}
+  workload.input_tokens.sigma_log: {{values: [{sigma}]}}
+"""
+    path = tmp_path_factory.mktemp("v") / "v.yaml"
+    path.write_text(text)
+    sweep = load_sweep(path, parameter_names)
+    points = list(sweep.points())
+    scenarios = [scenario_of(sweep, p, i) for i, p in points]
+    catalog = _catalog(None)
+    problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", catalog)
+    columns = fast.optimize_group(problem, scenarios, {"mode": mode})
+    for i, scenario in enumerate(scenarios):
+        one = build_problem(scenario, ROOT / "examples/case_study.yaml", catalog)
+        expected = flatten(plan_to_json(plan(one, mode=Mode(mode))))
+        for name, values in columns.items():
+            want, got = expected[name], values[i]
+            if name.endswith("bounds"):  # terms tied within 1e-6: their order is rounding's
+                assert set(got.split(",")) == set(want.split(",")), name
+            elif isinstance(want, float) and got is not None:
+                assert got == pytest.approx(want, rel=1e-12, abs=1e-300), name
+            else:
+                assert got == want, name
+
+
+def test_fast_path_rows_equal_the_per_scenario_path(tmp_path):
+    """The whole study both ways: the fast path's columns are the generic path's values."""
+    path = _sweep_file(tmp_path)
+    slow_file = _sweep_file(tmp_path, SMALL + "fast_path: false\n", "slow.yaml")
+    assert run("sweep", str(path), str(tmp_path / "fast"), "--workers", "1").returncode == 0
+    assert run("sweep", str(slow_file), str(tmp_path / "slow"), "--workers", "1").returncode == 0
+    fast_rows, slow_rows = _frame(tmp_path / "fast"), _frame(tmp_path / "slow")
+    assert len(fast_rows) == len(slow_rows) > 0
+    for f, s in zip(fast_rows, slow_rows, strict=True):
+        for name, value in f.items():
+            assert (
+                value == pytest.approx(s[name], rel=1e-12)
+                if isinstance(value, float)
+                else value == s[name]
+            ), name
+    assert "inputs.mean_input_tokens" in slow_rows[0]  # the generic path keeps every output
+
+
+def test_local_sweep_equals_the_same_sweep_on_a_dask_cluster(tmp_path):
+    from dask.distributed import LocalCluster
+
+    path = _sweep_file(tmp_path)
+    assert run("sweep", str(path), str(tmp_path / "local"), "--workers", "1").returncode == 0
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster:  # fmt: skip
+        result = run(
+            "sweep",
+            str(path),
+            str(tmp_path / "dask"),
+            "--dask-scheduler",
+            cluster.scheduler_address,
+        )
+        assert result.returncode == 0, result.stderr
+    assert _frame(tmp_path / "local") == _frame(tmp_path / "dask")
+
+
+def test_a_killed_study_resumes_to_the_uninterrupted_dataset(tmp_path):
+    text = SMALL.replace("chunk_size: 10", "chunk_size: 4").replace("fast_path", "x")
+    path = _sweep_file(tmp_path, text + "fast_path: false\n")
+    results = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "prfaas_plan", "sweep", str(path), str(results), "--workers", "1"]
+    process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not list(results.glob("chunk-*.parquet")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    landed = len(list(results.glob("chunk-*.parquet")))
+    total = -(-len(list(load_sweep(path, parameter_names).points())) // 4)
+    assert 1 <= landed < total  # killed mid-study
+    assert run("sweep", str(path), str(results), "--workers", "1").returncode == 3  # not empty
+    assert run("sweep", str(path), str(results), "--resume", "--workers", "1").returncode == 0
+    assert run("sweep", str(path), str(tmp_path / "whole"), "--workers", "1").returncode == 0
+    resumed, whole = _frame(results), _frame(tmp_path / "whole")
+    assert [r["scenario_id"] for r in resumed] == sorted({r["scenario_id"] for r in resumed})
+    assert resumed == whole
+
+
+def test_failures_are_rows_and_the_report_summarises(tmp_path):
+    text = SMALL.replace("values: [3, 8]", "values: [0, 8]")  # pd_cluster.instances 0 is refused
+    path = _sweep_file(tmp_path, text)
+    assert run("sweep", str(path), str(tmp_path / "r"), "--workers", "1").returncode == 0
+    rows = _frame(tmp_path / "r")
+    failed = [r for r in rows if r["error_class"] is not None]
+    assert failed and all(r["axis.pd_cluster.instances"] == 0 for r in failed)
+    assert all("pd_cluster.instances must be >= 1" in r["error_message"] for r in failed)
+    import pandas
+
+    frame = pandas.read_parquet(tmp_path / "r")
+    assert len(frame) == len(rows)
+    report = run("sweep-report", str(tmp_path / "r"), "--format", "json", "--plot", str(tmp_path / "f.png"),
+                 "--x", "link.bandwidth_gbps", "--y", "prfaas_cluster.instances")  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "f.png").stat().st_size > 0
+    beats = sum(1 for r in rows if (r.get("speedup_vs_homogeneous") or 0) > 1)
+    assert f'"beats": {beats}' in report.stdout
+
+
+@pytest.mark.parametrize(
+    ("edit", "fragment"),
+    [
+        (
+            ("link.bandwidth_gbps", "link.bandwidth_mbps"),
+            "axes.link.bandwidth_mbps: neither a field",
+        ),
+        (("command: optimize", "command: procure2"), "cannot be swept"),
+        (("<= 2 *", "<= __import__('os') and 2 *"), "filters take names"),
+        (("{values: [5, 50, 400]}", "{values: [5], low: 1}"), "exactly one of"),
+        (("chunk_size: 10", "chunk_size: 0"), "chunk_size"),
+    ],
+)
+def test_bad_sweep_files_are_refused_in_one_line(tmp_path, edit, fragment):
+    path = _sweep_file(tmp_path, SMALL.replace(*edit))
+    assert_clean_error(run("sweep", str(path), str(tmp_path / "r")), 3, fragment)
+
+
+STUDY = re.search(
+    r"## Studies: sweeps over many scenarios\n.*?```bash\n(.*?)```", README, re.S
+).group(1)
+
+
+def test_the_readme_study_runs(tmp_path):
+    """The README's study, with its results and figure redirected into tmp_path."""
+    (tmp_path / "docs").mkdir()
+    for line in STUDY.splitlines():
+        args = shlex.split(line)
+        assert args[0] == "prfaas-plan"
+        args = [str(tmp_path / a) if a.startswith(("results/", "docs/")) else a for a in args[1:]]
+        result = run(*args, cwd=ROOT)
+        assert result.returncode == 0, result.stderr
+    assert (tmp_path / "docs/sweep_link_prfaas.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "examples/sweeps").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_every_example_sweep_is_valid(path):
+    sweep = load_sweep(path, parameter_names)
+    points = list(sweep.points())
+    assert points and all(set(p) == set(sweep.spec.axes) for _, p in points)
