@@ -220,3 +220,34 @@ def test_every_example_sweep_is_valid(path):
     sweep = load_sweep(path, parameter_names)
     points = list(sweep.points())
     assert points and all(set(p) == set(sweep.spec.axes) for _, p in points)
+
+
+def test_a_sensitivity_sweep_row_is_the_sensitivity_report(tmp_path):
+    """Each row of a `sensitivity` study is the command's JSON for that scenario, flattened."""
+    from prfaas_plan.commands.sensitivity import sensitivity_report
+    from prfaas_plan.render.sensitivity import sensitivity_to_json
+
+    text = (
+        "name: s\nscenario: {root}/examples/case_study.yaml\ncommand: sensitivity\n"
+        "parameters: {{bins: 100}}\naxes:\n  link.bandwidth_gbps: {{values: [5, 100]}}\n"
+    )
+    path = _sweep_file(tmp_path, text)
+    assert run("sweep", str(path), str(tmp_path / "out"), "--workers", "1").returncode == 0
+    rows = _frame(tmp_path / "out")
+    sweep = load_sweep(path, parameter_names)
+    catalog = _catalog(None)
+    for row in rows:
+        assert row["error_class"] is None
+        scenario = scenario_of(
+            sweep, {"link.bandwidth_gbps": row["axis.link.bandwidth_gbps"]}, row["scenario_id"]
+        )
+        problem = build_problem(scenario, ROOT / "examples" / "case_study.yaml", catalog)
+        expected = flatten(
+            sensitivity_to_json(sensitivity_report(problem, Mode.PAPER, 100, catalog))
+        )
+        assert {k: row[k] for k in expected} == pytest.approx(expected)
+    gains = {
+        r["axis.link.bandwidth_gbps"]: r["marginal_gains.link_bandwidth_10pct.gain_rps"]
+        for r in rows
+    }
+    assert gains[5] > 0 == gains[100]  # the link binds at 5 Gbps, not at 100

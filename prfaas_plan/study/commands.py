@@ -11,6 +11,7 @@ from typing import Any
 
 from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import Problem
 
 Document = dict[str, Any]
@@ -20,7 +21,7 @@ Parameters = dict[str, Any]
 @dataclass(frozen=True)
 class Sweepable:
     parameters: frozenset[str]
-    run: Callable[[Problem, Parameters], Document]
+    run: Callable[[Problem, Parameters, Catalog], Document]  # the problem's catalog
     # `optimize` without sizing or a TTFT target: a whole chunk in a few array operations
     vectorised: Callable[[Parameters], bool] = lambda _: False
 
@@ -33,7 +34,7 @@ def _range(value: Any) -> RangePolicy:
     return RangePolicy(value) if value is not None else RangePolicy.EXTRAPOLATE
 
 
-def _optimize(problem: Problem, p: Parameters) -> Document:
+def _optimize(problem: Problem, p: Parameters, _catalog: Catalog) -> Document:
     from prfaas_plan.commands.plan import plan, ttft_target
     from prfaas_plan.render.plan import plan_to_json
 
@@ -48,7 +49,7 @@ def _optimize(problem: Problem, p: Parameters) -> Document:
     return plan_to_json(report)
 
 
-def _evaluate(problem: Problem, p: Parameters) -> Document:
+def _evaluate(problem: Problem, p: Parameters, _catalog: Catalog) -> Document:
     from prfaas_plan.commands.plan import evaluate_configuration
     from prfaas_plan.render.plan import evaluation_to_json
 
@@ -63,7 +64,7 @@ def _evaluate(problem: Problem, p: Parameters) -> Document:
     return evaluation_to_json(report)
 
 
-def _simulate(problem: Problem, p: Parameters) -> Document:
+def _simulate(problem: Problem, p: Parameters, _catalog: Catalog) -> Document:
     from prfaas_plan.commands.simulate import run_simulations
     from prfaas_plan.commands.simulation_spec import (
         ArrivalSpec,
@@ -95,6 +96,18 @@ def _simulate(problem: Problem, p: Parameters) -> Document:
         problem, request, plan_mode=_mode(p.get("mode")), threshold_tokens=p.get("threshold_tokens")
     )
     return simulation_json(report)
+
+
+def _sensitivity(problem: Problem, p: Parameters, catalog: Catalog) -> Document:
+    from prfaas_plan.commands.sensitivity import sensitivity_report
+    from prfaas_plan.render.sensitivity import sensitivity_to_json
+    from prfaas_plan.solve.relaxation import DEFAULT_BINS
+
+    bins = p.get("bins")
+    report = sensitivity_report(
+        problem, _mode(p.get("mode")), DEFAULT_BINS if bins is None else bins, catalog
+    )
+    return sensitivity_to_json(report)
 
 
 def _optimize_vectorised(p: Parameters) -> bool:
@@ -152,6 +165,7 @@ SWEEPABLE: dict[str, Sweepable] = {
         ),
         _simulate,
     ),
+    "sensitivity": Sweepable(frozenset({"mode", "bins"}), _sensitivity),
 }
 
 

@@ -98,7 +98,8 @@ def _one(
     sweep: Sweep, scenario: Scenario, parameters: dict[str, Any], data_dir: str | None
 ) -> dict[str, Any]:
     try:
-        document = command(sweep.spec.command).run(_problem(sweep, scenario, data_dir), parameters)
+        problem = _problem(sweep, scenario, data_dir)
+        document = command(sweep.spec.command).run(problem, parameters, _catalog(data_dir))
         return {"error_class": None, "error_message": None, **flatten(document)}
     except Exception as exc:
         return _error_row(exc)
