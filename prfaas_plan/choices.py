@@ -42,3 +42,10 @@ class RoutingPolicy(StrEnum):
     REBALANCE = "rebalance"  # long-term conversion of PD instances between prefill and decode
     DUAL = "dual"  # both timescales: rebalance + adaptive threshold
     PREFIX = "prefix"  # prefix-cache-aware routing (needs a trace with hash_ids)
+
+
+class CostModel(StrEnum):
+    """How a GPU-hour is priced (analytic/cost.py)."""
+
+    ON_DEMAND = "on-demand"  # the on-demand rental price per GPU-hour
+    TCO = "tco"  # owned: purchase / depreciation hours + board power x PUE x electricity

@@ -319,7 +319,9 @@ class Catalog:
             )
         return spec
 
-    def link_offering(self, name: str, where: str = "", parameter: str | None = None) -> LinkOffering:
+    def link_offering(
+        self, name: str, where: str = "", parameter: str | None = None
+    ) -> LinkOffering:
         """A link offering of data/links/; `where` prefixes, and `parameter` tags, an unknown one."""
         folder = self.data_dir / "links"
         path = folder / f"{name}.yaml"

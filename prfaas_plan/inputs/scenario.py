@@ -122,6 +122,21 @@ class SloSpec(Strict):
     )
 
 
+# the share of Λ_max a deployment is priced at (its tokens per dollar); stated in every result
+DEFAULT_UTILIZATION = 0.7
+
+
+class CostSpec(Strict):
+    """Prices for this scenario, over those of the GPU files and data/links/ (inputs/pricing.py)."""
+
+    cost_model: Literal["on-demand", "tco"] = "on-demand"
+    gpu_prices_usd_per_gpu_hour: dict[
+        Name, Annotated[float, Field(ge=0, le=bounds.MAX_USD_PER_GPU_HOUR)]
+    ] = Field(default_factory=dict)
+    link_offering: Name | None = None  # None: the cheapest shipped offering wide enough
+    utilization: float = Field(default=DEFAULT_UTILIZATION, ge=bounds.MIN_UTILIZATION, le=1.0)
+
+
 class Scenario(Strict):
     name: str
     description: str = ""
@@ -132,6 +147,7 @@ class Scenario(Strict):
     link: LinkSpec
     workload: WorkloadSpec
     slo: SloSpec
+    cost: CostSpec | None = None
 
 
 def load_scenario(path: Path) -> Scenario:
