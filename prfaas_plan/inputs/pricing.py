@@ -108,7 +108,8 @@ def gpu_hour_price(
 ) -> GpuHourPrice:
     """A GPU's price per hour: a `--gpu-price` override, else the scenario's, else the GPU file's."""
     if gpu in overrides:
-        return GpuHourPrice(gpu, _check_price(gpu, overrides[gpu], "", "gpu_price"), "--gpu-price")
+        price = _check_price(gpu, overrides[gpu], "gpu_price: ", "gpu_price")
+        return GpuHourPrice(gpu, price, "--gpu-price")
     if gpu in scenario_prices:
         return GpuHourPrice(gpu, scenario_prices[gpu], f"{where}cost.gpu_prices_usd_per_gpu_hour")
     spec = catalog.gpu(gpu)
@@ -163,12 +164,13 @@ def resolve_pricing(
     needed_gbps = scenario.link.bandwidth_gbps
     if name is not None:
         offering = catalog.link_offering(
-            name, where="" if link_offering else f"{where}cost.link_offering: ",
+            name,
+            where="link_offering: " if link_offering else f"{where}cost.link_offering: ",
             parameter="link_offering" if link_offering else None,
         )  # fmt: skip
         if offering.bandwidth_gbps < needed_gbps:
             raise ConfigError(
-                f"link offering {name!r} carries {offering.bandwidth_gbps:g} Gbps, less than the "
+                f"link_offering {name!r} carries {offering.bandwidth_gbps:g} Gbps, less than the "
                 f"{needed_gbps:g} Gbps link the plan assumes (link.bandwidth_gbps); choose a wider "
                 f"offering or model this one with --bandwidth-gbps {offering.bandwidth_gbps:g}",
                 parameter="link_offering",

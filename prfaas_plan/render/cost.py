@@ -5,6 +5,7 @@ from prfaas_plan import units
 from prfaas_plan.analytic.cost import DeploymentCost
 from prfaas_plan.commands.cost import PlanCost
 from prfaas_plan.commands.plan import Deployment
+from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.render.views import Document, fmt, number
 
 
@@ -28,17 +29,9 @@ def deployment_cost_json(c: DeploymentCost) -> Document:
 
 
 def plan_cost_json(cost: PlanCost, system_throughput_rps: float) -> Document:
-    p, e = cost.pricing, cost.equal_cost
+    e = cost.equal_cost
     return {
         **deployment_cost_json(cost.deployment),
-        "cost_model": str(p.cost_model),
-        "prices": {
-            "prfaas_usd_per_gpu_hour": p.prfaas.usd_per_gpu_hour,
-            "prfaas_price_source": p.prfaas.source,
-            "pd_usd_per_gpu_hour": p.pd.usd_per_gpu_hour,
-            "pd_price_source": p.pd.source,
-            "link_offerings_considered": [x.name for x in p.links],
-        },
         "equal_cost_homogeneous_pd": {
             "budget_usd_per_hour": e.budget_usd_per_hour,
             "pd_instances": e.pd_instances,
@@ -50,6 +43,23 @@ def plan_cost_json(cost: PlanCost, system_throughput_rps: float) -> Document:
         },
         "speedup_vs_equal_cost_homogeneous": number(cost.gain_vs_equal_cost(system_throughput_rps)),
     }
+
+
+def prices_json(p: Pricing) -> Document:
+    """The prices used and where each comes from (goes under `inputs`, beside the tables)."""
+    return {
+        "cost_model": str(p.cost_model),
+        "utilization": p.utilization,
+        "prfaas_usd_per_gpu_hour": p.prfaas.usd_per_gpu_hour,
+        "prfaas_price_source": p.prfaas.source,
+        "pd_usd_per_gpu_hour": p.pd.usd_per_gpu_hour,
+        "pd_price_source": p.pd.source,
+        "link_offerings": [
+            {"name": x.name, "fixed_usd_per_hour": x.fixed_usd_per_hour, "usd_per_gb": x.usd_per_gb,
+             "bandwidth_bytes_per_s": x.bandwidth_bytes_per_s, "rtt_s": x.rtt_s}
+            for x in p.links
+        ],
+    }  # fmt: skip
 
 
 def cost_rows(deployments: list[Deployment]) -> list[tuple[str, list[str]]]:

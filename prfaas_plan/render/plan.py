@@ -11,7 +11,13 @@ from prfaas_plan import __version__, units
 from prfaas_plan.analytic.capacity import Evaluation
 from prfaas_plan.analytic.ttft import TtftSummary
 from prfaas_plan.commands.plan import Deployment, EvaluationReport, PlanReport, RangeNote
-from prfaas_plan.render.cost import cost_notes, cost_rows, deployment_cost_json, plan_cost_json
+from prfaas_plan.render.cost import (
+    cost_notes,
+    cost_rows,
+    deployment_cost_json,
+    plan_cost_json,
+    prices_json,
+)
 from prfaas_plan.render.views import Document, View, fmt, number
 
 TTFT_NOTE = (
@@ -85,9 +91,10 @@ def _add_plan_cost(out: Document, report: PlanReport | EvaluationReport, key: st
     if report.plan_cost is not None:
         deployment = report.plan if isinstance(report, PlanReport) else report.deployment
         rps = deployment.evaluation.system_throughput_rps
-        block = out[key]
-        assert isinstance(block, dict)
+        block, inputs = out[key], out["inputs"]
+        assert isinstance(block, dict) and isinstance(inputs, dict)
         block["cost"] = plan_cost_json(report.plan_cost, rps)
+        inputs["prices"] = prices_json(report.plan_cost.pricing)
     return out
 
 
