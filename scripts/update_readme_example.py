@@ -25,6 +25,10 @@ EXAMPLES = {
         "simulate", "examples/case_study.yaml", "--load", "0.5,0.8,0.95", "--requests", "100000",
         "--seed", "0", "--format", "markdown",
     ],
+    "cost-twice-h20-markdown": [
+        "evaluate", "--threshold-tokens", "19435", "--pd-prefill-instances", "3",
+        "--gpu-price", "h200=2.4", "--format", "markdown",
+    ],
 }  # fmt: skip
 
 
