@@ -147,3 +147,9 @@ MAX_LINK_USD_PER_GB = 10.0
 MAX_RTT_MS = 1_000.0
 # the share of Λ_max a deployment is run at when pricing its tokens: (0, 1]
 MIN_UTILIZATION = 0.01
+# procure's candidate space: sites and instances per site (the MILP has sites x thresholds
+# continuous variables; 64 sites x 131 thresholds stays well under a second of HiGHS), and the
+# brute-force cross-check refuses more than this many points
+MAX_PROCURE_SITES = 64
+MAX_PROCURE_INSTANCES_PER_SITE = 1_000
+MAX_BRUTE_FORCE_POINTS = 2_000_000

@@ -516,6 +516,9 @@ def check_command(
 # commands defined in their own modules register on `app` when imported (one line each)
 
 
+from prfaas_plan.cli import procure as _procure  # noqa: E402, F401  (registers its commands)
+
+
 def main() -> None:
     """The console script `prfaas-plan`: the app, and an interrupt before it starts."""
     try:

@@ -26,6 +26,9 @@ PARAMETER_FLAGS: dict[str, str] = {
     "link_offering": "--link-offering",
     "cost_model": "--cost-model",
     "utilization": "--utilization",
+    # procure (commands/procure.py)
+    "budget_usd_per_hour": "--budget-usd-per-hour",
+    "max_instances_per_site": "--max-instances-per-site",
     "bandwidth_gbps": "--bandwidth-gbps",
     "target_rps": "--target-rps",
     "max_prfaas_gpus": "--max-prfaas-gpus",
