@@ -18,6 +18,7 @@ mode: max Σ_k Λ_k with cost <= B. `brute_force` enumerates the same space (tes
 Units: req/s, $/h, bytes.
 """
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -29,6 +30,10 @@ from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.choices import Solver
 from prfaas_plan.solve.sizing_milp import Milp, solve_milp
+
+# a cost (or throughput) within 1e-6 of the optimum: far below any price's precision, and it
+# lets HiGHS stop once the bound proves it (1e-9, the sizing MILP's gap, took seconds longer)
+PROCURE_REL_GAP = 1e-6
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,19 @@ def build_procure_milp(
     lam_idx = y_idx + k
     n_vars = 2 * j_count + 2 + 2 * k + j_count * k
     big_m = space.decode_rps_per_instance * space.max_pd_instances
+    # the tightest big-Ms the bounds allow (a weak relaxation made the budget mode take ~20 s):
+    # a site carries at most max_k min(a_jk U_j, b_jk); Λ_k at most what every pool allows
+    site_caps = np.array([np.minimum(s.compute_rps_per_instance * s.max_instances, s.link_rps)
+                          for s in space.sites]).reshape(j_count, k)  # fmt: skip
+    site_m = site_caps.max(axis=1) if k else np.zeros(j_count)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam_m = np.minimum.reduce([
+            np.full(k, big_m),
+            np.where(space.local_fraction > 0, space.pd_prefill_rps_per_instance
+                     * space.max_pd_instances / space.local_fraction, np.inf),
+            np.where(space.offload_fraction > 0, site_caps.sum(axis=0) / space.offload_fraction,
+                     np.inf),
+        ])  # fmt: skip
     rows: list[npt.NDArray[np.int64]] = []
     cols: list[npt.NDArray[np.int64]] = []
     vals: list[FloatArray] = []
@@ -160,7 +178,7 @@ def build_procure_milp(
         for kk in range(k):
             row([lam_jk[kk], n_idx[j]], [1.0, -site.compute_rps_per_instance[kk]], -inf, 0.0)
             row([lam_jk[kk], y_idx[kk]], [1.0, -site.link_rps[kk]], -inf, 0.0)
-        row([*lam_jk, z_idx[j]], [*np.ones(k), -big_m], -inf, 0.0)
+        row([*lam_jk, z_idx[j]], [*np.ones(k), -site_m[j]], -inf, 0.0)
         row([n_idx[j], z_idx[j]], [1.0, -float(site.max_instances)], -inf, 0.0)
         cost_cols += [int(n_idx[j]), int(z_idx[j]), *lam_jk.tolist()]
         cost_vals += [site.usd_per_instance_hour, site.fixed_usd_per_hour]
@@ -175,7 +193,7 @@ def build_procure_milp(
             0.0,
         )
         row([lam_idx[kk], nd_idx], [1.0, -space.decode_rps_per_instance], -inf, 0.0)
-        row([lam_idx[kk], y_idx[kk]], [1.0, -big_m], -inf, 0.0)
+        row([lam_idx[kk], y_idx[kk]], [1.0, -lam_m[kk]], -inf, 0.0)
         if space.local_fraction[kk] > 0:
             row([y_idx[kk], np_idx], [1.0, -1.0], -inf, 0.0)
     row(y_idx, np.ones(k), 1.0, 1.0)
@@ -187,7 +205,7 @@ def build_procure_milp(
     else:
         assert budget_usd_per_hour is not None
         row(np.array(cost_cols), np.array(cost_vals), -inf, budget_usd_per_hour)
-        c[lam_idx] = -1e3 / big_m
+        c[lam_idx] = -1.0  # req/s: 1e-6 of the optimum is below any printed digit
     var_lower = np.zeros(n_vars)
     var_upper = np.full(n_vars, inf)
     var_upper[n_idx] = [s.max_instances for s in space.sites]
@@ -221,9 +239,126 @@ def point_from_solution(space: ProcureSpace, x: FloatArray) -> ProcurePoint:
     return ProcurePoint(kk, n, tuple(float(v) for v in lam_jk), n_p, n_d, served, cost)
 
 
+def _at(space: ProcureSpace, k: int) -> ProcureSpace:
+    """The space restricted to threshold t_k (y_k = 1)."""
+    one = slice(k, k + 1)
+    return dataclasses.replace(
+        space,
+        thresholds_tokens=space.thresholds_tokens[one],
+        offload_fraction=space.offload_fraction[one],
+        local_fraction=space.local_fraction[one],
+        pd_prefill_rps_per_instance=space.pd_prefill_rps_per_instance[one],
+        sites=tuple(
+            dataclasses.replace(
+                s, compute_rps_per_instance=s.compute_rps_per_instance[one],
+                link_rps=s.link_rps[one], usd_per_offloaded_request=s.usd_per_offloaded_request[one],
+            )
+            for s in space.sites
+        ),
+    )  # fmt: skip
+
+
+def _pd_rates_needed(space: ProcureSpace) -> FloatArray:
+    """PD instances per req/s of Λ at each t_k (1/θ_d + s_k/c_k; inf where PD-P cannot serve)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prefill = np.where(
+            space.local_fraction > 0, space.local_fraction / space.pd_prefill_rps_per_instance, 0.0
+        )
+    return 1 / space.decode_rps_per_instance + np.nan_to_num(prefill, nan=np.inf)
+
+
+def _offload_usd_per_rps(space: ProcureSpace) -> FloatArray:
+    """$/h per req/s of Λ that offloading costs at least at each t_k: p_k x the cheapest $/h per
+    offloaded req/s of any site, ignoring whole instances and fixed link prices (a relaxation,
+    so a lower bound)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_site = [
+            np.where(s.compute_rps_per_instance > 0,
+                     s.usd_per_instance_hour / s.compute_rps_per_instance, np.inf)
+            + units.per_s_to_per_hour(s.usd_per_offloaded_request)
+            for s in space.sites
+        ]  # fmt: skip
+    if not per_site:
+        return np.where(space.offload_fraction > 0, np.inf, 0.0)
+    cheapest = np.min(per_site, axis=0)
+    with np.errstate(invalid="ignore"):  # 0 x inf where nothing is offloaded
+        share: FloatArray = np.where(
+            space.offload_fraction > 0, space.offload_fraction * cheapest, 0.0
+        )
+    return share
+
+
 def solve_procure(
     space: ProcureSpace, target_rps: float | None = None, budget_usd_per_hour: float | None = None
 ) -> ProcurePoint | None:
-    """The MILP's optimum, or None when no point of the space meets the target or budget."""
-    x = solve_milp(build_procure_milp(space, target_rps, budget_usd_per_hour), Solver.HIGHS)
+    """The optimum of the MILP of `build_procure_milp`, found threshold by threshold: y_k fixed,
+    each restriction is a small MILP; thresholds are visited best bound first and the search
+    stops once no remaining threshold's bound can beat the incumbent (the PD cluster's own
+    cost or capacity bounds every threshold). None when no point meets the target or budget."""
+    per_rps = _pd_rates_needed(space)
+    pd_price = space.pd_usd_per_instance_hour
+    best: ProcurePoint | None = None
+    if target_rps is not None:
+        # the PD cluster alone costs at least this at t_k (whole instances, each pool)
+        decode = math.ceil(target_rps / space.decode_rps_per_instance * (1 - 1e-12))
+        with np.errstate(invalid="ignore"):
+            prefill = np.ceil(np.nan_to_num(
+                (per_rps - 1 / space.decode_rps_per_instance) * target_rps, nan=np.inf
+            ) * (1 - 1e-12))  # fmt: skip
+        bound = pd_price * (decode + prefill)
+        # plus the offloaded share at the cheapest $ per offloaded req/s of any site, ignoring
+        # whole instances and fixed link prices (a relaxation, so still a lower bound)
+        bound = bound + target_rps * _offload_usd_per_rps(space)
+        bound[decode + prefill > space.max_pd_instances] = np.inf
+        for k in np.argsort(bound, kind="stable"):
+            if not math.isfinite(bound[k]) or (
+                best and bound[k] >= best.usd_per_hour * (1 - PROCURE_REL_GAP)
+            ):
+                break
+            point = _solve_one(space, int(k), target_rps, None)
+            if point is not None and (best is None or point.usd_per_hour < best.usd_per_hour):
+                best = point
+        return best
+    assert budget_usd_per_hour is not None
+    # Λ at t_k is at most what the budget buys of PD instances and what the pools can serve
+    caps = np.array([np.minimum(s.compute_rps_per_instance * s.max_instances, s.link_rps)
+                     for s in space.sites]).reshape(len(space.sites), -1).sum(axis=0)  # fmt: skip
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upper = np.minimum.reduce([
+            budget_usd_per_hour / (pd_price * per_rps) if pd_price > 0 else np.full(per_rps.size, np.inf),
+            space.max_pd_instances / per_rps,
+            np.where(space.offload_fraction > 0, caps / space.offload_fraction, np.inf),
+        ])  # fmt: skip
+    # and at most the budget over the cheapest $ per req/s of Λ (PD pools + offloaded share)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_lambda = pd_price * per_rps + _offload_usd_per_rps(space)
+        upper = np.minimum(
+            upper, np.where(per_lambda > 0, budget_usd_per_hour / per_lambda, np.inf)
+        )
+    for k in np.argsort(-upper, kind="stable"):
+        if best is not None and upper[k] <= best.served_rps * (1 + PROCURE_REL_GAP):
+            break
+        point = _solve_one(space, int(k), None, budget_usd_per_hour)
+        if point is not None and (best is None or point.served_rps > best.served_rps):
+            best = point
+    return best
+
+
+def _solve_one(
+    space: ProcureSpace, k: int, target_rps: float | None, budget_usd_per_hour: float | None
+) -> ProcurePoint | None:
+    one = _at(space, k)
+    x = solve_milp(build_procure_milp(one, target_rps, budget_usd_per_hour), Solver.HIGHS,
+                   PROCURE_REL_GAP)  # fmt: skip
+    if x is None:
+        return None
+    return dataclasses.replace(point_from_solution(one, x), threshold_index=k)
+
+
+def solve_procure_monolithic(
+    space: ProcureSpace, target_rps: float | None = None, budget_usd_per_hour: float | None = None
+) -> ProcurePoint | None:
+    """The whole MILP in one solve (what --export-model writes; slower than `solve_procure`)."""
+    milp = build_procure_milp(space, target_rps, budget_usd_per_hour)
+    x = solve_milp(milp, Solver.HIGHS, PROCURE_REL_GAP)
     return None if x is None else point_from_solution(space, x)
