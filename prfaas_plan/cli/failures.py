@@ -29,6 +29,7 @@ PARAMETER_FLAGS: dict[str, str] = {
     # procure (commands/procure.py)
     "budget_usd_per_hour": "--budget-usd-per-hour",
     "max_instances_per_site": "--max-instances-per-site",
+    "export_model": "--export-model",
     "bandwidth_gbps": "--bandwidth-gbps",
     "target_rps": "--target-rps",
     "max_prfaas_gpus": "--max-prfaas-gpus",

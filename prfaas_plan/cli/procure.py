@@ -1,5 +1,6 @@
 """`prfaas-plan procure`: flags -> commands/procure.py -> render/procure.py."""
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -40,6 +41,10 @@ def procure_command(
     gpu_price: GpuPriceOpt = None,
     link_offering: LinkOfferingOpt = None,
     cost_model: CostModelOpt = None,
+    export_model: Annotated[
+        Path | None,
+        typer.Option("--export-model", help="Also write the procurement MILP (.mps or .lp)."),
+    ] = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
     data_dir: DataDirOpt = None,
@@ -63,6 +68,6 @@ def procure_command(
         report = procure(
             Catalog.open(data_dir), problem, pricing, target_rps=target_rps,
             budget_usd_per_hour=budget_usd_per_hour, gpu_prices=parse_gpu_prices(gpu_price or []),
-            max_instances_per_site=max_instances_per_site, mode=mode,
+            max_instances_per_site=max_instances_per_site, mode=mode, export_model=export_model,
         )  # fmt: skip
     emit(procure_view(report), procure_to_json(report), fmt, output)

@@ -10,6 +10,7 @@ data/links/. Prices: inputs/pricing.py. Units: req/s, $/h, s.
 import dataclasses
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -19,13 +20,16 @@ from prfaas_plan.choices import Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError, InfeasibleError
 from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price
 from prfaas_plan.inputs.scenario import Problem, SiteSpec
 from prfaas_plan.solve.procure_milp import (
     ProcurePoint,
     ProcureSpace,
     SiteRates,
+    build_procure_milp,
     solve_procure,
+    write_model,
 )
 from prfaas_plan.solve.sizing_milp import milp_threshold_grid
 
@@ -197,9 +201,11 @@ def procure(
     gpu_prices: dict[str, float] | None = None,
     max_instances_per_site: int | None = None,
     mode: Mode = Mode.PAPER,
+    export_model: Path | None = None,
 ) -> ProcureReport:
     """The cheapest deployment reaching `target_rps`, or the highest Λ within
-    `budget_usd_per_hour` (exactly one); InfeasibleError (exit 6) names the best effort."""
+    `budget_usd_per_hour` (exactly one); InfeasibleError (exit 6) names the best effort.
+    `export_model` (.mps or .lp) also writes the whole MILP, atomically, before solving."""
     if (target_rps is None) == (budget_usd_per_hour is None):
         raise ConfigError("procure needs exactly one of target_rps and budget_usd_per_hour",
                           parameter="target_rps")  # fmt: skip
@@ -217,6 +223,14 @@ def procure(
     sites, space = procure_space(
         catalog, problem, pricing, gpu_prices, max_instances_per_site, mode
     )
+    if export_model is not None:
+        if export_model.suffix.lower() not in (".mps", ".lp"):
+            raise ConfigError(
+                f"export_model must end in .mps or .lp, got {bounds.quoted(str(export_model))}",
+                parameter="export_model",
+            )
+        milp = build_procure_milp(space, target_rps, budget_usd_per_hour)
+        write_atomically(export_model, lambda tmp: write_model(milp, tmp), "export_model")
     point = solve_procure(space, target_rps, budget_usd_per_hour)
     if point is None and budget_usd_per_hour is not None:
         cheapest = space.pd_usd_per_instance_hour

@@ -22,6 +22,7 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,7 @@ import numpy.typing as npt
 from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.choices import Solver
-from prfaas_plan.solve.sizing_milp import Milp, solve_milp
+from prfaas_plan.solve.sizing_milp import Milp, solve_milp, to_pulp
 
 # a cost (or throughput) within 1e-6 of the optimum: far below any price's precision, and it
 # lets HiGHS stop once the bound proves it (1e-9, the sizing MILP's gap, took seconds longer)
@@ -362,3 +363,13 @@ def solve_procure_monolithic(
     milp = build_procure_milp(space, target_rps, budget_usd_per_hour)
     x = solve_milp(milp, Solver.HIGHS, PROCURE_REL_GAP)
     return None if x is None else point_from_solution(space, x)
+
+
+def write_model(m: Milp, path: Path) -> None:
+    """Write `m` for another solver: MPS (fixed names x0.., minimise) for a `.mps` path, CPLEX
+    LP format for `.lp`. Variable order: n_j, z_j, n_p, n_d, y_k, Λ_k, Λ_jk (module docstring)."""
+    problem, _ = to_pulp(m, "prfaas_procure")
+    if path.suffix.lower() == ".mps":
+        problem.writeMPS(str(path))
+    else:
+        problem.writeLP(str(path))

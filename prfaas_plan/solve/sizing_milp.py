@@ -23,6 +23,7 @@ Units: Λ in requests/s, instance counts, thresholds in tokens.
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from prfaas_plan.analytic.capacity import ServingSystem, rates
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import SolverError
+
+if TYPE_CHECKING:  # pulp is imported only where a problem is built
+    import pulp
 
 MILP_THRESHOLDS = 129
 MAX_OBSERVED_THRESHOLDS = 2000
@@ -187,12 +191,13 @@ def _solve_highs(m: Milp, rel_gap: float = MILP_REL_GAP) -> FloatArray | None:
     return x
 
 
-def _solve_cbc(m: Milp, rel_gap: float = MILP_REL_GAP) -> FloatArray | None:
-    import warnings
-
+def to_pulp(
+    m: Milp, name: str = "prfaas_sizing"
+) -> tuple["pulp.LpProblem", list["pulp.LpVariable"]]:
+    """`m` as a pulp problem (to solve with CBC or to write as MPS/LP) and its variables."""
     import pulp
 
-    problem = pulp.LpProblem("prfaas_sizing", pulp.LpMinimize)
+    problem = pulp.LpProblem(name, pulp.LpMinimize)
     x = [
         problem.add_variable(
             f"x{i}",
@@ -217,6 +222,15 @@ def _solve_cbc(m: Milp, rel_gap: float = MILP_REL_GAP) -> FloatArray | None:
                 problem += expr <= float(m.row_upper[r])
             if np.isfinite(m.row_lower[r]):
                 problem += expr >= float(m.row_lower[r])
+    return problem, x
+
+
+def _solve_cbc(m: Milp, rel_gap: float = MILP_REL_GAP) -> FloatArray | None:
+    import warnings
+
+    import pulp
+
+    problem, x = to_pulp(m)
     with warnings.catch_warnings():
         # pulp 3.3 deprecates its bundled CBC for 4.0; it is still the one CBC that needs no
         # extra install, and it is only our cross-check back-end
