@@ -19,7 +19,8 @@ from prfaas_plan.analytic.capacity import rates
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError, InfeasibleError
-from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.analytic.profiles import FittedCurve
+from prfaas_plan.inputs.catalog import Catalog, LinkOffering
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price
 from prfaas_plan.inputs.scenario import Problem, SiteSpec
@@ -76,10 +77,10 @@ def default_sites(catalog: Catalog, problem: Problem) -> list[SiteSpec]:
     ]
 
 
-def _site(catalog: Catalog, problem: Problem, pricing: Pricing, spec: SiteSpec,
-          overrides: dict[str, float]) -> Site:  # fmt: skip
+def _site(problem: Problem, pricing: Pricing, catalog: Catalog, spec: SiteSpec,
+          offerings: dict[str, LinkOffering], overrides: dict[str, float]) -> Site:  # fmt: skip
     where = f"{problem.source}: procurement.sites[{spec.name}]: "
-    offering = catalog.link_offering(spec.link_offering, where=where)
+    offering = offerings[spec.link_offering]
     if spec.usd_per_gpu_hour is not None:
         price, source = spec.usd_per_gpu_hour, f"{where}usd_per_gpu_hour"
     else:
@@ -118,24 +119,31 @@ def procure_space(
             f"procure takes at most {bounds.MAX_PROCURE_SITES} candidate sites, got {len(specs)}",
             parameter="procurement.sites",
         )
-    sites = tuple(_site(catalog, problem, pricing, s, gpu_prices or {}) for s in specs)
+    offerings: dict[str, LinkOffering] = {}  # each read once, an unknown one named where used
+    for s in specs:
+        if s.link_offering not in offerings:
+            where = f"{problem.source}: procurement.sites[{s.name}]: "
+            offerings[s.link_offering] = catalog.link_offering(s.link_offering, where=where)
+    sites = tuple(_site(problem, pricing, catalog, s, offerings, gpu_prices or {}) for s in specs)
     system, workload = problem.system, problem.workload
     grid = milp_threshold_grid(workload)
     pd = rates(system, workload, grid, 1, 1, 1, mode)
     site_rates = []
     reach = workload.max_tokens
     gpi = problem.scenario.prfaas_cluster.gpus_per_instance
+    curves: dict[str, FittedCurve] = {}  # one table read and fit per GPU type
     for site, s in zip(sites, specs, strict=True):
-        curve = catalog.prefill_latency(
-            problem.scenario.model, site.gpu, gpi, reach,
-            where=f"{problem.source}: procurement.sites[{site.name}]: ",
-        )  # fmt: skip
+        if site.gpu not in curves:
+            curves[site.gpu] = catalog.prefill_latency(
+                problem.scenario.model, site.gpu, gpi, reach,
+                where=f"{problem.source}: procurement.sites[{site.name}]: ",
+            )  # fmt: skip
         bandwidth = units.gbps_to_bytes_per_s(site.link_bandwidth_gbps)
         local = dataclasses.replace(
-            system, prfaas_prefill_latency=curve, link_bandwidth_bytes_per_s=bandwidth
+            system, prfaas_prefill_latency=curves[site.gpu], link_bandwidth_bytes_per_s=bandwidth
         )
         r = rates(local, workload, grid, 1, 1, 1, mode)
-        offering = catalog.link_offering(site.link_offering)
+        offering = offerings[site.link_offering]
         usd_per_gb, fixed = offering.usd_per_gb, units.per_month_to_per_hour(offering.monthly_usd)
         site_rates.append(SiteRates(
             name=site.name,

@@ -277,6 +277,9 @@ def _offload_usd_per_rps(space: ProcureSpace) -> FloatArray:
             np.where(s.compute_rps_per_instance > 0,
                      s.usd_per_instance_hour / s.compute_rps_per_instance, np.inf)
             + units.per_s_to_per_hour(s.usd_per_offloaded_request)
+            # the fixed price spread over the most the site can carry (z_j relaxed)
+            + s.fixed_usd_per_hour
+            / np.minimum(s.compute_rps_per_instance * s.max_instances, s.link_rps)
             for s in space.sites
         ]  # fmt: skip
     if not per_site:
@@ -287,6 +290,14 @@ def _offload_usd_per_rps(space: ProcureSpace) -> FloatArray:
             space.offload_fraction > 0, space.offload_fraction * cheapest, 0.0
         )
     return share
+
+
+def _first_instance_usd_per_hour(space: ProcureSpace) -> FloatArray:
+    """Offloading anything buys at least one instance and a link: min_j (P_j + F_j) where
+    p_k > 0, else 0 (a lower bound, with whole instances)."""
+    first = min((s.usd_per_instance_hour + s.fixed_usd_per_hour for s in space.sites),
+                default=math.inf)  # fmt: skip
+    return np.where(space.offload_fraction > 0, first, 0.0)
 
 
 def solve_procure(
@@ -309,7 +320,9 @@ def solve_procure(
         bound = pd_price * (decode + prefill)
         # plus the offloaded share at the cheapest $ per offloaded req/s of any site, ignoring
         # whole instances and fixed link prices (a relaxation, so still a lower bound)
-        bound = bound + target_rps * _offload_usd_per_rps(space)
+        bound = bound + np.maximum(
+            target_rps * _offload_usd_per_rps(space), _first_instance_usd_per_hour(space)
+        )
         bound[decode + prefill > space.max_pd_instances] = np.inf
         for k in np.argsort(bound, kind="stable"):
             if not math.isfinite(bound[k]) or (
