@@ -29,6 +29,7 @@ EXAMPLES = {
         "evaluate", "--threshold-tokens", "19435", "--pd-prefill-instances", "3",
         "--gpu-price", "h200=2.4", "--format", "markdown",
     ],
+    "procure-markdown": ["procure", "--target-rps", "4", "--format", "markdown"],
 }  # fmt: skip
 
 

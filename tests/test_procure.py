@@ -4,6 +4,7 @@ enumeration of the same small spaces, in target and budget modes, and the CLI's 
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -174,7 +175,7 @@ def test_procure_cli_failures(args, code, fragments):
 
 
 def test_scenario_sites(tmp_path):
-    text = open("examples/case_study.yaml").read()
+    text = Path("examples/case_study.yaml").read_text()
     scenario = tmp_path / "s.yaml"
     scenario.write_text(text + (
         "procurement:\n  max_pd_instances: 8\n  sites:\n"
@@ -197,7 +198,7 @@ def test_exported_model_has_the_same_optimum(tmp_path, suffix):
     """--export-model writes the whole MILP; HiGHS reading the file finds procure's optimum."""
     import highspy
 
-    text = open("examples/case_study.yaml").read()
+    text = Path("examples/case_study.yaml").read_text()
     scenario = tmp_path / "s.yaml"
     scenario.write_text(text + (
         "procurement:\n  max_pd_instances: 10\n  sites:\n"

@@ -16,10 +16,10 @@ import numpy as np
 
 from prfaas_plan import bounds, units
 from prfaas_plan.analytic.capacity import rates
+from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError, InfeasibleError
-from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.inputs.catalog import Catalog, LinkOffering
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price
