@@ -166,12 +166,17 @@ def test_procure_cli_target_and_budget():
         (["--budget-usd-per-hour", "1"], 6, ["--budget-usd-per-hour 1", "cheapest"]),
         ([], 3, ["exactly one of --target-rps and --budget-usd-per-hour"]),
         (["--target-rps", "1", "--budget-usd-per-hour", "9"], 3, ["exactly one"]),
-        (["--target-rps", "1", "--link-offering", "nope"], 3, ["unknown link offering 'nope'"]),
         (["--budget-usd-per-hour", "-5"], 3, ["--budget-usd-per-hour", "got -5"]),
     ],
 )  # fmt: skip
 def test_procure_cli_failures(args, code, fragments):
     assert_clean_error(run("procure", *args), code, *fragments)
+
+
+def test_procure_has_no_link_offering_flag():
+    """Each site names its own offering: a global one would be silently ignored."""
+    result = run("procure", "--target-rps", "1", "--link-offering", "aws-dx-100g")
+    assert result.returncode == 2 and "No such option: --link-offering" in result.stderr
 
 
 def test_scenario_sites(tmp_path):
@@ -190,6 +195,11 @@ def test_scenario_sites(tmp_path):
         text + "procurement:\n  sites:\n    - {name: x, gpu: h100, link_offering: aws-dx-100g}\n"
     )
     assert_clean_error(run("procure", bad, "--target-rps", "1"), 3, "unknown GPU 'h100'")
+    bad.write_text(
+        text + "procurement:\n  sites:\n    - {name: y, gpu: h200, link_offering: nope}\n"
+    )
+    assert_clean_error(run("procure", bad, "--target-rps", "1"), 3,
+                       "procurement.sites[y]", "unknown link offering 'nope'")  # fmt: skip
     assert math.isfinite(doc["usd_per_hour_total"])
 
 

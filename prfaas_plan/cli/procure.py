@@ -17,7 +17,7 @@ from prfaas_plan.cli.options import (
     ScenarioArg,
 )
 from prfaas_plan.cli.output import emit, load_problem, spinner
-from prfaas_plan.cli.pricing import CostModelOpt, GpuPriceOpt, LinkOfferingOpt, load_pricing
+from prfaas_plan.cli.pricing import CostModelOpt, GpuPriceOpt, load_pricing
 
 
 @app.command("procure", cls=PlanCommand)
@@ -39,7 +39,6 @@ def procure_command(
     ] = None,
     mode: ModeOpt = Mode.PAPER,
     gpu_price: GpuPriceOpt = None,
-    link_offering: LinkOfferingOpt = None,
     cost_model: CostModelOpt = None,
     export_model: Annotated[
         Path | None,
@@ -50,14 +49,15 @@ def procure_command(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Cheapest deployment (PrfaaS sites x GPU type x link offering, instance counts, PD split,
-    threshold) reaching --target-rps, or the highest throughput within --budget-usd-per-hour."""
+    threshold) reaching --target-rps, or the highest throughput within --budget-usd-per-hour.
+    Each site brings its own link offering (procurement.sites), so there is no --link-offering."""
     from prfaas_plan.commands.procure import procure
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.pricing import parse_gpu_prices
     from prfaas_plan.render.procure import procure_to_json, procure_view
 
     problem = load_problem(scenario, data_dir, None)
-    pricing = load_pricing(problem, data_dir, gpu_price, link_offering, cost_model, None)
+    pricing = load_pricing(problem, data_dir, gpu_price, None, cost_model, None)
     if pricing is None:
         from prfaas_plan.errors import ConfigError
 
