@@ -144,3 +144,25 @@ MAX_SWEEP_SCENARIOS = 10_000_000
 MAX_SWEEP_CHUNK = 100_000
 # a filter expression: a line or two, never a program
 MAX_FILTER_CHARS = 500
+# ---- prices and link offerings (inputs/catalog.py, commands/cost.py): unit slips, not market
+# limits. A GPU-hour above $1,000 or a GPU above $10^6 is a cents/dollars or per-server slip; a
+# board power above 5 kW is a server, not a GPU; PUE lies in [1, 3] for any real data centre;
+# electricity above $2/kWh is a cents slip; a link price above $10^7 a month or $10/GB, or an RTT
+# above 1 s (a geostationary hop is ~0.6 s) is a unit slip
+MAX_USD_PER_GPU_HOUR = 1_000.0
+MAX_USD_PER_GPU = 1e6
+MAX_DEPRECIATION_YEARS = 20.0
+MAX_BOARD_POWER_W = 5_000.0
+MAX_PUE = 3.0
+MAX_USD_PER_KWH = 2.0
+MAX_LINK_USD_PER_MONTH = 1e7
+MAX_LINK_USD_PER_GB = 10.0
+MAX_RTT_MS = 1_000.0
+# the share of Λ_max a deployment is run at when pricing its tokens: (0, 1]
+MIN_UTILIZATION = 0.01
+# procure's candidate space: sites and instances per site (the MILP has sites x thresholds
+# continuous variables; 64 sites x 131 thresholds stays well under a second of HiGHS), and the
+# brute-force cross-check refuses more than this many points
+MAX_PROCURE_SITES = 64
+MAX_PROCURE_INSTANCES_PER_SITE = 1_000
+MAX_BRUTE_FORCE_POINTS = 2_000_000

@@ -67,3 +67,10 @@ class TraceFormat(StrEnum):
     MOONCAKE = "mooncake"  # JSONL: timestamp (ms), input_length, output_length, hash_ids
     AZURE = "azure"  # CSV: TIMESTAMP, ContextTokens, GeneratedTokens
     BURSTGPT = "burstgpt"  # CSV: Timestamp, Model, Request tokens, Response tokens, ...
+
+
+class CostModel(StrEnum):
+    """How a GPU-hour is priced (analytic/cost.py)."""
+
+    ON_DEMAND = "on-demand"  # the on-demand rental price per GPU-hour
+    TCO = "tco"  # owned: purchase / depreciation hours + board power x PUE x electricity

@@ -29,6 +29,9 @@ GIBI = 2**30
 KILO = 10**3
 MILLI = 10**-3
 TERA = 10**12
+SECONDS_PER_HOUR = 3600
+HOURS_PER_YEAR = 8760  # 365 days
+HOURS_PER_MONTH = 730  # HOURS_PER_YEAR / 12, the cloud billing convention
 
 
 def gbps_to_bytes_per_s(gbps: Quantity) -> Quantity:
@@ -94,3 +97,33 @@ def tokens_to_ktokens(tokens: Quantity) -> Quantity:
 def ktokens_to_tokens(ktokens: Quantity) -> Quantity:
     """thousands of tokens -> tokens."""
     return ktokens * KILO
+
+
+def w_to_kw(watts: Quantity) -> Quantity:
+    """W -> kW."""
+    return watts / KILO
+
+
+def bytes_to_gb(n_bytes: Quantity) -> Quantity:
+    """bytes -> GB (10^9 bytes, the unit clouds bill transfer in)."""
+    return n_bytes / GIGA
+
+
+def per_hour_to_per_s(per_hour: Quantity) -> Quantity:
+    """a rate per hour -> per second."""
+    return per_hour / SECONDS_PER_HOUR
+
+
+def per_s_to_per_hour(per_s: Quantity) -> Quantity:
+    """a rate per second -> per hour."""
+    return per_s * SECONDS_PER_HOUR
+
+
+def per_month_to_per_hour(per_month: Quantity) -> Quantity:
+    """a monthly price -> per hour (730 h a month)."""
+    return per_month / HOURS_PER_MONTH
+
+
+def per_hour_to_per_month(per_hour: Quantity) -> Quantity:
+    """an hourly price -> per month (730 h a month)."""
+    return per_hour * HOURS_PER_MONTH

@@ -38,6 +38,11 @@ EXAMPLES = {
     "sensitivity-10gbps-markdown": [
         "sensitivity", "--bandwidth-gbps", "10", "--format", "markdown",
     ],
+    "cost-twice-h20-markdown": [
+        "evaluate", "--threshold-tokens", "19435", "--pd-prefill-instances", "3",
+        "--gpu-price", "h200=2.4", "--format", "markdown",
+    ],
+    "procure-markdown": ["procure", "--target-rps", "4", "--format", "markdown"],
 }  # fmt: skip
 # commands run first, for their effect, in the same fresh data directory
 SETUP = {"import-plan-markdown": [EXAMPLES["import-markdown"]]}

@@ -68,6 +68,8 @@ SAME_AS_CLI = [
     ("egress", {"prfaas_gpus": 64, "link_gbps": 25}, ["egress", "--prfaas-gpus", "64", "--link-gbps", "25"]),
     ("simulate", {"requests": 400, "load": [0.5, 0.8], "seed": 3},
      ["simulate", "--requests", "400", "--load", "0.5,0.8", "--seed", "3"]),
+    ("plan", {"gpu_prices_usd_per_gpu_hour": {"h200": 2.4}, "cost_model": "tco"},
+     ["optimize", "--gpu-price", "h200=2.4", "--cost-model", "tco"]),
     ("sensitivity", {"bins": 200, "bandwidth_gbps": 10},
      ["sensitivity", "--bins", "200", "--bandwidth-gbps", "10"]),
     ("explain", {"mode": "exact"}, ["explain", "--mode", "exact"]),

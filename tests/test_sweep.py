@@ -19,6 +19,7 @@ from prfaas_plan.choices import Mode
 from prfaas_plan.commands.plan import plan
 from prfaas_plan.inputs.scenario import build_problem
 from prfaas_plan.render.plan import plan_to_json
+from prfaas_plan.solve.threshold import ROOT_RTOL
 from prfaas_plan.study import fast
 from prfaas_plan.study.commands import parameter_names
 from prfaas_plan.study.run import _catalog, flatten, read_results
@@ -92,7 +93,9 @@ axes:
             if name.endswith("bounds"):  # terms tied within 1e-6: their order is rounding's
                 assert set(got.split(",")) == set(want.split(",")), name
             elif isinstance(want, float) and got is not None:
-                assert got == pytest.approx(want, rel=1e-12, abs=1e-300), name
+                # the balance root is solved for the whole batch until every row's bracket is
+                # ROOT_RTOL wide, so a row may stop a few iterations later than alone
+                assert got == pytest.approx(want, rel=10 * ROOT_RTOL, abs=1e-300), name
             else:
                 assert got == want, name
 

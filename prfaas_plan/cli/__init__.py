@@ -34,6 +34,13 @@ from prfaas_plan.cli.options import (
     source,
 )
 from prfaas_plan.cli.output import emit, load_problem, progress_bar, spinner
+from prfaas_plan.cli.pricing import (
+    CostModelOpt,
+    GpuPriceOpt,
+    LinkOfferingOpt,
+    UtilizationOpt,
+    load_pricing,
+)
 from prfaas_plan.commands.simulation_spec import (
     ArrivalSpec,
     ComparisonSpec,
@@ -114,6 +121,10 @@ def optimize(
     ttft_load_rps: Annotated[
         float | None, typer.Option("--ttft-load-rps", help="Load for the target (req/s).")
     ] = None,
+    gpu_price: GpuPriceOpt = None,
+    link_offering: LinkOfferingOpt = None,
+    cost_model: CostModelOpt = None,
+    utilization: UtilizationOpt = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Choose the threshold t and the PD prefill/decode split (or size the PrfaaS cluster) and
@@ -125,6 +136,7 @@ def optimize(
     chosen = percentile(ttft_percentile) if ttft_percentile is not None else None
     ttft = ttft_target(ttft_target_s, chosen, ttft_load_rps, ttft_load)
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
+    pricing = load_pricing(problem, data_dir, gpu_price, link_offering, cost_model, utilization)
     sizing = target_rps is not None or max_prfaas_gpus is not None
     with spinner(
         sizing and fmt is OutputFormat.TABLE and output is None, "solving the sizing MILP…"
@@ -132,6 +144,7 @@ def optimize(
         report = plan(
             problem, mode=mode, threshold_tokens=threshold_tokens, target_rps=target_rps,
             max_prfaas_gpus=max_prfaas_gpus, solver=solver, range_policy=out_of_range, ttft=ttft,
+            pricing=pricing,
         )  # fmt: skip
     if plot is not None:
         from prfaas_plan.render.plot import plot_threshold_balance
@@ -157,6 +170,10 @@ def evaluate(
     out_of_range: RangeOpt = RangePolicy.EXTRAPOLATE,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
+    gpu_price: GpuPriceOpt = None,
+    link_offering: LinkOfferingOpt = None,
+    cost_model: CostModelOpt = None,
+    utilization: UtilizationOpt = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Evaluate one given configuration (t, N_p, N_d = rest of the PD cluster) without optimising."""
@@ -164,6 +181,7 @@ def evaluate(
     from prfaas_plan.render.plan import evaluation_to_json, evaluation_view
 
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
+    pricing = load_pricing(problem, data_dir, gpu_price, link_offering, cost_model, utilization)
     report = evaluate_configuration(
         problem,
         threshold_tokens=threshold_tokens,
@@ -171,6 +189,7 @@ def evaluate(
         prfaas_instances=prfaas_instances,
         mode=mode,
         range_policy=out_of_range,
+        pricing=pricing,
     )
     emit(evaluation_view(report), evaluation_to_json(report), fmt, output)
 
@@ -498,6 +517,7 @@ def check_command(
 # commands defined in their own modules register on `app` when imported (one line each)
 from prfaas_plan.cli import explain as _explain  # noqa: E402, F401  (registers its commands)
 from prfaas_plan.cli import import_profile as _import_profile  # noqa: E402, F401  (registers its commands)
+from prfaas_plan.cli import procure as _procure  # noqa: E402, F401  (registers its commands)
 from prfaas_plan.cli import sensitivity as _sensitivity  # noqa: E402, F401  (registers its commands)
 from prfaas_plan.cli import serve as _serve  # noqa: E402, F401  (registers its commands)
 from prfaas_plan.cli import sweep as _sweep  # noqa: E402, F401  (registers its commands)

@@ -21,6 +21,15 @@ if TYPE_CHECKING:
 PARAMETER_FLAGS: dict[str, str] = {
     # optimize / evaluate (commands/plan.py, solve/sizing.py, inputs/scenario.py)
     "threshold_tokens": "--threshold-tokens",
+    # prices (inputs/pricing.py)
+    "gpu_price": "--gpu-price",
+    "link_offering": "--link-offering",
+    "cost_model": "--cost-model",
+    "utilization": "--utilization",
+    # procure (commands/procure.py)
+    "budget_usd_per_hour": "--budget-usd-per-hour",
+    "max_instances_per_site": "--max-instances-per-site",
+    "export_model": "--export-model",
     "bandwidth_gbps": "--bandwidth-gbps",
     "target_rps": "--target-rps",
     "max_prfaas_gpus": "--max-prfaas-gpus",

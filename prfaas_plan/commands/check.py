@@ -179,6 +179,8 @@ def check_tables(catalog: Catalog) -> tuple[int, list[Finding]]:
 
     for path in sorted((catalog.data_dir / "gpus").glob("*.yaml")):
         attempt(catalog.shown(path), catalog.gpu, path.stem)
+    for path in sorted((catalog.data_dir / "links").glob("*.yaml")):
+        attempt(catalog.shown(path), catalog.link_offering, path.stem)
     attempt(str(catalog.models_file), catalog.models)
     for folder in sorted((catalog.data_dir / "profiles").glob("*/*/*")):
         model, kind, key = folder.relative_to(catalog.data_dir / "profiles").parts

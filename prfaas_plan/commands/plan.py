@@ -26,7 +26,10 @@ from prfaas_plan.solve.threshold import (
 )
 
 if TYPE_CHECKING:  # queueing is imported only when a TTFT target is given
+    from prfaas_plan.analytic.cost import DeploymentCost
     from prfaas_plan.analytic.loaded_ttft import LoadedTtft
+    from prfaas_plan.commands.cost import PlanCost
+    from prfaas_plan.inputs.pricing import Pricing
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Deployment:
     pd_gpus: int
     evaluation: Evaluation
     ttft: TtftSummary
+    cost: "DeploymentCost | None" = None  # None: no prices
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,7 @@ class PlanReport:
     range_notes: tuple[RangeNote, ...]
     ttft_target: TtftTarget | None = None
     loaded_ttft: "LoadedTtft | None" = None  # the plan's TTFT under the target's load
+    plan_cost: "PlanCost | None" = None  # the plan's cost and its equal-cost comparison
 
     @property
     def speedup_vs_homogeneous(self) -> float:
@@ -180,6 +185,7 @@ class EvaluationReport:
     problem: Problem
     deployment: Deployment
     range_notes: tuple[RangeNote, ...]
+    plan_cost: "PlanCost | None" = None
 
 
 def range_notes(problem: Problem, policy: RangePolicy) -> tuple[RangeNote, ...]:
@@ -207,16 +213,36 @@ def range_notes(problem: Problem, policy: RangePolicy) -> tuple[RangeNote, ...]:
     return tuple(notes)
 
 
-def _deployment(problem: Problem, name: str, evaluation: Evaluation) -> Deployment:
+def _deployment(
+    problem: Problem, name: str, evaluation: Evaluation, pricing: "Pricing | None" = None
+) -> Deployment:
     c = evaluation.configuration
     s = problem.scenario
+    prfaas_gpus = c.prfaas_instances * s.prfaas_cluster.gpus_per_instance
+    pd_gpus = c.pd_instances * s.pd_cluster.gpus_per_instance
+    cost = None
+    if pricing is not None:
+        from prfaas_plan.commands.cost import price_deployment
+
+        cost = price_deployment(problem, pricing, prfaas_gpus, pd_gpus, evaluation)
     return Deployment(
         name=name,
-        prfaas_gpus=c.prfaas_instances * s.prfaas_cluster.gpus_per_instance,
-        pd_gpus=c.pd_instances * s.pd_cluster.gpus_per_instance,
+        prfaas_gpus=prfaas_gpus,
+        pd_gpus=pd_gpus,
         evaluation=evaluation,
         ttft=unloaded_ttft(problem.system, problem.workload, c.threshold_tokens),
+        cost=cost,
     )
+
+
+def _plan_cost(
+    problem: Problem, evaluation: Evaluation, pricing: "Pricing | None", mode: Mode
+) -> "PlanCost | None":
+    if pricing is None:
+        return None
+    from prfaas_plan.commands.cost import plan_cost
+
+    return plan_cost(problem, evaluation, pricing, mode=mode)
 
 
 def check_threshold(threshold_tokens: float | None) -> None:
@@ -275,10 +301,12 @@ def plan(
     solver: Solver | None = None,
     range_policy: RangePolicy = RangePolicy.EXTRAPOLATE,
     ttft: TtftTarget | None = None,
+    pricing: "Pricing | None" = None,
 ) -> PlanReport:
     """Optimise t and N_p/N_d (or size the PrfaaS cluster), compare with both baselines.
     With `ttft`, the plan is the best one whose TTFT under load meets the target. `solver`
-    (sizing only; None: HiGHS) is refused without sizing, where it would have no effect."""
+    (sizing only; None: HiGHS) is refused without sizing, where it would have no effect.
+    With `pricing`, every deployment is priced and the plan compared at equal cost."""
     notes = range_notes(problem, range_policy)
     if solver is not None and target_rps is None and max_prfaas_gpus is None:
         raise ConfigError(
@@ -325,14 +353,15 @@ def plan(
     return PlanReport(
         problem=problem,
         mode=mode,
-        plan=_deployment(problem, "prfaas_pd", chosen),
-        homogeneous=_deployment(problem, "homogeneous_pd", homogeneous),
-        naive=_deployment(problem, "naive_heterogeneous", naive),
+        plan=_deployment(problem, "prfaas_pd", chosen, pricing),
+        homogeneous=_deployment(problem, "homogeneous_pd", homogeneous, pricing),
+        naive=_deployment(problem, "naive_heterogeneous", naive, pricing),
         modes=_mode_comparison(problem, optimum),
         sizing=sizing,
         range_notes=notes,
         ttft_target=ttft,
         loaded_ttft=loaded,
+        plan_cost=_plan_cost(problem, chosen, pricing, mode),
     )
 
 
@@ -345,6 +374,7 @@ def evaluate_configuration(
     prfaas_instances: int | None = None,
     mode: Mode = Mode.PAPER,
     range_policy: RangePolicy = RangePolicy.EXTRAPOLATE,
+    pricing: "Pricing | None" = None,
 ) -> EvaluationReport:
     """The model for one given configuration, no optimisation."""
     notes = range_notes(problem, range_policy)
@@ -368,4 +398,9 @@ def evaluate_configuration(
         threshold_tokens,
     )
     evaluation = evaluate(problem.system, problem.workload, configuration, mode)
-    return EvaluationReport(problem, _deployment(problem, "evaluated", evaluation), notes)
+    return EvaluationReport(
+        problem,
+        _deployment(problem, "evaluated", evaluation, pricing),
+        notes,
+        _plan_cost(problem, evaluation, pricing, mode),
+    )

@@ -2,7 +2,8 @@
 catalog and profile tables. File I/O lives here; the tables become `profiles.FittedCurve`s.
 
 Layout (keyed by exactly what each table depends on):
-    data/gpus/<gpu>.yaml
+    data/gpus/<gpu>.yaml               (datasheet facts and prices with their provenance)
+    data/links/<offering>.yaml         (link offerings: bandwidth, prices, RTT)
     data/profiles/<model>/prefill/<gpu>-x<gpus_per_instance>/{meta.yaml,prefill_latency.csv}
     data/profiles/<model>/decode/<gpu>-x<gpus_per_instance>/{meta.yaml,decode_step.csv}
     data/profiles/<model>/kv/<kv_dtype>/{meta.yaml,kv_cache_size.csv}
@@ -49,6 +50,84 @@ NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{bounds.MAX_NAME_CHARS - 1}}}$"
 _NAME = re.compile(NAME_PATTERN)
 
 
+Basis = Literal["quoted", "datasheet", "estimate", "unknown"]
+_DATE_PATTERN = r"^\d{4}-\d{2}(-\d{2})?$"  # YYYY-MM or YYYY-MM-DD
+
+
+class Provenance(Strict):
+    """Where a price comes from: `quoted` (a published price list or offer), `datasheet`,
+    `estimate` (the `note` says its basis) or `unknown` (no public figure: value null, the
+    `note` says why)."""
+
+    basis: Basis
+    source: str = Field(min_length=1)
+    date: str = Field(pattern=_DATE_PATTERN)  # when the figure was published or read
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _basis_explained(self) -> "Provenance":
+        if self.basis in ("estimate", "unknown") and not self.note:
+            raise ValueError(f"a {self.basis} figure needs a note saying its basis")
+        return self
+
+
+class Figure(Provenance):
+    """A priced figure: `value` in the unit its field name says, null when unknown."""
+
+    value: float | None = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _null_iff_unknown(self) -> "Figure":
+        if (self.value is None) != (self.basis == "unknown"):
+            raise ValueError("value must be null exactly when basis is unknown")
+        return self
+
+
+# (low, high) plausibility of each GpuPrices figure (bounds.py: unit slips, not market limits)
+_PRICE_RANGES = {
+    "on_demand_usd_per_gpu_hour": (0.0, bounds.MAX_USD_PER_GPU_HOUR),
+    "purchase_usd_per_gpu": (0.0, bounds.MAX_USD_PER_GPU),
+    "depreciation_years": (0.5, bounds.MAX_DEPRECIATION_YEARS),
+    "board_power_w": (1.0, bounds.MAX_BOARD_POWER_W),
+    "pue": (1.0, bounds.MAX_PUE),
+    "electricity_usd_per_kwh": (0.0, bounds.MAX_USD_PER_KWH),
+}
+
+
+class GpuPrices(Strict):
+    """What a GPU costs: rented on demand, or owned (total cost of ownership: purchase
+    amortised over the depreciation years, plus board power x PUE x electricity price)."""
+
+    on_demand_usd_per_gpu_hour: Figure
+    purchase_usd_per_gpu: Figure
+    depreciation_years: Figure
+    board_power_w: Figure
+    pue: Figure
+    electricity_usd_per_kwh: Figure
+
+    @model_validator(mode="after")
+    def _plausible(self) -> "GpuPrices":
+        for name, (low, high) in _PRICE_RANGES.items():
+            value = getattr(self, name).value
+            if value is not None and not low <= value <= high:
+                raise ValueError(f"{name}.value must lie in [{low:g}, {high:g}], got {value:g}")
+        return self
+
+
+class LinkOffering(Strict):
+    """A link one can buy between the PrfaaS site and the PD cluster: a fixed port/circuit
+    price per month plus a price per GB carried (cloud egress is billed by volume)."""
+
+    name: str
+    description: str = ""
+    bandwidth_gbps: float = Field(gt=0, le=bounds.MAX_BANDWIDTH_GBPS)
+    monthly_usd: float = Field(ge=0, le=bounds.MAX_LINK_USD_PER_MONTH)
+    usd_per_gb: float = Field(ge=0, le=bounds.MAX_LINK_USD_PER_GB)
+    rtt_ms: float = Field(ge=0, le=bounds.MAX_RTT_MS)
+    prices: Provenance  # of monthly_usd and usd_per_gb
+    rtt: Provenance
+
+
 class GpuSpec(Strict):
     """Datasheet facts; the bounds catch unit slips (TFLOP/s vs FLOP/s, GB vs bytes) for any
     accelerator of the last decade, not precision."""
@@ -60,6 +139,7 @@ class GpuSpec(Strict):
     hbm_capacity_gb: float = Field(ge=8, le=2_000)
     hbm_bandwidth_tbytes_per_s: float = Field(ge=0.2, le=100)
     source: str = Field(min_length=1)
+    prices: GpuPrices | None = None  # None: no prices, so no cost is computed
 
     @model_validator(mode="after")
     def _fp8_not_slower(self) -> "GpuSpec":
@@ -257,6 +337,29 @@ class Catalog:
                 f"{path}: name must match the file name {name!r}, found {spec.name!r}"
             )
         return spec
+
+    def link_offering(
+        self, name: str, where: str = "", parameter: str | None = None
+    ) -> LinkOffering:
+        """A link offering of data/links/; `where` prefixes, and `parameter` tags, an unknown one."""
+        folder = self.data_dir / "links"
+        path = folder / f"{name}.yaml"
+        if not _NAME.match(name) or not path.exists():
+            raise ConfigError(
+                f"{where}unknown link offering {bounds.quoted(name)}; known: "
+                f"{self._known(folder)} ({folder}/)",
+                parameter=parameter,
+            )
+        offering = parse(LinkOffering, read_yaml(path, "link offering"), str(path))
+        if offering.name != name:
+            raise ConfigError(
+                f"{path}: name must match the file name {name!r}, found {offering.name!r}"
+            )
+        return offering
+
+    def link_offering_names(self) -> tuple[str, ...]:
+        folder = self.data_dir / "links"
+        return tuple(sorted(p.stem for p in folder.glob("*.yaml"))) if folder.is_dir() else ()
 
     def models(self) -> dict[str, ModelSpec]:
         return self._models

@@ -125,6 +125,40 @@ class SloSpec(Strict):
     )
 
 
+# the share of Λ_max a deployment is priced at (its tokens per dollar); stated in every result
+DEFAULT_UTILIZATION = 0.7
+
+
+class CostSpec(Strict):
+    """Prices for this scenario, over those of the GPU files and data/links/ (inputs/pricing.py)."""
+
+    cost_model: Literal["on-demand", "tco"] = "on-demand"
+    gpu_prices_usd_per_gpu_hour: dict[
+        Name, Annotated[float, Field(ge=0, le=bounds.MAX_USD_PER_GPU_HOUR)]
+    ] = Field(default_factory=dict)
+    link_offering: Name | None = None  # None: the cheapest shipped offering wide enough
+    utilization: float = Field(default=DEFAULT_UTILIZATION, ge=bounds.MIN_UTILIZATION, le=1.0)
+
+
+class SiteSpec(Strict):
+    """A candidate PrfaaS site for `procure`: a GPU type, a link offering, optional overrides."""
+
+    name: Name
+    gpu: Name
+    link_offering: Name
+    usd_per_gpu_hour: float | None = Field(default=None, ge=0, le=bounds.MAX_USD_PER_GPU_HOUR)
+    rtt_ms: float | None = Field(default=None, ge=0, le=bounds.MAX_RTT_MS)  # None: the offering's
+    max_instances: int = Field(default=32, ge=0, le=bounds.MAX_PROCURE_INSTANCES_PER_SITE)
+
+
+class ProcurementSpec(Strict):
+    """`procure`'s candidate space (default sites: every GPU with a prefill profile for the
+    model x every link offering of data/links/)."""
+
+    sites: list[SiteSpec] = Field(default_factory=list, max_length=bounds.MAX_PROCURE_SITES)
+    max_pd_instances: int = Field(default=32, ge=1, le=bounds.MAX_PROCURE_INSTANCES_PER_SITE)
+
+
 class Scenario(Strict):
     name: str
     description: str = ""
@@ -135,6 +169,8 @@ class Scenario(Strict):
     link: LinkSpec
     workload: WorkloadSpec
     slo: SloSpec
+    cost: CostSpec | None = None
+    procurement: ProcurementSpec | None = None
 
 
 def load_scenario(path: Path) -> Scenario:

@@ -11,6 +11,13 @@ from prfaas_plan import __version__, units
 from prfaas_plan.analytic.capacity import Evaluation
 from prfaas_plan.analytic.ttft import TtftSummary
 from prfaas_plan.commands.plan import Deployment, EvaluationReport, PlanReport, RangeNote
+from prfaas_plan.render.cost import (
+    cost_notes,
+    cost_rows,
+    deployment_cost_json,
+    plan_cost_json,
+    prices_json,
+)
 from prfaas_plan.render.views import Document, View, fmt, number
 
 TTFT_NOTE = (
@@ -68,12 +75,27 @@ def _evaluation_json(e: Evaluation) -> Document:
 
 
 def _deployment_json(d: Deployment) -> Document:
-    return {
+    out: Document = {
         "prfaas_gpus": d.prfaas_gpus,
         "pd_gpus": d.pd_gpus,
         **_evaluation_json(d.evaluation),
         "ttft": _ttft_json(d.ttft),
     }
+    if d.cost is not None:  # only when prices are available
+        out["cost"] = deployment_cost_json(d.cost)
+    return out
+
+
+def _add_plan_cost(out: Document, report: PlanReport | EvaluationReport, key: str) -> Document:
+    """The priced deployment's `cost` block gains the equal-cost comparison."""
+    if report.plan_cost is not None:
+        deployment = report.plan if isinstance(report, PlanReport) else report.deployment
+        rps = deployment.evaluation.system_throughput_rps
+        block, inputs = out[key], out["inputs"]
+        assert isinstance(block, dict) and isinstance(inputs, dict)
+        block["cost"] = plan_cost_json(report.plan_cost, rps)
+        inputs["prices"] = prices_json(report.plan_cost.pricing)
+    return out
 
 
 def _range_json(notes: tuple[RangeNote, ...]) -> list[Document]:
@@ -186,16 +208,17 @@ def plan_to_json(report: PlanReport) -> Document:
             "prfaas_instances": z.evaluation.configuration.prfaas_instances,
             "bounds": [str(b) for b in z.evaluation.bounds],
         }
-    return out
+    return _add_plan_cost(out, report, "plan")
 
 
 def evaluation_to_json(report: EvaluationReport) -> Document:
-    return {
+    out: Document = {
         "prfaas_plan_version": __version__,
         "inputs": _inputs_json(report),
         "configuration": _deployment_json(report.deployment),
         "notes": [TTFT_NOTE],
     }
+    return _add_plan_cost(out, report, "configuration")
 
 
 # ---------------------------------------------------------------- human views
@@ -243,7 +266,8 @@ ROWS: tuple[tuple[str, Cell], ...] = (
 def _rows(deployments: list[Deployment]) -> list[tuple[str, list[str]]]:
     """(label with unit, one cell per deployment): shared by the terminal and Markdown views."""
     rows = [("GPUs (PrfaaS + PD)", [f"{d.prfaas_gpus} + {d.pd_gpus}" for d in deployments])]
-    return rows + [(label, [cell(d) for d in deployments]) for label, cell in ROWS]
+    rows += [(label, [cell(d) for d in deployments]) for label, cell in ROWS]
+    return rows + cost_rows(deployments)
 
 
 def _threshold_text(e: Evaluation) -> str:
@@ -341,6 +365,7 @@ def plan_view(report: PlanReport) -> View:
                 f"{z.evaluation.configuration.prfaas_instances}; binding: {' = '.join(z.evaluation.bounds)}."
             ),
         )
+    notes += cost_notes(report.plan_cost, report.plan.evaluation.system_throughput_rps)
     title = f"prfaas-plan · {report.problem.scenario.name} · mode {report.mode}"
     columns = [DEPLOYMENT_TITLES[d.name] for d in deployments]
     return View(title, columns, rows, notes + _common_notes(report))
@@ -348,6 +373,6 @@ def plan_view(report: PlanReport) -> View:
 
 def evaluation_view(report: EvaluationReport) -> View:
     title = f"prfaas-plan evaluate · {report.problem.scenario.name} · mode {report.deployment.evaluation.mode}"
-    return View(
-        title, [DEPLOYMENT_TITLES["evaluated"]], _rows([report.deployment]), _common_notes(report)
-    )
+    rps = report.deployment.evaluation.system_throughput_rps
+    notes = cost_notes(report.plan_cost, rps) + _common_notes(report)
+    return View(title, [DEPLOYMENT_TITLES["evaluated"]], _rows([report.deployment]), notes)

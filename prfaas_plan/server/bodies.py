@@ -29,7 +29,17 @@ class ScenarioBody(Strict):
     bandwidth_gbps: float | None = None  # overrides scenario.link.bandwidth_gbps, as the flag
 
 
-class PlanBody(ScenarioBody):
+class PricedBody(ScenarioBody):
+    """Prices, as the CLI's pricing flags (default: the scenario's `cost:` block, else the
+    catalog's prices)."""
+
+    gpu_prices_usd_per_gpu_hour: dict[str, float] | None = None  # --gpu-price GPU=USD
+    link_offering: str | None = None
+    cost_model: Literal["on-demand", "tco"] | None = None
+    utilization: float | None = None
+
+
+class PlanBody(PricedBody):
     mode: ModeName = Mode.PAPER.value
     threshold_tokens: float | None = None
     target_rps: float | None = None
@@ -42,7 +52,7 @@ class PlanBody(ScenarioBody):
     ttft_load_rps: float | None = None
 
 
-class EvaluateBody(ScenarioBody):
+class EvaluateBody(PricedBody):
     threshold_tokens: float
     pd_prefill_instances: int
     prfaas_instances: int | None = None

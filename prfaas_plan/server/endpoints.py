@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy
+from prfaas_plan.choices import ArrivalProcess, CostModel, Mode, RangePolicy, RoutingPolicy
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.reading import Strict
@@ -26,6 +26,7 @@ from prfaas_plan.server import bodies
 
 if TYPE_CHECKING:
     from prfaas_plan.commands.plan import PlanReport
+    from prfaas_plan.inputs.pricing import Pricing
 
 B = TypeVar("B", bound=Strict)
 Handler = Callable[[B, Catalog], tuple[View, Document]]
@@ -75,6 +76,18 @@ def problem_of(body: bodies.ScenarioBody, catalog: Catalog) -> Problem:
     return build_problem(body.scenario, REQUEST_SOURCE, catalog, body.bandwidth_gbps)
 
 
+def pricing_of(body: bodies.PricedBody, problem: Problem, catalog: Catalog) -> "Pricing | None":
+    """The prices the CLI's pricing flags would give (inputs/pricing.py)."""
+    from prfaas_plan.inputs.pricing import resolve_pricing
+
+    return resolve_pricing(
+        catalog, problem.scenario, problem.source, gpu_prices=body.gpu_prices_usd_per_gpu_hour,
+        link_offering=body.link_offering,
+        cost_model=None if body.cost_model is None else CostModel(body.cost_model),
+        utilization=body.utilization,
+    )  # fmt: skip
+
+
 def plan_report(body: bodies.PlanBody, catalog: Catalog) -> "PlanReport":
     """The PlanReport of `optimize` for this body."""
     from prfaas_plan.commands.plan import plan, ttft_target
@@ -85,11 +98,12 @@ def plan_report(body: bodies.PlanBody, catalog: Catalog) -> "PlanReport":
             body.ttft_percentile if body.ttft_percentile == "mean" else int(body.ttft_percentile)
         )
     ttft = ttft_target(body.ttft_target_s, chosen, body.ttft_load_rps, body.ttft_load)
+    problem = problem_of(body, catalog)
     return plan(
-        problem_of(body, catalog), mode=Mode(body.mode), threshold_tokens=body.threshold_tokens,
+        problem, mode=Mode(body.mode), threshold_tokens=body.threshold_tokens,
         target_rps=body.target_rps, max_prfaas_gpus=body.max_prfaas_gpus,
         solver=bodies.solver_of(body.solver), range_policy=RangePolicy(body.out_of_range),
-        ttft=ttft,
+        ttft=ttft, pricing=pricing_of(body, problem, catalog),
     )  # fmt: skip
 
 
@@ -108,10 +122,12 @@ def evaluate_endpoint(body: bodies.EvaluateBody, catalog: Catalog) -> tuple[View
     from prfaas_plan.commands.plan import evaluate_configuration
     from prfaas_plan.render.plan import evaluation_to_json, evaluation_view
 
+    problem = problem_of(body, catalog)
     report = evaluate_configuration(
-        problem_of(body, catalog), threshold_tokens=body.threshold_tokens,
+        problem, threshold_tokens=body.threshold_tokens,
         pd_prefill_instances=body.pd_prefill_instances, prfaas_instances=body.prfaas_instances,
         mode=Mode(body.mode), range_policy=RangePolicy(body.out_of_range),
+        pricing=pricing_of(body, problem, catalog),
     )  # fmt: skip
     return evaluation_view(report), evaluation_to_json(report)
 

@@ -23,6 +23,7 @@ Units: Λ in requests/s, instance counts, thresholds in tokens.
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from prfaas_plan.analytic.capacity import ServingSystem, rates
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import SolverError
+
+if TYPE_CHECKING:  # pulp is imported only where a problem is built
+    import pulp
 
 MILP_THRESHOLDS = 129
 MAX_OBSERVED_THRESHOLDS = 2000
@@ -159,12 +163,13 @@ def build_milp(
     )  # fmt: skip
 
 
-def solve_milp(m: Milp, solver: Solver) -> FloatArray | None:
-    """The optimal x, or None if the program is infeasible; SolverError on any other status."""
-    return (_solve_highs if solver is Solver.HIGHS else _solve_cbc)(m)
+def solve_milp(m: Milp, solver: Solver, rel_gap: float = MILP_REL_GAP) -> FloatArray | None:
+    """The optimal x (to `rel_gap`), or None if the program is infeasible; SolverError on any
+    other status."""
+    return (_solve_highs if solver is Solver.HIGHS else _solve_cbc)(m, rel_gap)
 
 
-def _solve_highs(m: Milp) -> FloatArray | None:
+def _solve_highs(m: Milp, rel_gap: float = MILP_REL_GAP) -> FloatArray | None:
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_array
 
@@ -174,7 +179,7 @@ def _solve_highs(m: Milp) -> FloatArray | None:
         constraints=LinearConstraint(a.tocsr(), m.row_lower, m.row_upper),
         integrality=m.integrality,
         bounds=Bounds(m.var_lower, m.var_upper),
-        options={"time_limit": MILP_TIME_LIMIT_S, "mip_rel_gap": MILP_REL_GAP, "disp": False},
+        options={"time_limit": MILP_TIME_LIMIT_S, "mip_rel_gap": rel_gap, "disp": False},
     )
     if result.status == 2:  # infeasible
         return None
@@ -186,12 +191,13 @@ def _solve_highs(m: Milp) -> FloatArray | None:
     return x
 
 
-def _solve_cbc(m: Milp) -> FloatArray | None:
-    import warnings
-
+def to_pulp(
+    m: Milp, name: str = "prfaas_sizing"
+) -> tuple["pulp.LpProblem", list["pulp.LpVariable"]]:
+    """`m` as a pulp problem (to solve with CBC or to write as MPS/LP) and its variables."""
     import pulp
 
-    problem = pulp.LpProblem("prfaas_sizing", pulp.LpMinimize)
+    problem = pulp.LpProblem(name, pulp.LpMinimize)
     x = [
         problem.add_variable(
             f"x{i}",
@@ -216,11 +222,20 @@ def _solve_cbc(m: Milp) -> FloatArray | None:
                 problem += expr <= float(m.row_upper[r])
             if np.isfinite(m.row_lower[r]):
                 problem += expr >= float(m.row_lower[r])
+    return problem, x
+
+
+def _solve_cbc(m: Milp, rel_gap: float = MILP_REL_GAP) -> FloatArray | None:
+    import warnings
+
+    import pulp
+
+    problem, x = to_pulp(m)
     with warnings.catch_warnings():
         # pulp 3.3 deprecates its bundled CBC for 4.0; it is still the one CBC that needs no
         # extra install, and it is only our cross-check back-end
         warnings.simplefilter("ignore", DeprecationWarning)
-        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=MILP_TIME_LIMIT_S, gapRel=MILP_REL_GAP)
+        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=MILP_TIME_LIMIT_S, gapRel=rel_gap)
     status = problem.solve(solver)
     if pulp.LpStatus[status] == "Infeasible":
         return None

@@ -1,0 +1,275 @@
+"""`procure`: the cheapest deployment reaching a target throughput, or the highest throughput
+within a budget, over candidate PrfaaS sites (GPU type x price x link offering), instance
+counts, the PD split and the threshold (solve/procure_milp.py). No printing.
+
+Sites come from the scenario's `procurement.sites`, or default to every GPU with a prefill
+profile for the model (at the scenario's PrfaaS GPUs per instance) x every link offering of
+data/links/. Prices: inputs/pricing.py. Units: req/s, $/h, s.
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from prfaas_plan import bounds, units
+from prfaas_plan.analytic.capacity import rates
+from prfaas_plan.analytic.profiles import FittedCurve
+from prfaas_plan.choices import Mode
+from prfaas_plan.commands.numerics import model_numerics
+from prfaas_plan.errors import ConfigError, InfeasibleError
+from prfaas_plan.inputs.catalog import Catalog, LinkOffering
+from prfaas_plan.inputs.files import write_atomically
+from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price
+from prfaas_plan.inputs.scenario import Problem, SiteSpec
+from prfaas_plan.solve.procure_milp import (
+    ProcurePoint,
+    ProcureSpace,
+    SiteRates,
+    build_procure_milp,
+    solve_procure,
+    write_model,
+)
+from prfaas_plan.solve.sizing_milp import milp_threshold_grid
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    gpu: str
+    gpus_per_instance: int
+    usd_per_gpu_hour: float
+    price_source: str
+    link_offering: str
+    link_bandwidth_gbps: float
+    rtt_s: float
+
+
+@dataclass(frozen=True)
+class ProcureReport:
+    problem: Problem
+    pricing: Pricing
+    sites: tuple[Site, ...]
+    space: ProcureSpace
+    target_rps: float | None
+    budget_usd_per_hour: float | None
+    point: ProcurePoint
+    capacity_rps: float  # Λ_max of the chosen counts at the chosen threshold
+    bound: str  # what limits that capacity: pd_decode, pd_prefill or prfaas (site compute/link)
+
+    @property
+    def threshold_tokens(self) -> float:
+        return float(self.space.thresholds_tokens[self.point.threshold_index])
+
+
+def default_sites(catalog: Catalog, problem: Problem) -> list[SiteSpec]:
+    """Every GPU with a prefill profile for the model x every link offering."""
+    s = problem.scenario
+    folder = catalog.data_dir / "profiles" / s.model / "prefill"
+    suffix = f"-x{s.prfaas_cluster.gpus_per_instance}"
+    gpus = sorted(p.name[: -len(suffix)] for p in folder.glob(f"*{suffix}") if p.is_dir())
+    return [
+        SiteSpec(name=f"{gpu}.{link}", gpu=gpu, link_offering=link)
+        for gpu in gpus
+        for link in catalog.link_offering_names()
+    ]
+
+
+def _site(problem: Problem, pricing: Pricing, catalog: Catalog, spec: SiteSpec,
+          offerings: dict[str, LinkOffering], overrides: dict[str, float]) -> Site:  # fmt: skip
+    where = f"{problem.source}: procurement.sites[{spec.name}]: "
+    offering = offerings[spec.link_offering]
+    if spec.usd_per_gpu_hour is not None:
+        price, source = spec.usd_per_gpu_hour, f"{where}usd_per_gpu_hour"
+    else:
+        cost = problem.scenario.cost
+        in_scenario = dict(cost.gpu_prices_usd_per_gpu_hour) if cost else {}
+        found = gpu_hour_price(catalog, spec.gpu, pricing.cost_model, overrides, in_scenario, where)
+        price, source = found.usd_per_gpu_hour, found.source
+    rtt_ms = offering.rtt_ms if spec.rtt_ms is None else spec.rtt_ms
+    return Site(
+        spec.name, spec.gpu, problem.scenario.prfaas_cluster.gpus_per_instance, price, source,
+        offering.name, offering.bandwidth_gbps, units.ms_to_s(rtt_ms),
+    )  # fmt: skip
+
+
+def procure_space(
+    catalog: Catalog,
+    problem: Problem,
+    pricing: Pricing,
+    gpu_prices: dict[str, float] | None = None,
+    max_instances_per_site: int | None = None,
+    mode: Mode = Mode.PAPER,
+) -> tuple[tuple[Site, ...], ProcureSpace]:
+    """The candidate sites and their rates on the MILP's threshold grid."""
+    spec = problem.scenario.procurement
+    specs = list(spec.sites) if spec and spec.sites else default_sites(catalog, problem)
+    if max_instances_per_site is not None:
+        bounds.check_in_range(
+            "max_instances_per_site", max_instances_per_site, 0,
+            bounds.MAX_PROCURE_INSTANCES_PER_SITE, "instances",
+        )  # fmt: skip
+        specs = [s.model_copy(update={"max_instances": max_instances_per_site}) for s in specs]
+    if not specs:
+        raise ConfigError("procure has no candidate PrfaaS site", parameter="procurement.sites")
+    if len(specs) > bounds.MAX_PROCURE_SITES:
+        raise ConfigError(
+            f"procure takes at most {bounds.MAX_PROCURE_SITES} candidate sites, got {len(specs)}",
+            parameter="procurement.sites",
+        )
+    offerings: dict[str, LinkOffering] = {}  # each read once, an unknown one named where used
+    for s in specs:
+        if s.link_offering not in offerings:
+            where = f"{problem.source}: procurement.sites[{s.name}]: "
+            offerings[s.link_offering] = catalog.link_offering(s.link_offering, where=where)
+    sites = tuple(_site(problem, pricing, catalog, s, offerings, gpu_prices or {}) for s in specs)
+    system, workload = problem.system, problem.workload
+    grid = milp_threshold_grid(workload)
+    pd = rates(system, workload, grid, 1, 1, 1, mode)
+    site_rates = []
+    reach = workload.max_tokens
+    gpi = problem.scenario.prfaas_cluster.gpus_per_instance
+    curves: dict[str, FittedCurve] = {}  # one table read and fit per GPU type
+    for site, s in zip(sites, specs, strict=True):
+        if site.gpu not in curves:
+            curves[site.gpu] = catalog.prefill_latency(
+                problem.scenario.model, site.gpu, gpi, reach,
+                where=f"{problem.source}: procurement.sites[{site.name}]: ",
+            )  # fmt: skip
+        bandwidth = units.gbps_to_bytes_per_s(site.link_bandwidth_gbps)
+        local = dataclasses.replace(
+            system, prfaas_prefill_latency=curves[site.gpu], link_bandwidth_bytes_per_s=bandwidth
+        )
+        r = rates(local, workload, grid, 1, 1, 1, mode)
+        offering = offerings[site.link_offering]
+        usd_per_gb, fixed = offering.usd_per_gb, units.per_month_to_per_hour(offering.monthly_usd)
+        site_rates.append(SiteRates(
+            name=site.name,
+            compute_rps_per_instance=np.nan_to_num(np.asarray(r.prfaas_compute_rps, float)),
+            link_rps=np.nan_to_num(np.asarray(r.prfaas_link_rps, float)),
+            usd_per_instance_hour=site.usd_per_gpu_hour * gpi,
+            fixed_usd_per_hour=fixed,
+            usd_per_offloaded_request=np.nan_to_num(
+                units.bytes_to_gb(np.asarray(r.long_kv_cache_bytes, float))) * usd_per_gb,
+            max_instances=s.max_instances,
+        ))  # fmt: skip
+    max_pd = spec.max_pd_instances if spec else 32
+    space = ProcureSpace(
+        thresholds_tokens=grid,
+        offload_fraction=np.asarray(pd.offload_fraction, float),
+        local_fraction=np.asarray(workload.split(grid)[0][0], float),
+        pd_prefill_rps_per_instance=np.nan_to_num(np.asarray(pd.pd_prefill_rps, float)),
+        decode_rps_per_instance=system.decode_rps_per_instance,
+        pd_usd_per_instance_hour=pricing.pd.usd_per_gpu_hour
+        * problem.scenario.pd_cluster.gpus_per_instance,
+        max_pd_instances=max_pd,
+        sites=tuple(site_rates),
+    )
+    return sites, space
+
+
+def binding(space: ProcureSpace, point: ProcurePoint) -> tuple[float, str]:
+    """(Λ_max of the point's counts at its threshold, the limit that sets it): pd_decode
+    (θ n_d), pd_prefill (c n_p / s) or the PrfaaS sites (Σ_j min(a_j n_j, b_j) / p), named
+    prfaas_compute or prfaas_link by what limits the sites in use (both: prfaas_compute+link)."""
+    k, n = point.threshold_index, point.site_instances
+    limits = {"pd_decode": space.decode_rps_per_instance * point.pd_decode_instances}
+    if space.local_fraction[k] > 0:
+        limits["pd_prefill"] = (
+            space.pd_prefill_rps_per_instance[k] * point.pd_prefill_instances
+            / space.local_fraction[k]
+        )  # fmt: skip
+    p = space.offload_fraction[k]
+    if p > 0:
+        kinds = {
+            "compute" if s.compute_rps_per_instance[k] * c <= s.link_rps[k] else "link"
+            for s, c in zip(space.sites, n, strict=True)
+            if c > 0
+        }
+        name = "prfaas_" + "+".join(sorted(kinds)) if kinds else "prfaas_compute"
+        caps = [
+            min(s.compute_rps_per_instance[k] * c, s.link_rps[k])
+            for s, c in zip(space.sites, n, strict=True)
+        ]
+        limits[name] = sum(caps) / p
+    bound = min(limits, key=lambda x: limits[x])
+    return limits[bound], bound
+
+
+@model_numerics("procure")
+def procure(
+    catalog: Catalog,
+    problem: Problem,
+    pricing: Pricing,
+    *,
+    target_rps: float | None = None,
+    budget_usd_per_hour: float | None = None,
+    gpu_prices: dict[str, float] | None = None,
+    max_instances_per_site: int | None = None,
+    mode: Mode = Mode.PAPER,
+    export_model: Path | None = None,
+) -> ProcureReport:
+    """The cheapest deployment reaching `target_rps`, or the highest Λ within
+    `budget_usd_per_hour` (exactly one); InfeasibleError (exit 6) names the best effort.
+    `export_model` (.mps or .lp) also writes the whole MILP, atomically, before solving."""
+    if (target_rps is None) == (budget_usd_per_hour is None):
+        raise ConfigError("procure needs exactly one of target_rps and budget_usd_per_hour",
+                          parameter="target_rps")  # fmt: skip
+    if target_rps is not None:
+        bounds.check_in_range(
+            "target_rps", target_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
+        )
+    if budget_usd_per_hour is not None and not (
+        budget_usd_per_hour > 0 and math.isfinite(budget_usd_per_hour)
+    ):
+        raise ConfigError(
+            f"budget_usd_per_hour must be a finite number > 0, got {budget_usd_per_hour:g}",
+            parameter="budget_usd_per_hour",
+        )
+    sites, space = procure_space(
+        catalog, problem, pricing, gpu_prices, max_instances_per_site, mode
+    )
+    if export_model is not None:
+        if export_model.suffix.lower() not in (".mps", ".lp"):
+            raise ConfigError(
+                f"export_model must end in .mps or .lp, got {bounds.quoted(str(export_model))}",
+                parameter="export_model",
+            )
+        milp = build_procure_milp(space, target_rps, budget_usd_per_hour)
+        write_atomically(export_model, lambda tmp: write_model(milp, tmp), "export_model")
+    point = solve_procure(space, target_rps, budget_usd_per_hour)
+    if point is None and budget_usd_per_hour is not None:
+        cheapest = space.pd_usd_per_instance_hour
+        raise InfeasibleError(
+            f"no deployment fits budget_usd_per_hour {budget_usd_per_hour:g}: the cheapest "
+            f"(one PD instance) costs {cheapest:,.2f} $/h",
+            parameter="budget_usd_per_hour",
+        )
+    if point is None:
+        best = _best_effort(space)
+        capacity, bound = binding(space, best)
+        raise InfeasibleError(
+            f"no deployment in the candidate space reaches target_rps {target_rps:g} req/s: the "
+            f"best is {capacity:.3f} req/s ({_describe(sites, best)}), bound by {bound}; allow "
+            "more instances (--max-instances-per-site, procurement.max_pd_instances) or relax the target",
+            parameter="target_rps",
+        )
+    capacity, bound = binding(space, point)
+    return ProcureReport(problem, pricing, sites, space, target_rps, budget_usd_per_hour, point,
+                         capacity, bound)  # fmt: skip
+
+
+def _best_effort(space: ProcureSpace) -> ProcurePoint:
+    """The highest Λ of the space, then the cheapest deployment reaching it."""
+    highest = solve_procure(space, budget_usd_per_hour=math.inf)
+    assert highest is not None  # Λ = 0 on one PD instance is always feasible
+    best = solve_procure(space, target_rps=highest.served_rps * (1 - 1e-6))
+    return best if best is not None else highest
+
+
+def _describe(sites: tuple[Site, ...], point: ProcurePoint) -> str:
+    used = [f"{n} x {s.name}" for s, n in zip(sites, point.site_instances, strict=True) if n]
+    pd = f"PD {point.pd_prefill_instances}+{point.pd_decode_instances}"
+    return ", ".join([*used, pd])

@@ -1,0 +1,190 @@
+"""Prices for a scenario: each GPU-hour (on-demand or total cost of ownership) and the link
+offerings, from the GPU files and data/links/, overridden by the scenario's `cost:` block and
+then by the command line (`--gpu-price`, `--link-offering`, `--cost-model`).
+"""
+
+from dataclasses import dataclass
+
+from prfaas_plan import bounds, units
+from prfaas_plan.analytic.cost import LinkPrice, tco_usd_per_gpu_hour
+from prfaas_plan.choices import CostModel
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.inputs.catalog import Catalog, GpuPrices, LinkOffering
+from prfaas_plan.inputs.scenario import DEFAULT_UTILIZATION, Scenario
+
+
+@dataclass(frozen=True)
+class GpuHourPrice:
+    gpu: str
+    usd_per_gpu_hour: float
+    source: str  # where the price comes from: the GPU file's figure(s), the scenario or a flag
+
+
+@dataclass(frozen=True)
+class Pricing:
+    cost_model: CostModel
+    prfaas: GpuHourPrice
+    pd: GpuHourPrice
+    links: tuple[LinkPrice, ...]  # candidates: the cheapest at a plan's egress is bought
+    utilization: float
+
+
+def _link_price(offering: LinkOffering) -> LinkPrice:
+    return LinkPrice(
+        name=offering.name,
+        bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(offering.bandwidth_gbps),
+        fixed_usd_per_hour=units.per_month_to_per_hour(offering.monthly_usd),
+        usd_per_gb=offering.usd_per_gb,
+        rtt_s=units.ms_to_s(offering.rtt_ms),
+    )
+
+
+def parse_gpu_prices(values: list[str]) -> dict[str, float]:
+    """`GPU=USD_PER_GPU_HOUR` strings -> {gpu: price}; each GPU at most once."""
+    prices: dict[str, float] = {}
+    for text in values:
+        name, sep, price = text.partition("=")
+        try:
+            value = float(price) if sep and name.strip() else None
+        except ValueError:
+            value = None
+        if value is None:
+            raise ConfigError(
+                f"gpu_price must be GPU=USD_PER_GPU_HOUR (e.g. h200=3.5), got {bounds.quoted(text)}",
+                parameter="gpu_price",
+            )
+        if name.strip() in prices:
+            raise ConfigError(f"gpu_price: {name.strip()!r} is given twice", parameter="gpu_price")
+        prices[name.strip()] = value
+    return prices
+
+
+def _check_price(gpu: str, value: float, where: str, parameter: str | None) -> float:
+    if not 0 <= value <= bounds.MAX_USD_PER_GPU_HOUR:
+        raise ConfigError(
+            f"{where}price of {gpu} must be in [0, {bounds.MAX_USD_PER_GPU_HOUR:g}] USD per "
+            f"GPU-hour, got {value:g}",
+            parameter=parameter,
+        )
+    return value
+
+
+def _from_file(gpu: str, prices: GpuPrices | None, model: CostModel, source: str) -> GpuHourPrice:
+    how = "--gpu-price GPU=USD or the scenario's cost.gpu_prices_usd_per_gpu_hour"
+    if prices is None:
+        raise ConfigError(f"{source}: no prices for GPU {gpu!r}; give {how}", parameter="gpu_price")
+    if model is CostModel.ON_DEMAND:
+        figure = prices.on_demand_usd_per_gpu_hour
+        if figure.value is None:
+            raise ConfigError(
+                f"{source}: prices.on_demand_usd_per_gpu_hour of {gpu!r} is unknown "
+                f"({figure.note}); give {how}",
+                parameter="gpu_price",
+            )
+        return GpuHourPrice(gpu, figure.value, f"{source}: on-demand ({figure.basis})")
+    names = ("purchase_usd_per_gpu", "depreciation_years", "board_power_w", "pue",
+             "electricity_usd_per_kwh")  # fmt: skip
+    values = [getattr(prices, n).value for n in names]
+    missing = [n for n, v in zip(names, values, strict=True) if v is None]
+    if missing:
+        raise ConfigError(
+            f"{source}: cost model tco needs prices.{', prices.'.join(missing)} of {gpu!r}, "
+            f"which are unknown; use --cost-model on-demand or give {how}",
+            parameter="cost_model",
+        )
+    bases = sorted({getattr(prices, n).basis for n in names})
+    return GpuHourPrice(
+        gpu, tco_usd_per_gpu_hour(*values), f"{source}: tco ({', '.join(bases)} inputs)"
+    )
+
+
+def gpu_hour_price(
+    catalog: Catalog,
+    gpu: str,
+    cost_model: CostModel,
+    overrides: dict[str, float],
+    scenario_prices: dict[str, float],
+    where: str,
+) -> GpuHourPrice:
+    """A GPU's price per hour: a `--gpu-price` override, else the scenario's, else the GPU file's."""
+    if gpu in overrides:
+        price = _check_price(gpu, overrides[gpu], "gpu_price: ", "gpu_price")
+        return GpuHourPrice(gpu, price, "--gpu-price")
+    if gpu in scenario_prices:
+        return GpuHourPrice(gpu, scenario_prices[gpu], f"{where}cost.gpu_prices_usd_per_gpu_hour")
+    spec = catalog.gpu(gpu)
+    return _from_file(
+        gpu, spec.prices, cost_model, catalog.shown(catalog.data_dir / "gpus" / f"{gpu}.yaml")
+    )
+
+
+def resolve_pricing(
+    catalog: Catalog,
+    scenario: Scenario,
+    source: str,
+    *,
+    gpu_prices: dict[str, float] | None = None,
+    link_offering: str | None = None,
+    cost_model: CostModel | None = None,
+    utilization: float | None = None,
+) -> Pricing | None:
+    """The scenario's prices, or None when the catalog has none and none are asked for (then
+    results carry no cost). Anything asked for explicitly that cannot be priced is an error."""
+    spec = scenario.cost
+    asked = spec is not None or bool(gpu_prices) or link_offering is not None
+    asked = asked or cost_model is not None or utilization is not None
+    overrides = gpu_prices or {}
+    known = {scenario.prfaas_cluster.gpu, scenario.pd_cluster.gpu}
+    foreign = sorted(set(overrides) - known)
+    if foreign:
+        raise ConfigError(
+            f"gpu_price names {', '.join(map(repr, foreign))}, which the scenario does not "
+            f"deploy; it deploys {', '.join(sorted(known))}",
+            parameter="gpu_price",
+        )
+    model = cost_model or (CostModel(spec.cost_model) if spec else CostModel.ON_DEMAND)
+    share = (
+        utilization
+        if utilization is not None
+        else (spec.utilization if spec else DEFAULT_UTILIZATION)
+    )
+    bounds.check_in_range("utilization", share, bounds.MIN_UTILIZATION, 1.0, "of Λ_max")
+    where = f"{source}: "
+    in_scenario = dict(spec.gpu_prices_usd_per_gpu_hour) if spec else {}
+    try:
+        prfaas, pd = (
+            gpu_hour_price(catalog, c.gpu, model, overrides, in_scenario, where)
+            for c in (scenario.prfaas_cluster, scenario.pd_cluster)
+        )
+    except ConfigError:
+        if asked:
+            raise
+        return None
+    name = link_offering or (spec.link_offering if spec else None)
+    needed_gbps = scenario.link.bandwidth_gbps
+    if name is not None:
+        offering = catalog.link_offering(
+            name,
+            where="link_offering: " if link_offering else f"{where}cost.link_offering: ",
+            parameter="link_offering" if link_offering else None,
+        )  # fmt: skip
+        if offering.bandwidth_gbps < needed_gbps:
+            raise ConfigError(
+                f"link_offering {name!r} carries {offering.bandwidth_gbps:g} Gbps, less than the "
+                f"{needed_gbps:g} Gbps link the plan assumes (link.bandwidth_gbps); choose a wider "
+                f"offering or model this one with --bandwidth-gbps {offering.bandwidth_gbps:g}",
+                parameter="link_offering",
+            )
+        links: tuple[LinkPrice, ...] = (_link_price(offering),)
+    else:
+        offerings = [catalog.link_offering(n) for n in catalog.link_offering_names()]
+        links = tuple(_link_price(o) for o in offerings if o.bandwidth_gbps >= needed_gbps)
+        if not links:
+            if asked:
+                raise ConfigError(
+                    f"no link offering in {catalog.data_dir / 'links'}/ carries the plan's "
+                    f"{needed_gbps:g} Gbps link; add one or give --link-offering",
+                    parameter="link_offering",
+                )
+            return None
+    return Pricing(model, prfaas, pd, links, share)

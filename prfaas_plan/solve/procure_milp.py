@@ -1,0 +1,388 @@
+"""The procurement MILP: the cheapest deployment reaching a target throughput (or the highest
+throughput within a budget) over candidate PrfaaS sites, instance counts, the PD split and the
+routing threshold, with offloaded traffic split between several sites at once.
+
+As in solve/sizing_milp.py, one binary y_k picks the threshold t_k from a grid, and every
+capacity term is then linear. Per candidate site j (a GPU type, its price and a link offering):
+a_jk offloaded req/s per instance at t_k (1 / T_j(l_long,k)), b_jk = B_j / S_kv,k the link's
+req/s, P_j $/instance-hour, F_j the link's fixed $/h, w_jk = S_kv,k x $/byte of its volume.
+Variables n_j (instances), z_j (site bought), n_p, n_d, y_k, Λ_k and Λ_jk (site j's share):
+
+    Λ_jk <= a_jk n_j,   Λ_jk <= b_jk y_k,   Σ_k Λ_jk <= M z_j,   n_j <= U_j z_j   (site j)
+    Σ_j Λ_jk = p_k Λ_k,   s_k Λ_k <= c_k n_p,   Λ_k <= θ_d n_d,   Λ_k <= M y_k,   Σ_k y_k = 1
+    y_k <= n_p where s_k > 0,   n_d >= 1,   n_p + n_d <= N_pd,max
+    cost = Σ_j (P_j n_j + F_j z_j + 3600 Σ_k w_jk Λ_jk) + P_pd (n_p + n_d)   ($/h)
+
+Target mode: min cost with Σ_k Λ_k >= X (the link volume is billed at the served X). Budget
+mode: max Σ_k Λ_k with cost <= B. `brute_force` enumerates the same space (tests, benchmark).
+Units: req/s, $/h, bytes.
+"""
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from prfaas_plan import units
+from prfaas_plan.analytic.arrays import FloatArray
+from prfaas_plan.choices import Solver
+from prfaas_plan.solve.sizing_milp import Milp, solve_milp, to_pulp
+
+# a cost (or throughput) within 1e-6 of the optimum: far below any price's precision, and it
+# lets HiGHS stop once the bound proves it (1e-9, the sizing MILP's gap, took seconds longer)
+PROCURE_REL_GAP = 1e-6
+
+
+@dataclass(frozen=True)
+class SiteRates:
+    """One candidate PrfaaS site on the threshold grid."""
+
+    name: str
+    compute_rps_per_instance: FloatArray  # a_jk, offloaded req/s one instance prefills
+    link_rps: FloatArray  # b_jk = B_j / S_kv(l_long,k)
+    usd_per_instance_hour: float  # P_j
+    fixed_usd_per_hour: float  # F_j
+    usd_per_offloaded_request: FloatArray  # w_jk = S_kv(l_long,k) x $/byte
+    max_instances: int  # U_j
+
+
+@dataclass(frozen=True)
+class ProcureSpace:
+    thresholds_tokens: FloatArray
+    offload_fraction: FloatArray  # p_k
+    local_fraction: FloatArray  # s_k
+    pd_prefill_rps_per_instance: FloatArray  # c_k
+    decode_rps_per_instance: float  # θ_d
+    pd_usd_per_instance_hour: float
+    max_pd_instances: int
+    sites: tuple[SiteRates, ...]
+
+
+@dataclass(frozen=True)
+class ProcurePoint:
+    threshold_index: int
+    site_instances: tuple[int, ...]
+    site_rps: tuple[float, ...]  # offloaded req/s each site carries at the served rate
+    pd_prefill_instances: int
+    pd_decode_instances: int
+    served_rps: float
+    usd_per_hour: float
+
+
+def _cost_terms(space: ProcureSpace, k: int, n: tuple[int, ...], n_p: int, n_d: int) -> float:
+    fixed = sum(s.fixed_usd_per_hour for s, c in zip(space.sites, n, strict=True) if c > 0)
+    gpus = sum(s.usd_per_instance_hour * c for s, c in zip(space.sites, n, strict=True))
+    return fixed + gpus + space.pd_usd_per_instance_hour * (n_p + n_d)
+
+
+def _site_caps(space: ProcureSpace, k: int, n: tuple[int, ...]) -> FloatArray:
+    return np.array(
+        [
+            min(s.compute_rps_per_instance[k] * c, s.link_rps[k])
+            for s, c in zip(space.sites, n, strict=True)
+        ]
+    )
+
+
+def capacity_rps(space: ProcureSpace, k: int, n: tuple[int, ...], n_p: int, n_d: int) -> float:
+    """Λ_max of fixed counts at t_k: min(θ n_d, c_k n_p / s_k, Σ_j min(a_jk n_j, b_jk) / p_k)."""
+    limits = [space.decode_rps_per_instance * n_d]
+    if space.local_fraction[k] > 0:
+        limits.append(space.pd_prefill_rps_per_instance[k] * n_p / space.local_fraction[k])
+    if space.offload_fraction[k] > 0:
+        limits.append(float(_site_caps(space, k, n).sum()) / space.offload_fraction[k])
+    return min(limits)
+
+
+def _volume_split(
+    space: ProcureSpace, k: int, n: tuple[int, ...], offloaded_rps: float
+) -> tuple[float, FloatArray]:
+    """Cheapest split of `offloaded_rps` over the sites (cheapest volume first): ($/h, per site)."""
+    caps = _site_caps(space, k, n)
+    price = np.array([units.per_s_to_per_hour(s.usd_per_offloaded_request[k]) for s in space.sites])
+    share = np.zeros(len(space.sites))
+    left = offloaded_rps
+    for j in np.argsort(price, kind="stable"):
+        share[j] = min(caps[j], left)
+        left -= share[j]
+    return float(price @ share), share
+
+
+def brute_force(space: ProcureSpace, target_rps: float) -> ProcurePoint | None:
+    """The cheapest point reaching `target_rps` by enumerating every threshold, count and split."""
+    best: ProcurePoint | None = None
+    ranges = [range(s.max_instances + 1) for s in space.sites]
+    for k in range(space.thresholds_tokens.size):
+        for n in itertools.product(*ranges):
+            for n_p in range(space.max_pd_instances):
+                for n_d in range(1, space.max_pd_instances - n_p + 1):
+                    if capacity_rps(space, k, n, n_p, n_d) < target_rps * (1 - 1e-9):
+                        continue
+                    volume, share = _volume_split(
+                        space, k, n, space.offload_fraction[k] * target_rps
+                    )
+                    cost = _cost_terms(space, k, n, n_p, n_d) + volume
+                    if best is None or cost < best.usd_per_hour - 1e-9:
+                        best = ProcurePoint(k, n, tuple(share), n_p, n_d, target_rps, cost)
+                    break  # more decode instances only cost more
+    return best
+
+
+def build_procure_milp(
+    space: ProcureSpace, target_rps: float | None = None, budget_usd_per_hour: float | None = None
+) -> Milp:
+    """The MILP of the module docstring (exactly one of `target_rps`, `budget_usd_per_hour`)."""
+    j_count, k = len(space.sites), space.thresholds_tokens.size
+    n_idx = np.arange(j_count)
+    z_idx = j_count + n_idx
+    np_idx, nd_idx = 2 * j_count, 2 * j_count + 1
+    y_idx = 2 * j_count + 2 + np.arange(k)
+    lam_idx = y_idx + k
+    n_vars = 2 * j_count + 2 + 2 * k + j_count * k
+    big_m = space.decode_rps_per_instance * space.max_pd_instances
+    # the tightest big-Ms the bounds allow (a weak relaxation made the budget mode take ~20 s):
+    # a site carries at most max_k min(a_jk U_j, b_jk); Λ_k at most what every pool allows
+    site_caps = np.array([np.minimum(s.compute_rps_per_instance * s.max_instances, s.link_rps)
+                          for s in space.sites]).reshape(j_count, k)  # fmt: skip
+    site_m = site_caps.max(axis=1) if k else np.zeros(j_count)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam_m = np.minimum.reduce([
+            np.full(k, big_m),
+            np.where(space.local_fraction > 0, space.pd_prefill_rps_per_instance
+                     * space.max_pd_instances / space.local_fraction, np.inf),
+            np.where(space.offload_fraction > 0, site_caps.sum(axis=0) / space.offload_fraction,
+                     np.inf),
+        ])  # fmt: skip
+    rows: list[npt.NDArray[np.int64]] = []
+    cols: list[npt.NDArray[np.int64]] = []
+    vals: list[FloatArray] = []
+    lower: list[float] = []
+    upper: list[float] = []
+
+    def row(c: "npt.ArrayLike", v: "npt.ArrayLike", lo: float, hi: float) -> None:
+        columns = np.asarray(c, dtype=np.int64)
+        rows.append(np.full(columns.size, len(lower)))
+        cols.append(columns)
+        vals.append(np.asarray(v, dtype=float))
+        lower.append(lo)
+        upper.append(hi)
+
+    inf = math.inf
+    cost_cols: list[int] = [np_idx, nd_idx]
+    cost_vals: list[float] = [space.pd_usd_per_instance_hour] * 2
+    for j, site in enumerate(space.sites):
+        lam_jk = 2 * j_count + 2 + 2 * k + j * k + np.arange(k)
+        for kk in range(k):
+            row([lam_jk[kk], n_idx[j]], [1.0, -site.compute_rps_per_instance[kk]], -inf, 0.0)
+            row([lam_jk[kk], y_idx[kk]], [1.0, -site.link_rps[kk]], -inf, 0.0)
+        row([*lam_jk, z_idx[j]], [*np.ones(k), -site_m[j]], -inf, 0.0)
+        row([n_idx[j], z_idx[j]], [1.0, -float(site.max_instances)], -inf, 0.0)
+        cost_cols += [int(n_idx[j]), int(z_idx[j]), *lam_jk.tolist()]
+        cost_vals += [site.usd_per_instance_hour, site.fixed_usd_per_hour]
+        cost_vals += units.per_s_to_per_hour(site.usd_per_offloaded_request).tolist()
+    for kk in range(k):
+        shares = [2 * j_count + 2 + 2 * k + j * k + kk for j in range(j_count)]
+        row([*shares, lam_idx[kk]], [*np.ones(j_count), -space.offload_fraction[kk]], 0.0, 0.0)
+        row(
+            [lam_idx[kk], np_idx],
+            [space.local_fraction[kk], -space.pd_prefill_rps_per_instance[kk]],
+            -inf,
+            0.0,
+        )
+        row([lam_idx[kk], nd_idx], [1.0, -space.decode_rps_per_instance], -inf, 0.0)
+        row([lam_idx[kk], y_idx[kk]], [1.0, -lam_m[kk]], -inf, 0.0)
+        if space.local_fraction[kk] > 0:
+            row([y_idx[kk], np_idx], [1.0, -1.0], -inf, 0.0)
+    row(y_idx, np.ones(k), 1.0, 1.0)
+    row([np_idx, nd_idx], [1.0, 1.0], -inf, float(space.max_pd_instances))
+    c = np.zeros(n_vars)
+    if target_rps is not None:
+        row(lam_idx, np.ones(k), target_rps, inf)
+        np.add.at(c, np.array(cost_cols), np.array(cost_vals))
+    else:
+        assert budget_usd_per_hour is not None
+        row(np.array(cost_cols), np.array(cost_vals), -inf, budget_usd_per_hour)
+        c[lam_idx] = -1.0  # req/s: 1e-6 of the optimum is below any printed digit
+    var_lower = np.zeros(n_vars)
+    var_upper = np.full(n_vars, inf)
+    var_upper[n_idx] = [s.max_instances for s in space.sites]
+    var_upper[z_idx] = 1
+    var_upper[[np_idx, nd_idx]] = space.max_pd_instances
+    var_lower[nd_idx] = 1
+    var_upper[y_idx] = 1
+    integrality = np.zeros(n_vars)
+    integrality[: 2 * j_count + 2 + k] = 1
+    a_values = np.concatenate(vals)
+    keep = a_values != 0
+    return Milp(
+        c, np.concatenate(rows).astype(np.int64)[keep], np.concatenate(cols)[keep], a_values[keep],
+        np.array(lower), np.array(upper), var_lower, var_upper, integrality,
+    )  # fmt: skip
+
+
+def point_from_solution(space: ProcureSpace, x: FloatArray) -> ProcurePoint:
+    j_count, k = len(space.sites), space.thresholds_tokens.size
+    n = tuple(round(v) for v in x[:j_count])
+    n_p, n_d = (round(v) for v in x[2 * j_count : 2 * j_count + 2])
+    y = x[2 * j_count + 2 : 2 * j_count + 2 + k]
+    kk = int(np.argmax(y))
+    served = float(x[2 * j_count + 2 + k + kk])
+    lam_jk = x[2 * j_count + 2 + 2 * k :].reshape(j_count, k)[:, kk]
+    volume = sum(
+        units.per_s_to_per_hour(s.usd_per_offloaded_request[kk]) * r
+        for s, r in zip(space.sites, lam_jk, strict=True)
+    )
+    cost = _cost_terms(space, kk, n, n_p, n_d) + volume
+    return ProcurePoint(kk, n, tuple(float(v) for v in lam_jk), n_p, n_d, served, cost)
+
+
+def _at(space: ProcureSpace, k: int) -> ProcureSpace:
+    """The space restricted to threshold t_k (y_k = 1)."""
+    one = slice(k, k + 1)
+    return dataclasses.replace(
+        space,
+        thresholds_tokens=space.thresholds_tokens[one],
+        offload_fraction=space.offload_fraction[one],
+        local_fraction=space.local_fraction[one],
+        pd_prefill_rps_per_instance=space.pd_prefill_rps_per_instance[one],
+        sites=tuple(
+            dataclasses.replace(
+                s, compute_rps_per_instance=s.compute_rps_per_instance[one],
+                link_rps=s.link_rps[one], usd_per_offloaded_request=s.usd_per_offloaded_request[one],
+            )
+            for s in space.sites
+        ),
+    )  # fmt: skip
+
+
+def _pd_rates_needed(space: ProcureSpace) -> FloatArray:
+    """PD instances per req/s of Λ at each t_k (1/θ_d + s_k/c_k; inf where PD-P cannot serve)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prefill = np.where(
+            space.local_fraction > 0, space.local_fraction / space.pd_prefill_rps_per_instance, 0.0
+        )
+    return 1 / space.decode_rps_per_instance + np.nan_to_num(prefill, nan=np.inf)
+
+
+def _offload_usd_per_rps(space: ProcureSpace) -> FloatArray:
+    """$/h per req/s of Λ that offloading costs at least at each t_k: p_k x the cheapest $/h per
+    offloaded req/s of any site, ignoring whole instances and fixed link prices (a relaxation,
+    so a lower bound)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_site = [
+            np.where(s.compute_rps_per_instance > 0,
+                     s.usd_per_instance_hour / s.compute_rps_per_instance, np.inf)
+            + units.per_s_to_per_hour(s.usd_per_offloaded_request)
+            # the fixed price spread over the most the site can carry (z_j relaxed)
+            + s.fixed_usd_per_hour
+            / np.minimum(s.compute_rps_per_instance * s.max_instances, s.link_rps)
+            for s in space.sites
+        ]  # fmt: skip
+    if not per_site:
+        return np.where(space.offload_fraction > 0, np.inf, 0.0)
+    cheapest = np.min(per_site, axis=0)
+    with np.errstate(invalid="ignore"):  # 0 x inf where nothing is offloaded
+        share: FloatArray = np.where(
+            space.offload_fraction > 0, space.offload_fraction * cheapest, 0.0
+        )
+    return share
+
+
+def _first_instance_usd_per_hour(space: ProcureSpace) -> FloatArray:
+    """Offloading anything buys at least one instance and a link: min_j (P_j + F_j) where
+    p_k > 0, else 0 (a lower bound, with whole instances)."""
+    first = min((s.usd_per_instance_hour + s.fixed_usd_per_hour for s in space.sites),
+                default=math.inf)  # fmt: skip
+    return np.where(space.offload_fraction > 0, first, 0.0)
+
+
+def solve_procure(
+    space: ProcureSpace, target_rps: float | None = None, budget_usd_per_hour: float | None = None
+) -> ProcurePoint | None:
+    """The optimum of the MILP of `build_procure_milp`, found threshold by threshold: y_k fixed,
+    each restriction is a small MILP; thresholds are visited best bound first and the search
+    stops once no remaining threshold's bound can beat the incumbent (the PD cluster's own
+    cost or capacity bounds every threshold). None when no point meets the target or budget."""
+    per_rps = _pd_rates_needed(space)
+    pd_price = space.pd_usd_per_instance_hour
+    best: ProcurePoint | None = None
+    if target_rps is not None:
+        # the PD cluster alone costs at least this at t_k (whole instances, each pool)
+        decode = math.ceil(target_rps / space.decode_rps_per_instance * (1 - 1e-12))
+        with np.errstate(invalid="ignore"):
+            prefill = np.ceil(np.nan_to_num(
+                (per_rps - 1 / space.decode_rps_per_instance) * target_rps, nan=np.inf
+            ) * (1 - 1e-12))  # fmt: skip
+        bound = pd_price * (decode + prefill)
+        # plus the offloaded share at the cheapest $ per offloaded req/s of any site, ignoring
+        # whole instances and fixed link prices (a relaxation, so still a lower bound)
+        bound = bound + np.maximum(
+            target_rps * _offload_usd_per_rps(space), _first_instance_usd_per_hour(space)
+        )
+        bound[decode + prefill > space.max_pd_instances] = np.inf
+        for k in np.argsort(bound, kind="stable"):
+            if not math.isfinite(bound[k]) or (
+                best and bound[k] >= best.usd_per_hour * (1 - PROCURE_REL_GAP)
+            ):
+                break
+            point = _solve_one(space, int(k), target_rps, None)
+            if point is not None and (best is None or point.usd_per_hour < best.usd_per_hour):
+                best = point
+        return best
+    assert budget_usd_per_hour is not None
+    # Λ at t_k is at most what the budget buys of PD instances and what the pools can serve
+    caps = np.array([np.minimum(s.compute_rps_per_instance * s.max_instances, s.link_rps)
+                     for s in space.sites]).reshape(len(space.sites), -1).sum(axis=0)  # fmt: skip
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upper = np.minimum.reduce([
+            budget_usd_per_hour / (pd_price * per_rps) if pd_price > 0 else np.full(per_rps.size, np.inf),
+            space.max_pd_instances / per_rps,
+            np.where(space.offload_fraction > 0, caps / space.offload_fraction, np.inf),
+        ])  # fmt: skip
+    # and at most the budget over the cheapest $ per req/s of Λ (PD pools + offloaded share)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_lambda = pd_price * per_rps + _offload_usd_per_rps(space)
+        upper = np.minimum(
+            upper, np.where(per_lambda > 0, budget_usd_per_hour / per_lambda, np.inf)
+        )
+    for k in np.argsort(-upper, kind="stable"):
+        if best is not None and upper[k] <= best.served_rps * (1 + PROCURE_REL_GAP):
+            break
+        point = _solve_one(space, int(k), None, budget_usd_per_hour)
+        if point is not None and (best is None or point.served_rps > best.served_rps):
+            best = point
+    return best
+
+
+def _solve_one(
+    space: ProcureSpace, k: int, target_rps: float | None, budget_usd_per_hour: float | None
+) -> ProcurePoint | None:
+    one = _at(space, k)
+    x = solve_milp(build_procure_milp(one, target_rps, budget_usd_per_hour), Solver.HIGHS,
+                   PROCURE_REL_GAP)  # fmt: skip
+    if x is None:
+        return None
+    return dataclasses.replace(point_from_solution(one, x), threshold_index=k)
+
+
+def solve_procure_monolithic(
+    space: ProcureSpace, target_rps: float | None = None, budget_usd_per_hour: float | None = None
+) -> ProcurePoint | None:
+    """The whole MILP in one solve (what --export-model writes; slower than `solve_procure`)."""
+    milp = build_procure_milp(space, target_rps, budget_usd_per_hour)
+    x = solve_milp(milp, Solver.HIGHS, PROCURE_REL_GAP)
+    return None if x is None else point_from_solution(space, x)
+
+
+def write_model(m: Milp, path: Path) -> None:
+    """Write `m` for another solver: MPS (fixed names x0.., minimise) for a `.mps` path, CPLEX
+    LP format for `.lp`. Variable order: n_j, z_j, n_p, n_d, y_k, Λ_k, Λ_jk (module docstring)."""
+    problem, _ = to_pulp(m, "prfaas_procure")
+    if path.suffix.lower() == ".mps":
+        problem.writeMPS(str(path))
+    else:
+        problem.writeLP(str(path))

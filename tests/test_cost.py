@@ -1,0 +1,135 @@
+"""Prices and the cost of plans (analytic/cost.py, inputs/pricing.py, commands/cost.py): hand
+computed figures, the equal-cost budget rule, overrides and bad input."""
+
+import json
+import math
+
+import pytest
+
+from prfaas_plan import units
+from prfaas_plan.analytic.cost import affordable_instances, tco_usd_per_gpu_hour
+from prfaas_plan.inputs.catalog import Catalog
+from tests.test_cli import assert_clean_error, run
+
+
+def _plan(*args: str) -> dict:
+    result = run("optimize", "-f", "json", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_tco_by_hand():
+    # 35,000 $ over 5 years of 8760 h, plus 0.7 kW x 1.5 x 0.1 $/kWh
+    assert tco_usd_per_gpu_hour(35_000, 5, 700, 1.5, 0.1) == pytest.approx(35_000 / 43_800 + 0.105)
+
+
+@pytest.mark.parametrize("budget, price, n", [(10.0, 2.5, 4), (9.99, 2.5, 3), (0.0, 1.0, 0)])
+def test_affordable_instances_is_the_floor(budget, price, n):
+    assert affordable_instances(budget, price) == n
+
+
+def test_case_study_cost_by_hand():
+    """The case study's $/hour from the shipped prices, each component recomputed here."""
+    doc = _plan()
+    catalog = Catalog.open()
+    h200 = catalog.gpu("h200").prices.on_demand_usd_per_gpu_hour.value
+    h20 = catalog.gpu("h20").prices.on_demand_usd_per_gpu_hour.value
+    cost, plan = doc["plan"]["cost"], doc["plan"]
+    u = cost["utilization"]
+    assert u == 0.7 and doc["inputs"]["prices"]["utilization"] == u
+    assert cost["usd_per_hour"]["prfaas_gpus"] == pytest.approx(32 * h200)
+    assert cost["usd_per_hour"]["pd_gpus"] == pytest.approx(64 * h20)
+    link = catalog.link_offering(cost["link_offering"])
+    egress_gb_per_h = u * plan["kv_egress_bytes_per_s"] * 3600 / 1e9
+    assert cost["usd_per_hour"]["link_volume"] == pytest.approx(egress_gb_per_h * link.usd_per_gb)
+    assert cost["usd_per_hour"]["link_fixed"] == pytest.approx(link.monthly_usd / 730)
+    total = sum(v for k, v in cost["usd_per_hour"].items() if k != "total")
+    assert cost["usd_per_hour"]["total"] == pytest.approx(total)
+    served = u * plan["throughput_rps"]["system"]
+    assert cost["usd_per_million_output_tokens"] == pytest.approx(
+        total / (served * 1024 * 3600) * 1e6
+    )
+    # the cheapest wide-enough offering at this egress was bought
+    for other in doc["inputs"]["prices"]["link_offerings"]:
+        assert other["fixed_usd_per_hour"] + egress_gb_per_h * other["usd_per_gb"] >= (
+            cost["usd_per_hour"]["link_fixed"] + cost["usd_per_hour"]["link_volume"] - 1e-9
+        )
+    # no link is bought for homogeneous PD
+    assert doc["baselines"]["homogeneous_pd"]["cost"]["usd_per_hour"]["link_fixed"] == 0
+
+
+def test_equal_cost_baseline_spends_the_budget_and_no_more():
+    doc = _plan("--gpu-price", "h200=2.4")
+    e = doc["plan"]["cost"]["equal_cost_homogeneous_pd"]
+    per_instance = 8 * 1.2
+    assert e["pd_instances"] * per_instance <= e["budget_usd_per_hour"]
+    assert (e["pd_instances"] + 1) * per_instance > e["budget_usd_per_hour"]
+    assert e["budget_usd_per_hour"] == doc["plan"]["cost"]["usd_per_hour"]["total"]
+    gain = doc["plan"]["throughput_rps"]["system"] / e["system_rps"]
+    assert doc["plan"]["cost"]["speedup_vs_equal_cost_homogeneous"] == pytest.approx(gain)
+    # a dearer H200 buys more H20 for the same plan: the gain can only fall
+    dearer = _plan("--gpu-price", "h200=5")["plan"]["cost"]
+    assert dearer["speedup_vs_equal_cost_homogeneous"] <= gain
+    assert doc["plan"]["cost"]["usd_per_hour"]["prfaas_gpus"] == pytest.approx(32 * 2.4)
+
+
+def test_tco_and_named_offering():
+    doc = _plan(
+        "--cost-model", "tco", "--link-offering", "aws-internet-egress", "--utilization", "1"
+    )
+    p = Catalog.open().gpu("h200").prices
+    expected = tco_usd_per_gpu_hour(
+        p.purchase_usd_per_gpu.value, p.depreciation_years.value, p.board_power_w.value,
+        p.pue.value, p.electricity_usd_per_kwh.value,
+    )  # fmt: skip
+    assert doc["inputs"]["prices"]["prfaas_usd_per_gpu_hour"] == pytest.approx(expected)
+    assert doc["plan"]["cost"]["link_offering"] == "aws-internet-egress"
+    assert doc["plan"]["cost"]["usd_per_hour"]["link_fixed"] == 0
+    assert doc["plan"]["cost"]["served_rps"] == doc["plan"]["throughput_rps"]["system"]
+
+
+def test_evaluate_is_priced():
+    result = run("evaluate", "--threshold-tokens", "19400", "--pd-prefill-instances", "3",
+                 "-f", "json")  # fmt: skip
+    cost = json.loads(result.stdout)["configuration"]["cost"]
+    assert math.isfinite(cost["usd_per_million_output_tokens"])
+    assert cost["equal_cost_homogeneous_pd"]["pd_instances"] >= 2
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["--gpu-price", "h200"], ["--gpu-price", "GPU=USD_PER_GPU_HOUR"]),
+        (["--gpu-price", "h200=-1"], ["--gpu-price", "price of h200", "got -1"]),
+        (["--gpu-price", "h100=2"], ["--gpu-price", "'h100'", "does not deploy"]),
+        (["--gpu-price", "h200=1", "--gpu-price", "h200=2"], ["given twice"]),
+        (["--link-offering", "nope"], ["--link-offering", "unknown link offering 'nope'",
+                                       "aws-dx-100g"]),
+        (["--link-offering", "aws-dx-10g"], ["--link-offering", "10 Gbps", "--bandwidth-gbps 10"]),
+        (["--utilization", "0"], ["--utilization"]),
+    ],
+)  # fmt: skip
+def test_bad_pricing_input(args, fragments):
+    assert_clean_error(run("optimize", *args), 3, *fragments)
+
+
+def test_unpriced_catalog_gives_no_cost(tmp_path):
+    from tests.test_hostile_files import data_copy
+
+    data = data_copy(tmp_path)
+    for gpu in ("h20", "h200"):
+        path = data / "gpus" / f"{gpu}.yaml"
+        text = path.read_text()
+        path.write_text(text[: text.index("# Prices")])
+    doc = _plan("--data-dir", str(data))
+    assert "cost" not in doc["plan"] and "prices" not in doc["inputs"]
+    # asked for a cost without prices: an error naming the flag to give
+    assert_clean_error(run("optimize", "--data-dir", data, "--cost-model", "tco"), 3,
+                       "no prices for GPU", "--gpu-price")  # fmt: skip
+    priced = _plan("--data-dir", str(data), "--gpu-price", "h20=1", "--gpu-price", "h200=3")
+    assert priced["plan"]["cost"]["usd_per_hour"]["pd_gpus"] == 64
+
+
+def test_units_month_and_gb():
+    assert units.per_month_to_per_hour(730.0) == 1.0
+    assert units.bytes_to_gb(2e9) == 2.0
