@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from prfaas_plan import bounds, units
@@ -20,12 +21,17 @@ from prfaas_plan.analytic.distributions import (
     ObservedLengths,
     TruncatedLogNormal,
 )
-from prfaas_plan.analytic.profiles import decode_point_for_slo
+from prfaas_plan.analytic.profiles import (
+    DecodePoint,
+    decode_point_at_context,
+    decode_point_for_slo,
+    mean_decode_context_tokens,
+)
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.catalog import NAME_PATTERN, Catalog
+from prfaas_plan.inputs.catalog import NAME_PATTERN, Catalog, DecodeTable
 from prfaas_plan.inputs.reading import Strict, parse, read_yaml
 from prfaas_plan.inputs.resources import default_scenario_file
-from prfaas_plan.inputs.traces import read_observed_lengths
+from prfaas_plan.inputs.traces import read_mooncake_trace, read_observed_lengths
 
 _MIN_GBPS = units.bytes_per_s_to_gbps(bounds.MIN_BANDWIDTH_BYTES_PER_S)
 _MAX_GBPS = units.bytes_per_s_to_gbps(bounds.MAX_BANDWIDTH_BYTES_PER_S)
@@ -111,9 +117,43 @@ InputLengths = Annotated[
 ]
 
 
+class OutputFromTrace(Strict):
+    # output lengths observed jointly with the input lengths of workload.input_tokens (a trace)
+    distribution: Literal["from_trace"]
+
+
+OutputLengthsSpec = Annotated[
+    LogNormalLengths | HistogramLengths | OutputFromTrace, Field(discriminator="distribution")
+]
+
+
 class WorkloadSpec(Strict):
     input_tokens: InputLengths
-    output_tokens: float = Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)  # mean, >= 1 a request
+    # a constant (every request, >= 1), a distribution, or `from_trace`
+    output_tokens: Annotated[float, Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)] | (
+        OutputLengthsSpec
+    )
+
+
+@dataclass(frozen=True)
+class OutputLengths:
+    """Output lengths as the model uses them: their first two moments (equation 5 uses the mean,
+    the decode context the second moment), what the simulator samples, and for lengths read
+    from a trace jointly with the inputs E[L_in·L_out] (None: independent of the input)."""
+
+    mean_tokens: float
+    mean_squared_tokens: float
+    distribution: LengthDistribution | None  # None: every request has mean_tokens
+    mean_input_times_output_tokens: float | None = None
+
+    @classmethod
+    def constant(cls, tokens: float) -> "OutputLengths":
+        return cls(tokens, tokens * tokens, None)
+
+    @classmethod
+    def of(cls, distribution: LengthDistribution) -> "OutputLengths":
+        m = distribution.partial_moments(-math.inf, math.inf, max_order=2)
+        return cls(float(m[1] / m[0]), float(m[2] / m[0]), distribution)
 
 
 class SloSpec(Strict):
@@ -154,13 +194,52 @@ def load_scenario(path: Path) -> Scenario:
 MIN_LOGNORMAL_MASS = 1e-12
 
 
-def build_workload(spec: InputLengths, base_dir: Path, where: str = "") -> LengthDistribution:
+def build_output_lengths(
+    spec: float | LogNormalLengths | HistogramLengths | OutputFromTrace,
+    input_spec: InputLengths,
+    base_dir: Path,
+    where: str = "",
+) -> OutputLengths:
+    """workload.output_tokens as OutputLengths; `from_trace` needs workload.input_tokens to be
+    an observed Mooncake JSONL trace (the lengths are then read jointly)."""
+    if isinstance(spec, float | int):
+        return OutputLengths.constant(float(spec))
+    if not isinstance(spec, OutputFromTrace):
+        return OutputLengths.of(build_workload(spec, base_dir, where, "output_tokens"))
+    if not (isinstance(input_spec, ObservedLengthsFile) and input_spec.file.endswith(".jsonl")):
+        raise ConfigError(
+            f"{where}workload.output_tokens: from_trace needs workload.input_tokens to be "
+            "`distribution: observed` with a .jsonl trace (its output_length field), found "
+            f"{input_spec.distribution}"
+        )
+    trace = read_mooncake_trace((base_dir / input_spec.file).resolve())
+    outputs = np.asarray(trace.output_tokens, dtype=float)
+    if not np.all(outputs >= bounds.MIN_TOKENS):
+        raise ConfigError(
+            f"{where}workload.output_tokens: from_trace: every output_length in {input_spec.file} "
+            f"must be >= {bounds.MIN_TOKENS:g} token, found {outputs.min():g}"
+        )
+    inputs = np.asarray(trace.input_tokens, dtype=float)
+    return OutputLengths(
+        float(outputs.mean()),
+        float(np.mean(outputs * outputs)),
+        ObservedLengths(outputs, source=f"output_length of {input_spec.file}"),
+        float(np.mean(inputs * outputs)),
+    )
+
+
+def build_workload(
+    spec: InputLengths | LogNormalLengths | HistogramLengths,
+    base_dir: Path,
+    where: str = "",
+    field: str = "input_tokens",
+) -> LengthDistribution:
     if isinstance(spec, LogNormalLengths):
         d = TruncatedLogNormal(spec.mu_log, spec.sigma_log, spec.min_tokens, spec.max_tokens)
         mass = d.untruncated_mass
         if not mass > MIN_LOGNORMAL_MASS:
             raise ConfigError(
-                f"{where}workload.input_tokens: the log-normal (mu_log={spec.mu_log:g}, "
+                f"{where}workload.{field}: the log-normal (mu_log={spec.mu_log:g}, "
                 f"sigma_log={spec.sigma_log:g}) puts {mass:.3g} of its probability on "
                 f"[{spec.min_tokens:g}, {spec.max_tokens:g}] tokens; expected > {MIN_LOGNORMAL_MASS:g} "
                 "(mu_log is the mean of ln(tokens), e.g. 9.9 for a ~20K-token median)"
@@ -170,6 +249,27 @@ def build_workload(spec: InputLengths, base_dir: Path, where: str = "") -> Lengt
         return Histogram(tuple(spec.bin_edges_tokens), tuple(spec.weights))
     path = (base_dir / spec.file).resolve()
     return ObservedLengths(read_observed_lengths(path), source=str(path))
+
+
+def decode_point(
+    table: DecodeTable, slo_tokens_per_s: float, inputs: LengthDistribution, output: OutputLengths
+) -> DecodePoint:
+    """BS_max and its step time at the SLO; where the table has a context column, at the
+    workload's mean decode context (profiles.mean_decode_context_tokens)."""
+    if table.context_tokens is None:
+        return decode_point_for_slo(
+            table.batch_sizes, table.step_latencies_s, slo_tokens_per_s=slo_tokens_per_s,
+            source=table.source,
+        )  # fmt: skip
+    joint = output.mean_input_times_output_tokens
+    context = mean_decode_context_tokens(
+        inputs.mean_tokens * output.mean_tokens if joint is None else joint,
+        output.mean_tokens, output.mean_squared_tokens,
+    )  # fmt: skip
+    return decode_point_at_context(
+        table.context_tokens, table.batch_sizes, table.step_latencies_s,
+        decode_context_tokens=context, slo_tokens_per_s=slo_tokens_per_s, source=table.source,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -182,6 +282,7 @@ class Problem:
     workload: LengthDistribution
     prfaas_instances: int
     pd_instances: int
+    output_lengths: OutputLengths | None = None  # None: every request has system.output_tokens
 
 
 def build_problem(
@@ -206,6 +307,10 @@ def build_problem(
             bounds.MAX_BANDWIDTH_GBPS, "Gbps",
         )  # fmt: skip
     workload = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
+    output = build_output_lengths(
+        scenario.workload.output_tokens, scenario.workload.input_tokens, source.parent,
+        f"{source}: ",
+    )  # fmt: skip
     reach = workload.max_tokens
     model, prfaas, pd = scenario.model, scenario.prfaas_cluster, scenario.pd_cluster
     decode = catalog.decode_table(
@@ -221,18 +326,13 @@ def build_problem(
         kv_cache_size=catalog.kv_cache_size(
             model, scenario.kv_dtype, reach, where=f"{source}: kv_dtype: "
         ),
-        decode=decode_point_for_slo(
-            decode.batch_sizes,
-            decode.step_latencies_s,
-            slo_tokens_per_s=scenario.slo.decode_tokens_per_s,
-            source=decode.source,
-        ),
-        output_tokens=scenario.workload.output_tokens,
+        decode=decode_point(decode, scenario.slo.decode_tokens_per_s, workload, output),
+        output_tokens=output.mean_tokens,
         link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(
             scenario.link.bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps
         ),
     )
-    return Problem(scenario, str(source), system, workload, prfaas.instances, pd.instances)
+    return Problem(scenario, str(source), system, workload, prfaas.instances, pd.instances, output)
 
 
 def open_problem(
