@@ -131,3 +131,8 @@ MAX_BURST_CV = 100.0
 # at most this much memory (the issue's ~1 GB), and an hour of run time
 MAX_SIMULATION_BYTES = units.gib_to_bytes(1)
 MAX_SIMULATION_S = 3600.0
+
+# --- output lengths, decode context and prefix caching (issue 11, part B) ---
+# a prefix-cache hit-rate above 99% leaves under 1% of a prompt to prefill: the closed form's
+# "same share of every request" assumption says nothing useful there
+MAX_PREFIX_CACHE_HIT_RATE = 0.99

@@ -25,6 +25,9 @@ EXAMPLES = {
         "simulate", "examples/case_study.yaml", "--load", "0.5,0.8,0.95", "--requests", "100000",
         "--seed", "0", "--format", "markdown",
     ],
+    "optimize-slo30-markdown": ["optimize", "examples/decode/case_study_slo30.yaml", "-f", "markdown"],
+    "optimize-slo50-markdown": ["optimize", "examples/decode/case_study_slo50.yaml", "-f", "markdown"],
+    "output-prefix-markdown": ["optimize", "examples/decode/output_and_prefix.yaml", "-f", "markdown"],
 }  # fmt: skip
 
 

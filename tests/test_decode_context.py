@@ -228,3 +228,24 @@ def test_simulate_draws_each_requests_own_output_length(tmp_path):
     drawn = _output_tokens(problem, np.random.default_rng(1), 20000)
     assert drawn.min() >= 512 and drawn.max() <= 1536 and np.unique(drawn).size > 1000
     assert drawn.mean() == pytest.approx(1024, rel=0.02)
+
+
+def test_the_readme_slo_table_is_what_the_planner_finds(tmp_path):
+    """Each row of the README's decode-SLO table (SLO, BS_max, T_decode ms, req/s per decode
+    instance, Λ_max, t*) is recomputed."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    rows = re.findall(
+        r"^\| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", readme, re.M
+    )
+    assert [int(r[0]) for r in rows] == [20, 30, 40, 50, 60]
+    for slo, batch, step_ms, decode_rps, rps, t_k in rows:
+        path = _scenario(tmp_path, float(slo))
+        problem = build_problem(load_scenario(path), path, Catalog.open())
+        evaluation = plan(problem, mode=Mode.PAPER).plan.evaluation
+        assert problem.system.decode.batch_size == int(batch)
+        assert f"{problem.system.decode.step_latency_s * 1e3:.2f}" == step_ms
+        assert f"{problem.system.decode_rps_per_instance:.3f}" == decode_rps
+        assert f"{evaluation.system_throughput_rps:.3f}" == rps
+        assert f"{evaluation.configuration.threshold_tokens / 1e3:.2f}" == t_k

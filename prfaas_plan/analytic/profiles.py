@@ -161,6 +161,7 @@ class DecodePoint:
     batch_size: int
     step_latency_s: float
     source: str
+    context_tokens: float | None = None  # the decode context it holds at, where profiled
 
 
 def decode_point_for_slo(
@@ -253,7 +254,9 @@ def decode_point_at_context(
             f"is {fastest:g} s; relax slo.decode_tokens_per_s or profile smaller batches"
         )
     best = ok[-1]
-    return DecodePoint(int(candidates[best]), float(steps[best]), source)
+    return DecodePoint(
+        int(candidates[best]), float(steps[best]), source, float(decode_context_tokens)
+    )
 
 
 def mean_decode_context_tokens(

@@ -20,6 +20,7 @@ from prfaas_plan.analytic.distributions import (
     LengthDistribution,
     ObservedLengths,
     TruncatedLogNormal,
+    UncachedLengths,
 )
 from prfaas_plan.analytic.profiles import (
     DecodePoint,
@@ -133,6 +134,9 @@ class WorkloadSpec(Strict):
     output_tokens: Annotated[float, Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)] | (
         OutputLengthsSpec
     )
+    # share h of every request's input tokens found in a prefix cache (in both clusters): prefill,
+    # routing and the KV transfer use the uncached (1 - h)·L, decode the full context
+    prefix_cache_hit_rate: float = Field(default=0.0, ge=0, le=bounds.MAX_PREFIX_CACHE_HIT_RATE)
 
 
 @dataclass(frozen=True)
@@ -306,7 +310,9 @@ def build_problem(
             "bandwidth_gbps", bandwidth_gbps, bounds.MIN_BANDWIDTH_GBPS,
             bounds.MAX_BANDWIDTH_GBPS, "Gbps",
         )  # fmt: skip
-    workload = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
+    full = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
+    hit_rate = scenario.workload.prefix_cache_hit_rate
+    workload = UncachedLengths(full, hit_rate) if hit_rate > 0 else full
     output = build_output_lengths(
         scenario.workload.output_tokens, scenario.workload.input_tokens, source.parent,
         f"{source}: ",
@@ -326,7 +332,7 @@ def build_problem(
         kv_cache_size=catalog.kv_cache_size(
             model, scenario.kv_dtype, reach, where=f"{source}: kv_dtype: "
         ),
-        decode=decode_point(decode, scenario.slo.decode_tokens_per_s, workload, output),
+        decode=decode_point(decode, scenario.slo.decode_tokens_per_s, full, output),
         output_tokens=output.mean_tokens,
         link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(
             scenario.link.bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps
