@@ -249,3 +249,47 @@ def test_the_readme_slo_table_is_what_the_planner_finds(tmp_path):
         assert f"{problem.system.decode_rps_per_instance:.3f}" == decode_rps
         assert f"{evaluation.system_throughput_rps:.3f}" == rps
         assert f"{evaluation.configuration.threshold_tokens / 1e3:.2f}" == t_k
+
+
+@pytest.mark.parametrize(
+    ("workload_line", "fragments"),
+    [
+        ("output_tokens: {distribution: foo}", ["workload.output_tokens", "expected a number"]),
+        ("output_tokens: 0", ["workload.output_tokens", "greater than or equal to 1"]),
+        ("output_tokens: 1024\n  prefix_cache_hit_rate: 1", ["prefix_cache_hit_rate", "0.99"]),
+        ("output_tokens: 1024\n  prefix_cache_hit_rate: -0.1", ["prefix_cache_hit_rate"]),
+    ],
+    ids=["unknown output form", "zero output", "hit-rate 1", "negative hit-rate"],
+)
+def test_bad_workload_fields_are_one_line_errors(tmp_path, workload_line, fragments):
+    from .test_cli import assert_clean_error
+
+    path = tmp_path / "s.yaml"
+    path.write_text(CASE.read_text().replace("output_tokens: 1024", workload_line))
+    assert_clean_error(run("optimize", str(path)), 3, *fragments)
+
+
+@pytest.mark.parametrize(
+    ("table", "fragment"),
+    [
+        ("context_tokens,batch_size,decode_step_latency_s\n2048,1,0.01\n1024,1,0.01\n", "sorted"),
+        (
+            "context_tokens,batch_size,decode_step_latency_s\n1024,2,0.01\n1024,1,0.01\n",
+            "strictly increasing",
+        ),
+        (
+            "batch_size,context_tokens,decode_step_latency_s\n1,1024,0.01\n2,1024,0.02\n",
+            "outside the profiled contexts",
+        ),
+    ],
+    ids=["contexts unsorted", "batches unsorted in a context", "context out of range"],
+)
+def test_bad_context_decode_tables_are_refused(tmp_path, table, fragment):
+    from .test_cli import assert_clean_error
+
+    data = data_copy(tmp_path)
+    (data / DECODE / "decode_step.csv").write_text(table)
+    (data / DECODE / "decode_calibration.csv").unlink()
+    result = run("optimize", "--data-dir", str(data))
+    assert result.returncode in (4, 5)
+    assert_clean_error(result, result.returncode, fragment)

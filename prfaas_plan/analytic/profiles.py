@@ -201,6 +201,25 @@ def _step_at_batches(
     return steps
 
 
+def validate_context_table(
+    context_tokens: FloatArray,
+    batch_sizes: FloatArray,
+    step_latencies_s: FloatArray,
+    *,
+    source: str,
+) -> FloatArray:
+    """The distinct contexts of a (context, batch, step) table, after checking each context's
+    rows as a batch table (validate_table); ProfileError otherwise."""
+    contexts: FloatArray = np.unique(context_tokens)
+    for c in contexts:
+        rows = context_tokens == c
+        validate_table(
+            batch_sizes[rows], step_latencies_s[rows], source=f"{source} (context_tokens {c:g})",
+            value_name="decode_step_latency_s", key_name="batch_size", min_rows=1,
+        )  # fmt: skip
+    return contexts
+
+
 def decode_point_at_context(
     context_tokens: ArrayLike,
     batch_sizes: ArrayLike,
@@ -221,19 +240,13 @@ def decode_point_at_context(
     context = np.asarray(context_tokens, dtype=float)
     batch = np.asarray(batch_sizes, dtype=float)
     step = np.asarray(step_latencies_s, dtype=float)
-    contexts = np.unique(context)
+    contexts = validate_context_table(context, batch, step, source=source)
     if not contexts[0] <= decode_context_tokens <= contexts[-1]:
         raise RangeError(
             f"{source}: the workload's mean decode context {decode_context_tokens:,.0f} tokens lies "
             f"outside the profiled contexts {contexts[0]:g}..{contexts[-1]:g} tokens; profile "
             "that context (the table is not extrapolated)"
         )
-    for c in contexts:
-        rows = context == c
-        validate_table(
-            batch[rows], step[rows], source=f"{source} (context_tokens {c:g})",
-            value_name="decode_step_latency_s", key_name="batch_size", min_rows=1,
-        )  # fmt: skip
     upper = int(np.searchsorted(contexts, decode_context_tokens))
     low, high = contexts[max(upper - 1, 0)], contexts[upper]
     if decode_context_tokens == low:

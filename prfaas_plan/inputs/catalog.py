@@ -37,6 +37,7 @@ from prfaas_plan.analytic.profiles import (
     PREFILL_LATENCY_DEGREE,
     FittedCurve,
     fit_curve,
+    validate_context_table,
     validate_table,
 )
 from prfaas_plan.errors import ConfigError, ProfileError
@@ -414,6 +415,8 @@ class Catalog:
                 f"{path}: context_tokens must be finite, > 0 and sorted (rows grouped by context), "
                 f"found {bounds.quoted(context.tolist())}"
             )
+        else:
+            validate_context_table(context, batch, step_s, source=str(path))
         if np.any(batch != np.round(batch)):
             raise ProfileError(f"{path}: batch_size must be whole numbers, found {batch.tolist()}")
         return DecodeTable(batch, step_s, meta, self.shown(path), context)

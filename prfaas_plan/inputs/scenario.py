@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from prfaas_plan import bounds, units
 from prfaas_plan.analytic.capacity import ServingSystem
@@ -123,17 +123,32 @@ class OutputFromTrace(Strict):
     distribution: Literal["from_trace"]
 
 
+def _output_form(value: object) -> str:
+    """Which form of workload.output_tokens a value is: a mapping names its distribution."""
+    if isinstance(value, dict):
+        return str(value.get("distribution"))
+    return str(getattr(value, "distribution", "constant"))
+
+
+ConstantTokens = Annotated[float, Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)]
 OutputLengthsSpec = Annotated[
-    LogNormalLengths | HistogramLengths | OutputFromTrace, Field(discriminator="distribution")
+    Annotated[ConstantTokens, Tag("constant")]
+    | Annotated[LogNormalLengths, Tag("truncated_lognormal")]
+    | Annotated[HistogramLengths, Tag("histogram")]
+    | Annotated[OutputFromTrace, Tag("from_trace")],
+    Discriminator(
+        _output_form,
+        custom_error_type="output_tokens_form",
+        custom_error_message="expected a number of tokens, or a mapping with distribution "
+        "truncated_lognormal, histogram or from_trace",
+    ),
 ]
 
 
 class WorkloadSpec(Strict):
     input_tokens: InputLengths
     # a constant (every request, >= 1), a distribution, or `from_trace`
-    output_tokens: Annotated[float, Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)] | (
-        OutputLengthsSpec
-    )
+    output_tokens: OutputLengthsSpec
     # share h of every request's input tokens found in a prefix cache (in both clusters): prefill,
     # routing and the KV transfer use the uncached (1 - h)·L, decode the full context
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0, le=bounds.MAX_PREFIX_CACHE_HIT_RATE)
