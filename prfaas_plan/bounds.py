@@ -166,3 +166,8 @@ MIN_UTILIZATION = 0.01
 MAX_PROCURE_SITES = 64
 MAX_PROCURE_INSTANCES_PER_SITE = 1_000
 MAX_BRUTE_FORCE_POINTS = 2_000_000
+
+# --- output lengths, decode context and prefix caching (issue 11, part B) ---
+# a prefix-cache hit-rate above 99% leaves under 1% of a prompt to prefill: the closed form's
+# "same share of every request" assumption says nothing useful there
+MAX_PREFIX_CACHE_HIT_RATE = 0.99

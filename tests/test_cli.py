@@ -160,7 +160,7 @@ def test_failure_leaves_existing_output_untouched(tmp_path):
         ({"model": "gpt-9"}, 3, ["unknown model 'gpt-9'", "internal-1t-hybrid"]),
         ({"pd_cluster.instances": 0}, 3, ["pd_cluster.instances must be >= 1"]),
         ({"workload.input_tokens.max_tokens": 100}, 3, ["max_tokens must exceed min_tokens"]),
-        ({"slo.decode_tokens_per_s": 100}, 6, ["decode SLO of 100 tokens/s", "decode_step.csv"]),
+        ({"slo.decode_tokens_per_s": 1000}, 6, ["decode SLO of 1000 tokens/s", "decode_step.csv"]),
         ({"link.bandwidth": 100}, 3, ["link.bandwidth"]),
         ({"prfaas_cluster.gpus_per_instance": 4}, 3, ["no prefill profile", "h200-x4", "h200-x8"]),
     ],

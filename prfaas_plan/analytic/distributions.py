@@ -292,3 +292,52 @@ class ObservedLengths(LengthDistribution):
 
     def describe(self) -> str:
         return f"{self.lengths_tokens.size} observed lengths from {self.source}"
+
+
+@dataclass(frozen=True, eq=False)
+class UncachedLengths(LengthDistribution):
+    """U = (1 − h)·L: the part of each request a prefix cache with hit-rate h does not hold
+    (every request has the same share h of its tokens cached). Its moments follow from L's:
+    E[U^k ; a < U <= b] = (1 − h)^k · E[L^k ; a/(1 − h) < L <= b/(1 − h)]."""
+
+    full: LengthDistribution
+    hit_rate: float  # h in [0, 1)
+
+    @property
+    def min_tokens(self) -> float:  # type: ignore[override]
+        return self._share * self.full.min_tokens
+
+    @property
+    def max_tokens(self) -> float:  # type: ignore[override]
+        return self._share * self.full.max_tokens
+
+    @property
+    def _share(self) -> float:
+        return 1.0 - self.hit_rate
+
+    def partial_moments(self, a: ArrayLike, b: ArrayLike, max_order: int = 2) -> FloatArray:
+        c = self._share
+        moments = self.full.partial_moments(
+            np.asarray(a, float) / c, np.asarray(b, float) / c, max_order
+        )
+        scale = c ** np.arange(max_order + 1, dtype=float)
+        scaled: FloatArray = moments * scale.reshape((-1,) + (1,) * (moments.ndim - 1))
+        return scaled
+
+    def quantile(self, u: ArrayLike) -> FloatArray:
+        q: FloatArray = self._share * self.full.quantile(u)
+        return q
+
+    def mesh(self) -> tuple[FloatArray, FloatArray]:
+        values, weights = self.full.mesh()
+        return self._share * values, weights
+
+    def threshold_candidates(self) -> FloatArray | None:
+        candidates = self.full.threshold_candidates()
+        return None if candidates is None else self._share * candidates
+
+    def describe(self) -> str:
+        return (
+            f"uncached {1 - self.hit_rate:.0%} (prefix-cache hit-rate {self.hit_rate:.0%}) of "
+            + self.full.describe()
+        )

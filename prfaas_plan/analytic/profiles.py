@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
-from prfaas_plan.errors import InfeasibleError, ProfileError
+from prfaas_plan.errors import InfeasibleError, ProfileError, RangeError
 
 PREFILL_LATENCY_DEGREE = 2
 KV_CACHE_SIZE_DEGREE = 1
@@ -161,6 +161,7 @@ class DecodePoint:
     batch_size: int
     step_latency_s: float
     source: str
+    context_tokens: float | None = None  # the decode context it holds at, where profiled
 
 
 def decode_point_for_slo(
@@ -189,3 +190,93 @@ def decode_point_for_slo(
         )
     best = ok[-1]
     return DecodePoint(int(batch_sizes[best]), float(step_latencies_s[best]), source)
+
+
+def _step_at_batches(
+    batch_sizes: FloatArray, step_latencies_s: FloatArray, batches: FloatArray
+) -> FloatArray:
+    """Step time at `batches` by linear interpolation between profiled batches (inf outside)."""
+    inside = (batches >= batch_sizes[0]) & (batches <= batch_sizes[-1])
+    steps: FloatArray = np.where(inside, np.interp(batches, batch_sizes, step_latencies_s), np.inf)
+    return steps
+
+
+def validate_context_table(
+    context_tokens: FloatArray,
+    batch_sizes: FloatArray,
+    step_latencies_s: FloatArray,
+    *,
+    source: str,
+) -> FloatArray:
+    """The distinct contexts of a (context, batch, step) table, after checking each context's
+    rows as a batch table (validate_table); ProfileError otherwise."""
+    contexts: FloatArray = np.unique(context_tokens)
+    for c in contexts:
+        rows = context_tokens == c
+        validate_table(
+            batch_sizes[rows], step_latencies_s[rows], source=f"{source} (context_tokens {c:g})",
+            value_name="decode_step_latency_s", key_name="batch_size", min_rows=1,
+        )  # fmt: skip
+    return contexts
+
+
+def decode_point_at_context(
+    context_tokens: ArrayLike,
+    batch_sizes: ArrayLike,
+    step_latencies_s: ArrayLike,
+    *,
+    decode_context_tokens: float,
+    slo_tokens_per_s: float,
+    source: str,
+) -> DecodePoint:
+    """Largest whole batch whose step at `decode_context_tokens` meets `1 / slo_tokens_per_s`,
+    from a table of rows (context, batch, step).
+
+    Interpolation: linear in batch within each profiled context, then linear in context between
+    the two profiled contexts around `decode_context_tokens` (bilinear, exact for a roofline
+    step = a + b·batch + c·context + d·batch·context). Nothing is extrapolated: the context must
+    lie within the profiled contexts, and only batches profiled at both neighbouring contexts
+    count."""
+    context = np.asarray(context_tokens, dtype=float)
+    batch = np.asarray(batch_sizes, dtype=float)
+    step = np.asarray(step_latencies_s, dtype=float)
+    contexts = validate_context_table(context, batch, step, source=source)
+    if not contexts[0] <= decode_context_tokens <= contexts[-1]:
+        raise RangeError(
+            f"{source}: the workload's mean decode context {decode_context_tokens:,.0f} tokens lies "
+            f"outside the profiled contexts {contexts[0]:g}..{contexts[-1]:g} tokens; profile "
+            "that context (the table is not extrapolated)"
+        )
+    upper = int(np.searchsorted(contexts, decode_context_tokens))
+    low, high = contexts[max(upper - 1, 0)], contexts[upper]
+    if decode_context_tokens == low:
+        high = low
+    weight = 0.0 if high == low else (decode_context_tokens - low) / (high - low)
+    candidates = np.arange(1.0, float(batch.max()) + 1.0)
+    steps = (1 - weight) * _step_at_batches(
+        batch[context == low], step[context == low], candidates
+    ) + weight * _step_at_batches(batch[context == high], step[context == high], candidates)
+    max_step_s = 1.0 / slo_tokens_per_s
+    ok = np.flatnonzero(steps <= max_step_s * (1 + 1e-12))
+    if ok.size == 0:
+        finite = np.isfinite(steps)
+        fastest = float(steps[finite][0]) if finite.any() else float("inf")
+        raise InfeasibleError(
+            f"{source}: a decode SLO of {slo_tokens_per_s:g} tokens/s needs a step of at most "
+            f"{max_step_s:g} s, but the fastest step at {decode_context_tokens:,.0f} context tokens "
+            f"is {fastest:g} s; relax slo.decode_tokens_per_s or profile smaller batches"
+        )
+    best = ok[-1]
+    return DecodePoint(
+        int(candidates[best]), float(steps[best]), source, float(decode_context_tokens)
+    )
+
+
+def mean_decode_context_tokens(
+    mean_input_times_output: float, mean_output_tokens: float, mean_output_squared: float
+) -> float:
+    """Context a decode step sees on average: a request of output length o holds a slot for o
+    steps at contexts l_in .. l_in + o, so slots are occupied in proportion to o and
+    C = (E[L_in·L_out] + E[L_out²]/2) / E[L_out]; with independent lengths
+    E[L_in·L_out] = E[L_in]·E[L_out], and for a constant output C = E[L_in] + L_out/2."""
+    return (mean_input_times_output + mean_output_squared / 2.0) / mean_output_tokens

@@ -29,7 +29,12 @@ from pydantic import BaseModel, ConfigDict
 
 from prfaas_plan import units
 from prfaas_plan.analytic.architecture import DTYPE_BYTES, kv_footprint
-from prfaas_plan.analytic.derive import prefill_latency_from_kv_throughput
+from prfaas_plan.analytic.derive import (
+    DecodeRoofline,
+    calibrate_decode_roofline,
+    prefill_latency_from_kv_throughput,
+)
+from prfaas_plan.analytic.prefill_physics import active_params_lower_bound
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError, PlanError, ProfileError
 from prfaas_plan.inputs.catalog import Catalog
@@ -136,6 +141,71 @@ def _check_prefill(catalog: Catalog, model: str, key: str, findings: list[Findin
             )))  # fmt: skip
 
 
+DECODE_CALIBRATION = "decode_calibration.csv"
+# bytes read per active weight per decode step: FP8 weights (the case-study model's active
+# parameters are not published, so prefill_physics' lower bound stands in for them)
+DECODE_WEIGHT_BYTES_PER_PARAM = 1.0
+
+
+def decode_roofline(
+    catalog: Catalog,
+    model: str,
+    gpu: str,
+    gpus_per_instance: int,
+    *,
+    batch_size: float,
+    context_tokens: float,
+    step_s: float,
+) -> DecodeRoofline:
+    """The decode roofline of `model` on `gpus_per_instance` x `gpu` (models.yaml, bf16 KV and
+    fp32 state, the GPU file's HBM bandwidth), calibrated to one point."""
+    spec, facts = catalog.model(model), catalog.gpu(gpu)
+    weights = active_params_lower_bound(spec.total_params, spec.active_params)
+    hbm = units.tbytes_per_s_to_bytes_per_s(facts.hbm_bandwidth_tbytes_per_s) * gpus_per_instance
+    return calibrate_decode_roofline(
+        weights * DECODE_WEIGHT_BYTES_PER_PARAM,
+        kv_footprint(spec.layer_groups(), "bf16", "fp32"),
+        hbm,
+        batch_size=batch_size,
+        context_tokens=context_tokens,
+        step_s=step_s,
+    )
+
+
+def _check_decode(catalog: Catalog, model: str, key: str, findings: list[Finding]) -> None:
+    folder = catalog.data_dir / "profiles" / model / "decode" / key
+    gpu, gpus = _gpu_key(key, folder)
+    table = catalog.decode_table(model, gpu, gpus)
+    derivation = folder / DECODE_CALIBRATION
+    if table.meta.provenance == "derived" and not derivation.is_file():
+        findings.append(
+            Finding(str(derivation), "a derived decode table needs its calibration point")
+        )
+        return
+    if not derivation.is_file():
+        return
+    batch, context, step_s = read_csv_columns(
+        derivation, ("batch_size", "context_tokens", "decode_step_latency_s")
+    )
+    if batch.size != 1 or table.context_tokens is None:
+        findings.append(Finding(str(derivation), (
+            "expected one calibration row and a decode table with a context_tokens column; "
+            "re-run scripts/derive_h20_decode.py"
+        )))  # fmt: skip
+        return
+    roofline = decode_roofline(
+        catalog, model, gpu, gpus,
+        batch_size=batch[0], context_tokens=context[0], step_s=step_s[0],
+    )  # fmt: skip
+    want = roofline.step_s(table.batch_sizes, table.context_tokens)
+    worst = float(np.max(np.abs(table.step_latencies_s / want - 1)))
+    if worst > DERIVED_TOLERANCE:
+        findings.append(Finding(table.source, (
+            f"derived decode table disagrees with its roofline ({derivation.name}, models.yaml, "
+            f"data/gpus/{gpu}.yaml) by up to {worst:.2%}; re-run scripts/derive_h20_decode.py"
+        )))  # fmt: skip
+
+
 def _check_kv(catalog: Catalog, model: str, kv_dtype: str, findings: list[Finding]) -> None:
     folder = catalog.data_dir / "profiles" / model / "kv" / kv_dtype
     if kv_dtype not in DTYPE_BYTES:
@@ -190,9 +260,7 @@ def check_tables(catalog: Catalog) -> tuple[int, list[Finding]]:
         elif kind == "kv":
             attempt(where, _check_kv, catalog, model, key, findings)
         elif kind == "decode":
-            attempt(
-                where, lambda m=model, k=key, f=folder: catalog.decode_table(m, *_gpu_key(k, f))
-            )
+            attempt(where, _check_decode, catalog, model, key, findings)
         else:
             findings.append(
                 Finding(where, f"unknown profile kind {kind!r}; expected prefill, decode or kv")

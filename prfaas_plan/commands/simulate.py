@@ -181,8 +181,16 @@ def _requests(
     if arrival_s.size == 0:  # a short window, drawn empty
         raise _empty_window(spec, rate_rps)
     input_tokens = problem.workload.sample(rng, arrival_s.size)
-    output_tokens = np.full(arrival_s.size, problem.system.output_tokens)
-    return arrival_s, input_tokens, output_tokens, None
+    return arrival_s, input_tokens, _output_tokens(problem, rng, arrival_s.size), None
+
+
+def _output_tokens(problem: Problem, rng: np.random.Generator, count: int) -> np.ndarray:
+    """Each request's own output length: drawn from workload.output_tokens when it is a
+    distribution (independently of the input length), else the constant."""
+    lengths = problem.output_lengths
+    if lengths is None or lengths.distribution is None:
+        return np.full(count, problem.system.output_tokens)
+    return lengths.distribution.sample(rng, count)
 
 
 def _empty_window(spec: ArrivalSpec, rate_rps: float) -> ConfigError:

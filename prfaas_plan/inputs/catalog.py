@@ -16,7 +16,6 @@ light and the MFU floor of analytic/prefill_physics.py (a latency column in ms u
 header is too slow, one 1000x too fast beats the speed of light).
 """
 
-import contextlib
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -39,10 +38,18 @@ from prfaas_plan.analytic.profiles import (
     PREFILL_LATENCY_DEGREE,
     FittedCurve,
     fit_curve,
+    validate_context_table,
     validate_table,
 )
-from prfaas_plan.errors import ConfigError, PlanError, ProfileError
-from prfaas_plan.inputs.reading import Strict, parse, read_csv_columns, read_text, read_yaml
+from prfaas_plan.errors import ConfigError, ProfileError
+from prfaas_plan.inputs.reading import (
+    Strict,
+    bounded_lines,
+    open_bounded,
+    parse,
+    read_csv_columns,
+    read_yaml,
+)
 from prfaas_plan.inputs.resources import default_data_dir, default_models_file
 
 # a GPU, model or dtype name: it names a file or folder in data/, so no separators or `..`
@@ -264,9 +271,9 @@ class ProfileMeta(Strict):
 _COLUMN_MAX = {
     "input_tokens": bounds.MAX_TOKENS,
     "batch_size": bounds.MAX_BATCH_SIZE,
+    "context_tokens": bounds.MAX_TOKENS,
     "prefill_latency_s": bounds.MAX_SECONDS,
     "decode_step_latency_s": bounds.MAX_SECONDS,
-    "context_tokens": bounds.MAX_TOKENS,
     "kv_cache_mib": bounds.MAX_KV_CACHE_MIB,
 }
 
@@ -277,12 +284,7 @@ class DecodeTable:
     step_latencies_s: np.ndarray
     meta: ProfileMeta
     source: str
-    # (batch, context, step) rows of a table that also has a context_tokens column
-    context_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-
-
-_DECODE_COLUMNS = ("batch_size", "decode_step_latency_s")
-_DECODE_CONTEXT_COLUMNS = ("batch_size", "context_tokens", "decode_step_latency_s")
+    context_tokens: np.ndarray | None = None  # the context of each row, when profiled
 
 
 @dataclass(frozen=True)
@@ -506,36 +508,46 @@ class Catalog:
     def decode_table(
         self, model: str, gpu: str, gpus_per_instance: int, where: str = ""
     ) -> DecodeTable:
+        """The decode table; columns batch_size,decode_step_latency_s, optionally with a
+        context_tokens column (first or second) giving the context each row was measured at."""
         key = f"{gpu}-x{gpus_per_instance}"
-        columns: tuple[str, ...] = _DECODE_COLUMNS
-        csv_path = self.data_dir / "profiles" / model / "decode" / key / "decode_step.csv"
-        with contextlib.suppress(PlanError):  # a missing or unreadable file: _table says why
-            if (
-                _NAME.match(key)
-                and "context_tokens"
-                in read_text(csv_path, "profile table", ProfileError).split("\n", 1)[0]
-            ):
-                columns = _DECODE_CONTEXT_COLUMNS
+        columns = _decode_columns(self.data_dir / "profiles" / model / "decode" / key)
         meta, path, values = self._table(
             model, "decode", key, "decode_step.csv", columns, where,
             quantity="decode_step", gpu=gpu, gpus_per_instance=gpus_per_instance,
         )  # fmt: skip
-        context = None
-        if columns == _DECODE_CONTEXT_COLUMNS:
-            # a table by batch and context (the Dynamo profiler's): until the planner reads
-            # the context, each batch is planned at its longest profiled context (conservative)
-            batch_all, context, step_all = values
-            if np.any(~(context > 0)):
-                raise ProfileError(f"{path}: context_tokens must be > 0, found {context.min():g}")
-            longest = context == np.max(context)
-            batch, step_s = batch_all[longest], step_all[longest]
+        named = dict(zip(columns, values, strict=True))
+        batch, step_s = named["batch_size"], named["decode_step_latency_s"]
+        context = named.get("context_tokens")
+        if context is None:
+            validate_table(
+                batch, step_s, source=str(path), value_name="decode_step_latency_s",
+                key_name="batch_size", min_rows=1,
+            )  # fmt: skip
+        elif np.any(~np.isfinite(context) | (context <= 0)) or np.any(np.diff(context) < 0):
+            raise ProfileError(
+                f"{path}: context_tokens must be finite, > 0 and sorted (rows grouped by context), "
+                f"found {bounds.quoted(context.tolist())}"
+            )
         else:
-            batch, step_s = values
-        validate_table(
-            batch, step_s, source=str(path), value_name="decode_step_latency_s",
-            key_name="batch_size", min_rows=1,
-        )  # fmt: skip
+            validate_context_table(context, batch, step_s, source=str(path))
         if np.any(batch != np.round(batch)):
             raise ProfileError(f"{path}: batch_size must be whole numbers, found {batch.tolist()}")
-        rows = (values[0], values[1], values[2]) if context is not None else None
-        return DecodeTable(batch, step_s, meta, self.shown(path), rows)
+        return DecodeTable(batch, step_s, meta, self.shown(path), context)
+
+
+_DECODE_COLUMNS = ("batch_size", "decode_step_latency_s")
+
+
+def _decode_columns(folder: Path) -> tuple[str, ...]:
+    """The decode table's header: the two columns, or with context_tokens first or second."""
+    path = folder / "decode_step.csv"
+    try:
+        with open_bounded(path, "profile table", bounds.MAX_SCENARIO_BYTES, ProfileError) as handle:
+            first = next(bounded_lines(handle, path, "profile table", ProfileError), "")
+    except ProfileError:
+        return _DECODE_COLUMNS  # the ordinary read reports it
+    header = tuple(cell.strip() for cell in first.strip().split(","))
+    with_context = [("context_tokens", *_DECODE_COLUMNS), ("batch_size", "context_tokens",
+                    "decode_step_latency_s")]  # fmt: skip
+    return header if header in with_context else _DECODE_COLUMNS

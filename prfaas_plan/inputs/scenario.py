@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+import numpy as np
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from prfaas_plan import bounds, units
 from prfaas_plan.analytic.capacity import ServingSystem
@@ -19,11 +20,17 @@ from prfaas_plan.analytic.distributions import (
     LengthDistribution,
     ObservedLengths,
     TruncatedLogNormal,
+    UncachedLengths,
 )
-from prfaas_plan.analytic.profiles import decode_point_for_slo
+from prfaas_plan.analytic.profiles import (
+    DecodePoint,
+    decode_point_at_context,
+    decode_point_for_slo,
+    mean_decode_context_tokens,
+)
 from prfaas_plan.choices import TraceFormat
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.catalog import NAME_PATTERN, Catalog
+from prfaas_plan.inputs.catalog import NAME_PATTERN, Catalog, DecodeTable
 from prfaas_plan.inputs.reading import Strict, parse, read_yaml
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.traces import read_observed_trace
@@ -114,9 +121,61 @@ InputLengths = Annotated[
 ]
 
 
+class OutputFromTrace(Strict):
+    # output lengths observed jointly with the input lengths of workload.input_tokens (a trace)
+    distribution: Literal["from_trace"]
+
+
+def _output_form(value: object) -> str:
+    """Which form of workload.output_tokens a value is: a mapping names its distribution."""
+    if isinstance(value, dict):
+        return str(value.get("distribution"))
+    return str(getattr(value, "distribution", "constant"))
+
+
+ConstantTokens = Annotated[float, Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)]
+OutputLengthsSpec = Annotated[
+    Annotated[ConstantTokens, Tag("constant")]
+    | Annotated[LogNormalLengths, Tag("truncated_lognormal")]
+    | Annotated[HistogramLengths, Tag("histogram")]
+    | Annotated[OutputFromTrace, Tag("from_trace")],
+    Discriminator(
+        _output_form,
+        custom_error_type="output_tokens_form",
+        custom_error_message="expected a number of tokens, or a mapping with distribution "
+        "truncated_lognormal, histogram or from_trace",
+    ),
+]
+
+
 class WorkloadSpec(Strict):
     input_tokens: InputLengths
-    output_tokens: float = Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)  # mean, >= 1 a request
+    # a constant (every request, >= 1), a distribution, or `from_trace`
+    output_tokens: OutputLengthsSpec
+    # share h of every request's input tokens found in a prefix cache (in both clusters): prefill,
+    # routing and the KV transfer use the uncached (1 - h)·L, decode the full context
+    prefix_cache_hit_rate: float = Field(default=0.0, ge=0, le=bounds.MAX_PREFIX_CACHE_HIT_RATE)
+
+
+@dataclass(frozen=True)
+class OutputLengths:
+    """Output lengths as the model uses them: their first two moments (equation 5 uses the mean,
+    the decode context the second moment), what the simulator samples, and for lengths read
+    from a trace jointly with the inputs E[L_in·L_out] (None: independent of the input)."""
+
+    mean_tokens: float
+    mean_squared_tokens: float
+    distribution: LengthDistribution | None  # None: every request has mean_tokens
+    mean_input_times_output_tokens: float | None = None
+
+    @classmethod
+    def constant(cls, tokens: float) -> "OutputLengths":
+        return cls(tokens, tokens * tokens, None)
+
+    @classmethod
+    def of(cls, distribution: LengthDistribution) -> "OutputLengths":
+        m = distribution.partial_moments(-math.inf, math.inf, max_order=2)
+        return cls(float(m[1] / m[0]), float(m[2] / m[0]), distribution)
 
 
 class SloSpec(Strict):
@@ -203,13 +262,59 @@ def check_scenario(scenario: Scenario, where: str) -> Scenario:
 MIN_LOGNORMAL_MASS = 1e-12
 
 
-def build_workload(spec: InputLengths, base_dir: Path, where: str = "") -> LengthDistribution:
+def build_output_lengths(
+    spec: float | LogNormalLengths | HistogramLengths | OutputFromTrace,
+    input_spec: InputLengths,
+    base_dir: Path,
+    where: str = "",
+) -> OutputLengths:
+    """workload.output_tokens as OutputLengths; `from_trace` needs workload.input_tokens to be
+    an observed trace with output lengths (the lengths are then read jointly)."""
+    if isinstance(spec, float | int):
+        return OutputLengths.constant(float(spec))
+    if not isinstance(spec, OutputFromTrace):
+        return OutputLengths.of(build_workload(spec, base_dir, where, "output_tokens"))
+    if not isinstance(input_spec, ObservedLengthsFile):
+        raise ConfigError(
+            f"{where}workload.output_tokens: from_trace needs workload.input_tokens to be "
+            "`distribution: observed` with a trace (Mooncake JSONL, Azure or BurstGPT CSV), found "
+            f"{input_spec.distribution}"
+        )
+    trace = read_observed_trace(
+        (base_dir / input_spec.file).resolve(), TraceFormat(input_spec.format)
+    )
+    if np.isnan(trace.output_tokens).any():
+        raise ConfigError(
+            f"{where}workload.output_tokens: from_trace: {input_spec.file} holds input lengths "
+            "only (a CSV length table); give a trace with output lengths"
+        )
+    outputs = np.asarray(trace.output_tokens, dtype=float)
+    if not np.all(outputs >= bounds.MIN_TOKENS):
+        raise ConfigError(
+            f"{where}workload.output_tokens: from_trace: every output_length in {input_spec.file} "
+            f"must be >= {bounds.MIN_TOKENS:g} token, found {outputs.min():g}"
+        )
+    inputs = np.asarray(trace.input_tokens, dtype=float)
+    return OutputLengths(
+        float(outputs.mean()),
+        float(np.mean(outputs * outputs)),
+        ObservedLengths(outputs, source=f"output_length of {input_spec.file}"),
+        float(np.mean(inputs * outputs)),
+    )
+
+
+def build_workload(
+    spec: InputLengths | LogNormalLengths | HistogramLengths,
+    base_dir: Path,
+    where: str = "",
+    field: str = "input_tokens",
+) -> LengthDistribution:
     if isinstance(spec, LogNormalLengths):
         d = TruncatedLogNormal(spec.mu_log, spec.sigma_log, spec.min_tokens, spec.max_tokens)
         mass = d.untruncated_mass
         if not mass > MIN_LOGNORMAL_MASS:
             raise ConfigError(
-                f"{where}workload.input_tokens: the log-normal (mu_log={spec.mu_log:g}, "
+                f"{where}workload.{field}: the log-normal (mu_log={spec.mu_log:g}, "
                 f"sigma_log={spec.sigma_log:g}) puts {mass:.3g} of its probability on "
                 f"[{spec.min_tokens:g}, {spec.max_tokens:g}] tokens; expected > {MIN_LOGNORMAL_MASS:g} "
                 "(mu_log is the mean of ln(tokens), e.g. 9.9 for a ~20K-token median)"
@@ -222,6 +327,27 @@ def build_workload(spec: InputLengths, base_dir: Path, where: str = "") -> Lengt
     return ObservedLengths(trace.input_tokens, source=trace.source)
 
 
+def decode_point(
+    table: DecodeTable, slo_tokens_per_s: float, inputs: LengthDistribution, output: OutputLengths
+) -> DecodePoint:
+    """BS_max and its step time at the SLO; where the table has a context column, at the
+    workload's mean decode context (profiles.mean_decode_context_tokens)."""
+    if table.context_tokens is None:
+        return decode_point_for_slo(
+            table.batch_sizes, table.step_latencies_s, slo_tokens_per_s=slo_tokens_per_s,
+            source=table.source,
+        )  # fmt: skip
+    joint = output.mean_input_times_output_tokens
+    context = mean_decode_context_tokens(
+        inputs.mean_tokens * output.mean_tokens if joint is None else joint,
+        output.mean_tokens, output.mean_squared_tokens,
+    )  # fmt: skip
+    return decode_point_at_context(
+        table.context_tokens, table.batch_sizes, table.step_latencies_s,
+        decode_context_tokens=context, slo_tokens_per_s=slo_tokens_per_s, source=table.source,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Problem:
     """Everything the planner needs, in SI units."""
@@ -232,6 +358,7 @@ class Problem:
     workload: LengthDistribution
     prfaas_instances: int
     pd_instances: int
+    output_lengths: OutputLengths | None = None  # None: every request has system.output_tokens
 
 
 def build_problem(
@@ -255,7 +382,13 @@ def build_problem(
             "bandwidth_gbps", bandwidth_gbps, bounds.MIN_BANDWIDTH_GBPS,
             bounds.MAX_BANDWIDTH_GBPS, "Gbps",
         )  # fmt: skip
-    workload = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
+    full = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
+    hit_rate = scenario.workload.prefix_cache_hit_rate
+    workload = UncachedLengths(full, hit_rate) if hit_rate > 0 else full
+    output = build_output_lengths(
+        scenario.workload.output_tokens, scenario.workload.input_tokens, source.parent,
+        f"{source}: ",
+    )  # fmt: skip
     reach = workload.max_tokens
     model, prfaas, pd = scenario.model, scenario.prfaas_cluster, scenario.pd_cluster
     decode = catalog.decode_table(
@@ -271,18 +404,13 @@ def build_problem(
         kv_cache_size=catalog.kv_cache_size(
             model, scenario.kv_dtype, reach, where=f"{source}: kv_dtype: "
         ),
-        decode=decode_point_for_slo(
-            decode.batch_sizes,
-            decode.step_latencies_s,
-            slo_tokens_per_s=scenario.slo.decode_tokens_per_s,
-            source=decode.source,
-        ),
-        output_tokens=scenario.workload.output_tokens,
+        decode=decode_point(decode, scenario.slo.decode_tokens_per_s, full, output),
+        output_tokens=output.mean_tokens,
         link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(
             scenario.link.bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps
         ),
     )
-    return Problem(scenario, str(source), system, workload, prfaas.instances, pd.instances)
+    return Problem(scenario, str(source), system, workload, prfaas.instances, pd.instances, output)
 
 
 def open_problem(

@@ -296,8 +296,13 @@ def _common_notes(report: PlanReport | EvaluationReport) -> list[str]:
         f"input tokens, {s.output_tokens:g} output tokens; link "
         f"{units.bytes_per_s_to_gbps(s.link_bandwidth_bytes_per_s):g} Gbps.",
         f"Decode: batch {s.decode.batch_size} at {units.s_to_ms(s.decode.step_latency_s):g} ms/step "
-        f"meets {p.scenario.slo.decode_tokens_per_s:g} tokens/s → "
-        f"{s.decode_rps_per_instance:.4f} req/s per instance.",
+        f"meets {p.scenario.slo.decode_tokens_per_s:g} tokens/s"
+        + (
+            ""
+            if s.decode.context_tokens is None
+            else f" at the mean decode context {units.tokens_to_ktokens(s.decode.context_tokens):.2f}K tokens"
+        )
+        + f" → {s.decode_rps_per_instance:.4f} req/s per instance.",
     ]
     for name, c in (
         ("PrfaaS prefill", s.prfaas_prefill_latency),
