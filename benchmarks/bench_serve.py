@@ -1,10 +1,16 @@
 """Benchmark: `prfaas-plan serve` under load, and the what-if page's response to a slider.
 
 Run by hand (not a test):  python benchmarks/bench_serve.py [--requests 1000] [--clients 20]
+    [--bodies bandwidth|varied|both] [--serve-args '--workers 1'] [--slider-moves 20]
 Starts a real uvicorn (`prfaas-plan serve` on a free 127.0.0.1 port) and stops it when done.
-1. /api/v1/plan latency: `--requests` POSTs (the case study at bandwidths varied per request,
-   so no two are alike) from `--clients` concurrent clients (asyncio + httpx, one connection
-   each); p50 / p99 / max and the throughput. A bounded load: it stops after `--requests`.
+1. /api/v1/plan latency: `--requests` POSTs from `--clients` concurrent clients (asyncio +
+   httpx, one connection each); p50 / p99 / max and the throughput. A bounded load: it stops
+   after `--requests`. Two sets of bodies:
+   - `bandwidth`: the case study at bandwidths varied per request (196 values): the slider case;
+     the length distribution is the case study's, so its mesh is computed once per process;
+   - `varied`: every body a whole scenario with random bandwidth, instance counts and length
+     distribution (mu_log, sigma_log), so no two requests share anything the server memoises.
+   The server answers no request from a cache of responses.
 2. The page: in Debian's headless Chromium (playwright), the time from a key press on the
    bandwidth slider to the table showing the new plan (the debounce, 150 ms, included),
    `--slider-moves` times.
@@ -12,6 +18,7 @@ Starts a real uvicorn (`prfaas-plan serve` on a free 127.0.0.1 port) and stops i
 
 import argparse
 import asyncio
+import random
 import statistics
 import sys
 import time
@@ -29,11 +36,33 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def load(url: str, requests: int, clients: int) -> tuple[list[float], float, int]:
+def bodies(url: str, kind: str, count: int) -> list[dict[str, object]]:
+    """`count` request bodies of the set `kind` (see the module's docstring)."""
+    if kind == "bandwidth":
+        return [{"bandwidth_gbps": 5 + (i % 196)} for i in range(count)]
+    default = httpx.get(url + "/api/v1/scenario/default").json()
+    rng = random.Random(13)
+    out: list[dict[str, object]] = []
+    for _ in range(count):
+        scenario = {**default, "workload": {**default["workload"]}}
+        scenario["prfaas_cluster"] = {**default["prfaas_cluster"], "instances": rng.randint(1, 8)}
+        scenario["pd_cluster"] = {**default["pd_cluster"], "instances": rng.randint(4, 16)}
+        scenario["workload"]["input_tokens"] = {
+            **default["workload"]["input_tokens"],
+            "mu_log": round(rng.uniform(9.4, 10.4), 6),
+            "sigma_log": round(rng.uniform(0.8, 1.2), 6),
+        }
+        out.append({"scenario": scenario, "bandwidth_gbps": round(rng.uniform(5, 200), 3)})
+    return out
+
+
+async def load(
+    url: str, requests: list[dict[str, object]], clients: int
+) -> tuple[list[float], float, int]:
     latencies: list[float] = []
     failures = 0
     queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in range(requests):
+    for i in range(len(requests)):
         queue.put_nowait(i)
 
     async def client() -> None:
@@ -41,7 +70,7 @@ async def load(url: str, requests: int, clients: int) -> tuple[list[float], floa
         async with httpx.AsyncClient(base_url=url, timeout=60) as http:
             while not queue.empty():
                 i = queue.get_nowait()
-                body = {"bandwidth_gbps": 5 + (i % 196)}
+                body = requests[i]
                 start = time.perf_counter()
                 response = await http.post("/api/v1/plan", json=body)
                 latencies.append(time.perf_counter() - start)
@@ -71,26 +100,32 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=20)
-    parser.add_argument("--slider-moves", type=int, default=20)
+    parser.add_argument("--slider-moves", type=int, default=20, help="0: no page timing")
+    parser.add_argument("--bodies", choices=["bandwidth", "varied", "both"], default="both")
+    parser.add_argument("--serve-args", default="", help="e.g. '--workers 1'")
     args = parser.parse_args()
-    with served() as url:
-        asyncio.run(load(url, 40, 4))  # warm-up: imports, first-call caches
-        latencies, wall_s, failures = asyncio.run(load(url, args.requests, args.clients))
-        ms = [1000 * x for x in latencies]
-        print(f"/api/v1/plan: {args.requests} requests from {args.clients} concurrent clients "
-              f"in {wall_s:.1f} s ({args.requests / wall_s:.0f} req/s), {failures} not 200")  # fmt: skip
-        print(f"  latency p50 {quantile(ms, 0.5):.1f} ms, p99 {quantile(ms, 0.99):.1f} ms, "
-              f"max {max(ms):.1f} ms")  # fmt: skip
-        asyncio.run(load(url, 200, 1))
-        single, _, _ = asyncio.run(load(url, 200, 1))
-        one = [1000 * x for x in single]
-        print(
-            f"  one client alone: p50 {quantile(one, 0.5):.1f} ms, p99 {quantile(one, 0.99):.1f} ms"
-        )
-        moves = slider_seconds(url, args.slider_moves)
-        ms = [1000 * x for x in moves]
-        print(f"page: slider key press -> updated table, {len(ms)} moves: median "
-              f"{statistics.median(ms):.0f} ms, max {max(ms):.0f} ms (150 ms of it is the debounce)")  # fmt: skip
+    kinds = ["bandwidth", "varied"] if args.bodies == "both" else [args.bodies]
+    with served(*args.serve_args.split()) as url:
+        print(f"serve {args.serve_args or '(defaults)'}")
+        for kind in kinds:
+            work = bodies(url, kind, args.requests)
+            asyncio.run(load(url, bodies(url, kind, 40), 4))  # warm-up: imports, first calls
+            latencies, wall_s, failures = asyncio.run(load(url, work, args.clients))
+            ms = [1000 * x for x in latencies]
+            print(f"/api/v1/plan, {kind} bodies: {args.requests} requests from {args.clients} "
+                  f"concurrent clients in {wall_s:.1f} s ({args.requests / wall_s:.0f} req/s), "
+                  f"{failures} not 200")  # fmt: skip
+            print(f"  latency p50 {quantile(ms, 0.5):.1f} ms, p99 {quantile(ms, 0.99):.1f} ms, "
+                  f"max {max(ms):.1f} ms")  # fmt: skip
+            single, _, _ = asyncio.run(load(url, work[:200], 1))
+            one = [1000 * x for x in single]
+            print(f"  one client alone (200 requests): p50 {quantile(one, 0.5):.1f} ms, "
+                  f"p99 {quantile(one, 0.99):.1f} ms")  # fmt: skip
+        if args.slider_moves:
+            moves = slider_seconds(url, args.slider_moves)
+            ms = [1000 * x for x in moves]
+            print(f"page: slider key press -> updated table, {len(ms)} moves: median "
+                  f"{statistics.median(ms):.0f} ms, max {max(ms):.0f} ms (150 ms of it is the debounce)")  # fmt: skip
 
 
 if __name__ == "__main__":

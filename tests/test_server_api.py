@@ -5,6 +5,7 @@ hostile body a 500 or a traceback."""
 import json
 import re
 import threading
+import urllib.request
 import warnings
 from pathlib import Path
 
@@ -31,8 +32,15 @@ from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import load_scenario
 from prfaas_plan.server import endpoints
-from prfaas_plan.server.app import STATIC, create_app
+from prfaas_plan.server.app import (
+    STATIC,
+    WORKER_SETTINGS,
+    app_from_environment,
+    create_app,
+    worker_settings,
+)
 from prfaas_plan.server.limits import Limits
+from tests.browser import served
 from tests.test_cli import assert_clean_error, data_copy, run, scenario_with
 
 CASE = load_scenario(default_scenario_file()).model_dump(mode="json")
@@ -357,6 +365,43 @@ def test_the_page_and_its_files_ship_in_the_package_and_load_nothing_from_elsewh
 
 def test_serve_refuses_a_bad_port_before_starting():
     assert_clean_error(run("serve", "--port", "70000"), 3, "--port must be in [0, 65535]")
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--workers", "5"], "--workers must be in [1, --max-concurrent=4]"),
+        (["--workers", "0"], "got 0"),
+        (["--workers", "3", "--max-concurrent", "2"], "--max-concurrent=2"),
+    ],
+)
+def test_serve_refuses_more_workers_than_requests_computing_at_once(args, fragment):
+    assert_clean_error(run("serve", *args), 3, fragment)
+
+
+def test_a_worker_process_builds_its_app_from_the_settings_serve_passes(
+    client, monkeypatch, tmp_path
+):
+    data = data_copy(tmp_path)
+    limits = Limits(max_concurrent=1, max_queued=3, timeout_s=7.0)
+    monkeypatch.setenv(WORKER_SETTINGS, worker_settings(limits, data))
+    worker = TestClient(app_from_environment())
+    body = {"bandwidth_gbps": 25}
+    direct = TestClient(create_app(limits, data))
+    assert post(worker, "plan", body).text == post(direct, "plan", body).text
+    assert str(data) in post(worker, "plan", body).text  # the data dir reached the worker
+    assert json.loads(worker_settings(limits, data))["limits"]["max_queued"] == 3
+
+
+def test_serve_with_two_workers_answers_as_the_in_process_app(client):
+    body = json.dumps({"bandwidth_gbps": 25, "mode": "exact"}).encode()
+    with served("--workers", "2") as url:
+        answers = []
+        for _ in range(4):  # connections spread over both processes
+            request = urllib.request.Request(url + "/api/v1/plan", data=body, method="POST")
+            with urllib.request.urlopen(request, timeout=30) as response:
+                answers.append(response.read().decode())
+    assert set(answers) == {post(client, "plan", json.loads(body)).text}
 
 
 README_CURLS = re.findall(

@@ -35,6 +35,21 @@ def test_mesh_reproduces_moments():
     assert (lengths * probs).sum() == pytest.approx(LOGNORMAL.mean_tokens, rel=1e-12)
 
 
+def test_equal_log_normals_share_one_read_only_mesh_equal_to_the_cells_moments():
+    d = TruncatedLogNormal(9.9, 1.0, 128.0, 131072.0)
+    twin = TruncatedLogNormal(9.9, 1.0, 128.0, 131072.0)
+    other = TruncatedLogNormal(9.9, 1.1, 128.0, 131072.0)
+    assert twin.mesh()[0] is d.mesh()[0] and other.mesh()[0] is not d.mesh()[0]
+    lengths, weights = d.mesh()
+    with pytest.raises(ValueError):
+        weights[0] = 0.0
+    edges = np.geomspace(d.min_tokens, d.max_tokens, d.mesh_cells + 1)
+    cells = d.partial_moments(edges[:-1], edges[1:])  # each cell's mass and first moment
+    keep = cells[0] > 0
+    np.testing.assert_allclose(weights, cells[0][keep], rtol=1e-9, atol=1e-300)
+    np.testing.assert_allclose(lengths, cells[1][keep] / cells[0][keep], rtol=1e-9)
+
+
 def test_histogram_closed_form():
     # uniform on [0, 10) with weight 1 and [10, 20) with weight 3 -> E[L] = 0.25*5 + 0.75*15
     h = Histogram((0.0, 10.0, 20.0), (1.0, 3.0))

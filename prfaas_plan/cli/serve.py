@@ -1,6 +1,7 @@
 """`prfaas-plan serve`: the what-if page and the HTTP API (server/) on uvicorn, on localhost
 unless told otherwise."""
 
+import os
 import sys
 from typing import Annotated
 
@@ -26,6 +27,14 @@ def serve(
     max_queued: Annotated[
         int, typer.Option("--max-queued", help="Requests waiting for them; more get 503.")
     ] = Limits.max_queued,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            help="Server processes (default: one per core, at most --max-concurrent); "
+            "--max-concurrent and --max-queued are shared out among them.",
+        ),
+    ] = None,
     timeout_s: Annotated[
         float, typer.Option("--timeout-s", help="Time one request may take before a 504 (s).")
     ] = Limits.timeout_s,
@@ -43,18 +52,39 @@ def serve(
     try:
         import uvicorn
 
-        from prfaas_plan.server.app import create_app
+        from prfaas_plan.server.app import WORKER_SETTINGS, create_app, worker_settings
     except ImportError as exc:
         raise ConfigError(
             f"serve needs fastapi and uvicorn: pip install prfaas-plan ({exc})"
         ) from None
-    limits = Limits(max_concurrent=max_concurrent, max_queued=max_queued, timeout_s=timeout_s)
-    application = create_app(limits, data_dir)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    processes = min(cores or 1, max_concurrent) if workers is None else workers
+    if not 1 <= processes <= max_concurrent:
+        raise ConfigError(
+            f"--workers must be in [1, --max-concurrent={max_concurrent}] (each process computes "
+            f"at least one request at a time), got {processes}"
+        )
+    # the bounds are totals: each process gets its share (a process's requests queue on its own)
+    limits = Limits(
+        max_concurrent=max_concurrent // processes,
+        max_queued=max_queued // processes,
+        timeout_s=timeout_s,
+    )
+    application = create_app(limits, data_dir)  # the catalog's errors here, before the banner
     exposed = (
         "" if host in ("127.0.0.1", "localhost", "::1") else " (reachable from other machines)"
     )
     sys.stderr.write(
-        f"prfaas-plan serve: listening on http://{host}:{port}/{exposed}; API docs at /docs\n"
+        f"prfaas-plan serve: listening on http://{host}:{port}/{exposed}; API docs at /docs; "
+        f"{processes} process{'es' if processes > 1 else ''}, each computing at most "
+        f"{limits.max_concurrent} request{'s' if limits.max_concurrent > 1 else ''} at once\n"
     )
     sys.stderr.flush()
-    uvicorn.run(application, host=host, port=port, log_level="warning")
+    if processes == 1:
+        uvicorn.run(application, host=host, port=port, log_level="warning")
+        return
+    os.environ[WORKER_SETTINGS] = worker_settings(limits, data_dir)
+    uvicorn.run(
+        "prfaas_plan.server.app:app_from_environment", factory=True, workers=processes,
+        host=host, port=port, log_level="warning",
+    )  # fmt: skip

@@ -22,8 +22,10 @@ and no traceback.
 
 import asyncio
 import json
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,9 @@ from prfaas_plan.server.endpoints import ENDPOINTS, Endpoint, plan_report
 from prfaas_plan.server.limits import Limits
 
 STATIC = Path(__file__).resolve().parent / "static"
+WORKER_SETTINGS = (
+    "PRFAAS_PLAN_SERVE_WORKER"  # one worker's limits and data dir (JSON), set by serve
+)
 API = "/api/v1"
 STATUS = {
     ConfigError: 422,
@@ -287,3 +292,19 @@ def create_app(limits: Limits | None = None, data_dir: Path | None = None) -> Fa
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
+
+
+def worker_settings(limits: Limits, data_dir: Path | None) -> str:
+    """What `app_from_environment` reads in each of `serve --workers N`'s processes."""
+    return json.dumps(
+        {"limits": asdict(limits), "data_dir": None if data_dir is None else str(data_dir)}
+    )
+
+
+def app_from_environment() -> FastAPI:
+    """The application of one worker process of `serve --workers N` (uvicorn imports it by
+    name in each process, so it cannot be handed the objects): its limits and data dir are the
+    JSON that `serve` put in the environment variable WORKER_SETTINGS."""
+    settings = json.loads(os.environ[WORKER_SETTINGS])
+    data_dir = settings["data_dir"]
+    return create_app(Limits(**settings["limits"]), None if data_dir is None else Path(data_dir))
