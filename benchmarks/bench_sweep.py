@@ -1,7 +1,11 @@
 """A 100,000-scenario optimize sweep (link x PrfaaS size x PD size x median length), fast path:
 scenarios/s with 1 and 2 local workers and with 1 and 2 Dask workers (LocalCluster of processes
 on 127.0.0.1), peak memory, and the same study as one CLI call per scenario (extrapolated from a
-sample). Run by hand: PYTHONPATH=. python benchmarks/bench_sweep.py [SCENARIOS]."""
+sample). Run by hand: PYTHONPATH=. python benchmarks/bench_sweep.py [SCENARIOS].
+
+Other processes share the cores, so each run also reports the CPU seconds its processes used
+(the sweep command and its local workers; for Dask, the workers' own) and the load average
+after it: scenarios per CPU second is the speed of a worker whatever the load."""
 
 import os
 import resource
@@ -34,11 +38,25 @@ chunk_size: 5000
     return path
 
 
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(*args: str) -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "prfaas_plan", *args], env=ENV, check=True,
                    stdout=subprocess.DEVNULL)  # fmt: skip
     return time.perf_counter() - start
+
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.2f}"
 
 
 def main() -> None:
@@ -49,19 +67,28 @@ def main() -> None:
         path = sweep_file(d, scenarios)
         n = (scenarios // 10_000 or 1) * 10_000
         for workers in (1, 2):
+            cpu = children_cpu_s()
             s = timed("sweep", str(path), str(d / f"local{workers}"), "--workers", str(workers))
+            cpu = children_cpu_s() - cpu
             print(f"local --workers {workers}: {n:,} scenarios in {s:.1f} s = {n / s:,.0f}/s "
-                  f"({n / s / workers:,.0f}/s per worker)")  # fmt: skip
+                  f"({n / s / workers:,.0f}/s per worker); {cpu:.1f} CPU s = "
+                  f"{n / cpu:,.0f}/CPU s; {load()}")  # fmt: skip
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"peak RSS of a sweep process: {peak:.0f} MiB")
-        from dask.distributed import LocalCluster
+        from dask.distributed import Client, LocalCluster
 
         for workers in (1, 2):
-            with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                              host="127.0.0.1", dashboard_address=None) as cluster:  # fmt: skip
+            with (
+                LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                             host="127.0.0.1", dashboard_address=None) as cluster,
+                Client(cluster) as client,
+            ):  # fmt: skip
+                before = sum(client.run(own_cpu_s).values())
                 s = timed("sweep", str(path), str(d / f"dask{workers}"), "--dask-scheduler",
                           cluster.scheduler_address)  # fmt: skip
-            print(f"dask {workers} worker(s): {n / s:,.0f}/s ({s:.1f} s)")
+                cpu = sum(client.run(own_cpu_s).values()) - before
+            print(f"dask {workers} worker(s): {n / s:,.0f}/s ({s:.1f} s); workers' {cpu:.1f} "
+                  f"CPU s = {n / cpu:,.0f}/CPU s; {load()}")  # fmt: skip
             if workers == 1:
                 one = s
         print(f"dask speed-up 1 -> 2 workers: {one / s:.2f}x")

@@ -254,3 +254,20 @@ def test_a_sensitivity_sweep_row_is_the_sensitivity_report(tmp_path):
         for r in rows
     }
     assert gains[5] > 0 == gains[100]  # the link binds at 5 Gbps, not at 100
+
+
+def test_planning_a_group_in_blocks_equals_one_pass(tmp_path, monkeypatch):
+    """`optimize_group` plans BLOCK scenarios at a time: blocks of 3 give the one-pass columns."""
+    sweep = load_sweep(_sweep_file(tmp_path), parameter_names)
+    points = [(i, p) for i, p in sweep.points() if p["mode"] == "exact"]
+    scenarios = [scenario_of(sweep, p, i) for i, p in points]
+    problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", _catalog(None))
+    whole = fast.optimize_group(problem, scenarios, {"mode": "exact"})
+    monkeypatch.setattr(fast, "BLOCK", 3)
+    blocks = fast.optimize_group(problem, scenarios, {"mode": "exact"})
+    assert len(scenarios) > 3 and blocks.keys() == whole.keys()
+    for name, values in whole.items():  # the root finder stops when a whole pass converges
+        for got, want in zip(blocks[name], values, strict=True):
+            assert got == (pytest.approx(want, rel=1e-12) if isinstance(want, float) else want), (
+                name
+            )
