@@ -213,3 +213,41 @@ def test_bound_equals_the_threshold_optimum_when_the_link_never_binds(
     )  # fmt: skip
     bound = routing_upper_bound(problem, BINS)
     assert bound.bound_rps == pytest.approx(bound.threshold_plan.system_throughput_rps, rel=1e-7)
+
+
+def test_step_costs_are_the_gpus_plus_the_link_volume_they_move(case_study):
+    """By hand: +1 PrfaaS instance costs its 8 GPU-hours plus the extra KV volume the
+    re-optimised plan sends (at 70% of Λ_max, 0.02 $/GB on the 100G port); +1 PD instance its 8
+    H20 GPU-hours plus (here: minus) the volume change; +10% link is 10% of the port-hour."""
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.inputs.pricing import resolve_pricing
+
+    catalog = Catalog.open()
+    pricing = resolve_pricing(catalog, case_study.scenario, case_study.source)
+    report = sensitivity_report(case_study, Mode.PAPER, 200, catalog, pricing)
+    h200, h20 = pricing.prfaas.usd_per_gpu_hour, pricing.pd.usd_per_gpu_hour
+
+    def volume_usd_per_hour(evaluation):  # GB/h at 70% of Λ_max x 0.02 $/GB
+        return 0.7 * evaluation.kv_egress_bytes_per_s * 3600 / 1e9 * 0.02
+
+    base = volume_usd_per_hour(report.plan)
+    costs = report.step_cost_usd_per_hour
+    for resource, gpus in ((Resource.PRFAAS_INSTANCE, 8 * h200), (Resource.PD_INSTANCE, 8 * h20)):
+        moved = volume_usd_per_hour(report.marginal_gains[resource].plan) - base
+        assert costs[resource] == pytest.approx(gpus + moved, rel=1e-9)
+        assert report.rps_per_usd_per_hour(resource) == pytest.approx(
+            report.gain_rps(resource) / costs[resource]
+        )
+    assert costs[Resource.LINK_BANDWIDTH] == pytest.approx(0.1 * 16425 / 730, rel=1e-3)
+    assert Resource.DECODE_SLO_SLACK not in costs  # an SLO is not bought
+    per = {r: report.rps_per_usd_per_hour(r) or 0.0 for r in costs}
+    assert report.best_buy == max(per, key=per.__getitem__)
+
+
+def test_sensitivity_prices_the_steps_from_the_command_line():
+    result = run("sensitivity", "--bins", "200", "--gpu-price", "h200=2.4", "-f", "json")
+    assert result.returncode == 0, result.stderr
+    gains = json.loads(result.stdout)["marginal_gains"]
+    assert "cost_usd_per_hour" in gains["prfaas_instance"]
+    assert "cost_usd_per_hour" not in gains["decode_slo_slack_10pct"]
+    assert_clean_error(run("sensitivity", "--gpu-price", "h200=-1"), 3, "--gpu-price", "h200")

@@ -228,6 +228,7 @@ def test_every_example_sweep_is_valid(path):
 def test_a_sensitivity_sweep_row_is_the_sensitivity_report(tmp_path):
     """Each row of a `sensitivity` study is the command's JSON for that scenario, flattened."""
     from prfaas_plan.commands.sensitivity import sensitivity_report
+    from prfaas_plan.inputs.pricing import resolve_pricing
     from prfaas_plan.render.sensitivity import sensitivity_to_json
 
     text = (
@@ -246,7 +247,15 @@ def test_a_sensitivity_sweep_row_is_the_sensitivity_report(tmp_path):
         )
         problem = build_problem(scenario, ROOT / "examples" / "case_study.yaml", catalog)
         expected = flatten(
-            sensitivity_to_json(sensitivity_report(problem, Mode.PAPER, 100, catalog))
+            sensitivity_to_json(
+                sensitivity_report(
+                    problem,
+                    Mode.PAPER,
+                    100,
+                    catalog,
+                    resolve_pricing(catalog, problem.scenario, problem.source),
+                )
+            )
         )
         assert {k: row[k] for k in expected} == pytest.approx(expected)
     gains = {

@@ -22,6 +22,13 @@ from prfaas_plan.cli.options import (
     plot_target,
 )
 from prfaas_plan.cli.output import emit, load_problem, spinner
+from prfaas_plan.cli.pricing import (
+    CostModelOpt,
+    GpuPriceOpt,
+    LinkOfferingOpt,
+    UtilizationOpt,
+    load_pricing,
+)
 from prfaas_plan.errors import ConfigError
 
 CURVE_SUFFIXES = (".json", ".csv")
@@ -86,6 +93,10 @@ def sensitivity(
             parser=plot_name,
         ),
     ] = None,
+    gpu_price: GpuPriceOpt = None,
+    link_offering: LinkOfferingOpt = None,
+    cost_model: CostModelOpt = None,
+    utilization: UtilizationOpt = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
     data_dir: DataDirOpt = None,
@@ -100,7 +111,8 @@ def sensitivity(
     _check_distinct(output=output, plot=plot, curves=curves)
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
     with spinner(fmt is OutputFormat.TABLE and output is None, "solving the routing LPs…"):
-        report = sensitivity_report(problem, mode, bins, Catalog.open(data_dir))
+        pricing = load_pricing(problem, data_dir, gpu_price, link_offering, cost_model, utilization)
+        report = sensitivity_report(problem, mode, bins, Catalog.open(data_dir), pricing)
         lines = sensitivity_curves(problem, mode) if curves or plot else ()
     if curves is not None:
         from prfaas_plan.inputs.files import write_atomically, write_text

@@ -10,7 +10,7 @@ times per bin); its shadow prices and bound are compared with the exact-mode thr
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -18,8 +18,10 @@ from prfaas_plan import units
 from prfaas_plan.analytic.capacity import Bound, Evaluation
 from prfaas_plan.analytic.distributions import TruncatedLogNormal
 from prfaas_plan.choices import Mode
+from prfaas_plan.commands.cost import price_deployment
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem, SloSpec, build_problem
 from prfaas_plan.solve.relaxation import (
     DEFAULT_BINS,
@@ -89,9 +91,57 @@ class SensitivityReport:
     # the LP at the exact-mode optimum's split, whose duals are the shadow prices
     shadow: RoutingOptimum
     routing: RoutingBound
+    # what each step adds to the deployment's $/hour (step_costs); empty without prices
+    step_cost_usd_per_hour: dict[Resource, float] = field(default_factory=dict)
 
     def gain_rps(self, resource: Resource) -> float:
         return self.marginal_gains[resource].gain_rps(self.plan.system_throughput_rps)
+
+    def rps_per_usd_per_hour(self, resource: Resource) -> float | None:
+        """Λ gained per $/hour the step adds (None: unpriced, or a step that costs nothing)."""
+        cost = self.step_cost_usd_per_hour.get(resource)
+        return self.gain_rps(resource) / cost if cost is not None and cost > 0 else None
+
+    @property
+    def best_buy(self) -> Resource | None:
+        """The priced step with the most Λ per $/hour (what to buy next), if any gains."""
+        priced = [
+            (r, v) for r in self.step_cost_usd_per_hour if (v := self.rps_per_usd_per_hour(r))
+        ]
+        best = max(priced, key=lambda rv: rv[1], default=None)
+        return best[0] if best is not None and best[1] > 0 else None
+
+
+def step_costs(
+    problem: Problem, plan: Evaluation, gains: dict[Resource, Marginal], pricing: Pricing
+) -> dict[Resource, float]:
+    """$/hour each priced step adds: the deployment with the unit added, re-optimised and priced
+    at the same utilisation (commands/cost.py; its link volume follows its new egress), minus
+    the plan's own. +10% link is priced pro rata: 10% of the bought offering's port price plus
+    the extra volume; the decode SLO is not bought, so it has no price. No link bought (nothing
+    offloaded): the link step is unpriced."""
+    s, c = problem.scenario, plan.configuration
+    g_prfaas, g_pd = s.prfaas_cluster.gpus_per_instance, s.pd_cluster.gpus_per_instance
+    prfaas_gpus = c.prfaas_instances * g_prfaas
+    pd_gpus = (c.pd_prefill_instances + c.pd_decode_instances) * g_pd
+    base = price_deployment(problem, pricing, prfaas_gpus, pd_gpus, plan)
+
+    def added(resource: Resource, extra_prfaas: int, extra_pd: int) -> float:
+        new = gains[resource].plan
+        cost = price_deployment(
+            problem, pricing, prfaas_gpus + extra_prfaas, pd_gpus + extra_pd, new
+        )
+        return cost.total_usd_per_hour - base.total_usd_per_hour
+
+    out = {
+        Resource.PRFAAS_INSTANCE: added(Resource.PRFAAS_INSTANCE, g_prfaas, 0),
+        Resource.PD_INSTANCE: added(Resource.PD_INSTANCE, 0, g_pd),
+    }
+    if base.link is not None:
+        out[Resource.LINK_BANDWIDTH] = (
+            added(Resource.LINK_BANDWIDTH, 0, 0) + STEP_FRACTION * base.link_fixed_usd_per_hour
+        )
+    return out
 
 
 def _optimum(problem: Problem, mode: Mode, prfaas: int = 0, pd: int = 0) -> Evaluation:
@@ -158,10 +208,12 @@ def sensitivity_report(
     mode: Mode = Mode.PAPER,
     bins: int = DEFAULT_BINS,
     catalog: Catalog | None = None,
+    pricing: Pricing | None = None,
 ) -> SensitivityReport:
     """The plan (optimum in `mode`), the discrete marginal gains, the LP's shadow prices at the
     exact-mode optimum's split, and the routing bound over every split. `catalog` (default: the
-    shipped data) is needed to re-derive the decode operating point for a looser SLO."""
+    shipped data) is needed to re-derive the decode operating point for a looser SLO; with
+    `pricing`, each step's $/hour and Λ per $/hour (what to buy next)."""
     catalog = catalog if catalog is not None else Catalog.open()
     plan = _optimum(problem, mode)
     routing = routing_upper_bound(problem, bins)
@@ -172,13 +224,15 @@ def sensitivity_report(
         problem.system, length_bins(problem.system, problem.workload, bins),
         exact.prfaas_instances, exact.pd_prefill_instances, exact.pd_decode_instances,
     )  # fmt: skip
+    gains = marginal_gains(problem, mode, catalog)
     return SensitivityReport(
         problem=problem,
         mode=mode,
         plan=plan,
-        marginal_gains=marginal_gains(problem, mode, catalog),
+        marginal_gains=gains,
         shadow=shadow,
         routing=routing,
+        step_cost_usd_per_hour={} if pricing is None else step_costs(problem, plan, gains, pricing),
     )
 
 

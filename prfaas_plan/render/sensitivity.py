@@ -43,14 +43,20 @@ def sensitivity_view(report: SensitivityReport) -> View:
         ("Λ_max (req/s)", [fmt(base, ".3f"), "", ""]),
         ("Binds", [", ".join(str(b) for b in report.plan.bounds), "", ""]),
     ]
+    priced = bool(report.step_cost_usd_per_hour)
     for resource, m in report.marginal_gains.items():
+        note = _plan_text(m.plan)
+        if resource in report.step_cost_usd_per_hour:
+            per = report.rps_per_usd_per_hour(resource)
+            note += f"; +{report.step_cost_usd_per_hour[resource]:,.2f} $/h"
+            note += f" → {per * 100:.3f} req/s per 100 $/h" if per is not None else ""
         rows.append(
             (
                 f"{m.step}",
                 [
                     fmt(m.plan.system_throughput_rps, ".3f"),
                     fmt(report.gain_rps(resource), "+.3f"),
-                    _plan_text(m.plan),
+                    note,
                 ],
             )
         )
@@ -82,6 +88,23 @@ def sensitivity_view(report: SensitivityReport) -> View:
             "Shadow prices are duals of the routing LP (exact mode, fractional routing per "
             f"length bin, {r.bins} bins) at the exact-mode plan's split: ∂Λ/∂capacity.",
             "The LP bound holds for every length-based routing policy on this hardware.",
+            *(
+                [
+                    "$/h of a step: the re-optimised deployment with the unit added, priced at the "
+                    "same utilisation (GPUs, link port, link volume at its egress), minus the "
+                    "plan's; +10% link: 10% of the bought offering's port price plus the extra "
+                    "volume. The decode SLO is not bought.",
+                    "Best buy (most req/s per $/h): "
+                    + (
+                        report.marginal_gains[report.best_buy].step
+                        if report.best_buy is not None
+                        else "none of the priced steps gains throughput"
+                    )
+                    + ".",
+                ]
+                if priced
+                else []
+            ),
         ],
     )
 
@@ -127,9 +150,18 @@ def sensitivity_to_json(report: SensitivityReport) -> Document:
                 "pd_prefill_instances": m.plan.configuration.pd_prefill_instances,
                 "pd_decode_instances": m.plan.configuration.pd_decode_instances,
                 "threshold_tokens": number(m.plan.configuration.threshold_tokens),
+                **(
+                    {
+                        "cost_usd_per_hour": number(report.step_cost_usd_per_hour[resource]),
+                        "gain_rps_per_usd_per_hour": number(report.rps_per_usd_per_hour(resource)),
+                    }
+                    if resource in report.step_cost_usd_per_hour
+                    else {}
+                ),
             }
             for resource, m in report.marginal_gains.items()
         },
+        "best_buy": None if report.best_buy is None else str(report.best_buy),
         "shadow_prices": {
             "mode": "exact",
             "pd_prefill_instances": report.shadow.pd_prefill_instances,

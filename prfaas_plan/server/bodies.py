@@ -108,7 +108,7 @@ def solver_of(name: str | None) -> Solver | None:
     return Solver(name) if name is not None else None
 
 
-class SensitivityBody(ScenarioBody):
+class SensitivityBody(PricedBody):
     mode: ModeName = Mode.PAPER.value
     bins: Annotated[int, Field(ge=2, le=MAX_SENSITIVITY_BINS)] = 2000
 

@@ -218,7 +218,9 @@ def sensitivity_endpoint(body: bodies.SensitivityBody, catalog: Catalog) -> tupl
     from prfaas_plan.commands.sensitivity import sensitivity_report
     from prfaas_plan.render.sensitivity import sensitivity_to_json, sensitivity_view
 
-    report = sensitivity_report(problem_of(body, catalog), Mode(body.mode), body.bins, catalog)
+    problem = problem_of(body, catalog)
+    pricing = pricing_of(body, problem, catalog)
+    report = sensitivity_report(problem, Mode(body.mode), body.bins, catalog, pricing)
     return sensitivity_view(report), sensitivity_to_json(report)
 
 

@@ -100,12 +100,14 @@ def _simulate(problem: Problem, p: Parameters, _catalog: Catalog) -> Document:
 
 def _sensitivity(problem: Problem, p: Parameters, catalog: Catalog) -> Document:
     from prfaas_plan.commands.sensitivity import sensitivity_report
+    from prfaas_plan.inputs.pricing import resolve_pricing
     from prfaas_plan.render.sensitivity import sensitivity_to_json
     from prfaas_plan.solve.relaxation import DEFAULT_BINS
 
     bins = p.get("bins")
+    pricing = resolve_pricing(catalog, problem.scenario, problem.source)  # the scenario's prices
     report = sensitivity_report(
-        problem, _mode(p.get("mode")), DEFAULT_BINS if bins is None else bins, catalog
+        problem, _mode(p.get("mode")), DEFAULT_BINS if bins is None else bins, catalog, pricing
     )
     return sensitivity_to_json(report)
 
