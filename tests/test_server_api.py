@@ -433,5 +433,6 @@ def test_the_readmes_curl_lines_answer(client, path, body, upload):
 
 def test_the_readme_shows_every_curl_kind():
     assert {path.split("?")[0] for path, _, _ in README_CURLS} == {
-        f"/api/v1/{name}" for name in ("plan", "evaluate", "kv", "egress", "simulate", "procure", "scenario")
+        f"/api/v1/{name}"
+        for name in ("plan", "evaluate", "kv", "egress", "simulate", "procure", "scenario")
     }
