@@ -81,6 +81,11 @@ SAME_AS_CLI = [
     ("sensitivity", {"bins": 200, "bandwidth_gbps": 10},
      ["sensitivity", "--bins", "200", "--bandwidth-gbps", "10"]),
     ("explain", {"mode": "exact"}, ["explain", "--mode", "exact"]),
+    ("procure", {"target_rps": 4}, ["procure", "--target-rps", "4"]),
+    ("procure", {"budget_usd_per_hour": 500, "gpu_prices_usd_per_gpu_hour": {"h200": 2.4},
+                 "max_instances_per_site": 8},
+     ["procure", "--budget-usd-per-hour", "500", "--gpu-price", "h200=2.4",
+      "--max-instances-per-site", "8"]),
 ]  # fmt: skip
 
 
@@ -152,6 +157,13 @@ ERRORS = [
      "pd_prefill_instances must be in [0, 7]"),
     ("evaluate", {}, 422, "ConfigError", "threshold_tokens: field required"),
     ("sensitivity", {"bins": 100_000}, 422, "ConfigError", "bins: input should be less than or equal to 5000"),
+    ("procure", {"target_rps": 400}, 409, "InfeasibleError", "no deployment in the candidate space reaches"),
+    ("procure", {"max_instances_per_site": 65, "target_rps": 4}, 422, "ConfigError",
+     "max_instances_per_site: input should be less than or equal to 64"),
+    ("procure", {"target_rps": 4, "export_model": "/tmp/m.lp"}, 422, "ConfigError",
+     "export_model: extra inputs are not permitted"),
+    ("procure", {"target_rps": 4, "scenario": {**CASE, "procurement": {"max_pd_instances": 65}}},
+     422, "ConfigError", "scenario.procurement.max_pd_instances must be <= 64 on this server"),
     ("kv", {"lengths_tokens": []}, 422, "ConfigError", "lengths_tokens: list should have at least 1 item"),
     ("kv", {"gpu": "../../etc"}, 422, "ConfigError", "unknown GPU"),
     ("egress", {"link_gbps": 0}, 422, "ConfigError", "link_gbps must be a finite number > 0"),
@@ -421,5 +433,6 @@ def test_the_readmes_curl_lines_answer(client, path, body, upload):
 
 def test_the_readme_shows_every_curl_kind():
     assert {path.split("?")[0] for path, _, _ in README_CURLS} == {
-        f"/api/v1/{name}" for name in ("plan", "evaluate", "kv", "egress", "simulate", "scenario")
+        f"/api/v1/{name}"
+        for name in ("plan", "evaluate", "kv", "egress", "simulate", "procure", "scenario")
     }

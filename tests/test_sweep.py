@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.choices import Mode
+from prfaas_plan.choices import CostModel, Mode
 from prfaas_plan.commands.plan import plan
 from prfaas_plan.inputs.scenario import build_problem
 from prfaas_plan.render.plan import plan_to_json
@@ -263,6 +263,36 @@ def test_a_sensitivity_sweep_row_is_the_sensitivity_report(tmp_path):
         for r in rows
     }
     assert gains[5] > 0 == gains[100]  # the link binds at 5 Gbps, not at 100
+
+
+def test_a_procure_sweep_row_is_the_procure_report(tmp_path):
+    """Each row of a `procure` study is the command's JSON for that scenario, flattened."""
+    from prfaas_plan.commands.procure import procure
+    from prfaas_plan.inputs.pricing import resolve_pricing
+    from prfaas_plan.render.procure import procure_to_json
+
+    text = (
+        "name: p\nscenario: {root}/examples/case_study.yaml\ncommand: procure\n"
+        "parameters: {{max_instances_per_site: 8}}\n"
+        "axes:\n  target_rps: {{values: [2, 4]}}\n  cost_model: {{values: [on-demand, tco]}}\n"
+    )
+    path = _sweep_file(tmp_path, text)
+    assert run("sweep", str(path), str(tmp_path / "out"), "--workers", "1").returncode == 0
+    rows = _frame(tmp_path / "out")
+    catalog = _catalog(None)
+    scenario = scenario_of(load_sweep(path, parameter_names), {}, 0)  # no scenario axis
+    problem = build_problem(scenario, ROOT / "examples" / "case_study.yaml", catalog)
+    assert len(rows) == 4
+    for row in rows:
+        assert row["error_class"] is None
+        model = CostModel(row["axis.cost_model"])
+        pricing = resolve_pricing(catalog, problem.scenario, problem.source, cost_model=model)
+        assert pricing is not None
+        report = procure(catalog, problem, pricing, target_rps=row["axis.target_rps"],
+                         max_instances_per_site=8)  # fmt: skip
+        expected = flatten(procure_to_json(report))
+        assert {k: row[k] for k in expected} == pytest.approx(expected)
+        assert row["served_rps"] >= row["axis.target_rps"]
 
 
 def test_planning_a_group_in_blocks_equals_one_pass(tmp_path, monkeypatch):

@@ -17,6 +17,9 @@ MAX_LOADS = 8  # loads in one /simulate sweep
 MAX_LENGTHS = 64  # lengths in one /kv request
 MAX_MODELS = 64  # models named in one /kv or /egress request
 MAX_SENSITIVITY_BINS = 5_000  # routing-LP bins of one /sensitivity request (~1 s of LPs)
+# instances per candidate site and in the PD cluster of one /procure request: the MILP grows
+# with them (the case study's 32 solves in ~1 s; the CLI takes up to 1,000)
+MAX_PROCURE_INSTANCES = 64
 
 ModeName = Literal["paper", "exact"]
 Models = Annotated[list[str], Field(max_length=MAX_MODELS)]
@@ -114,4 +117,16 @@ class SensitivityBody(PricedBody):
 
 
 class ExplainBody(ScenarioBody):
+    mode: ModeName = Mode.PAPER.value
+
+
+class ProcureBody(ScenarioBody):
+    """`procure`'s flags: no `export_model` (the server writes no file), no link offering or
+    utilization (each candidate site brings its own offering, as in the CLI)."""
+
+    gpu_prices_usd_per_gpu_hour: dict[str, float] | None = None  # --gpu-price GPU=USD
+    cost_model: Literal["on-demand", "tco"] | None = None
+    target_rps: float | None = None
+    budget_usd_per_hour: float | None = None
+    max_instances_per_site: Annotated[int, Field(ge=0, le=MAX_PROCURE_INSTANCES)] | None = None
     mode: ModeName = Mode.PAPER.value

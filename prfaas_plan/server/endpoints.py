@@ -1,7 +1,7 @@
 """The API's use-cases, one function each: a request body (server/bodies.py) in, the command's
 view and JSON document out, through the same commands/ and render/ functions as the CLI. An
 endpoint is registered by `@endpoint(name, Body)`; server/app.py serves each at
-POST /api/v1/<name>. Adding `procure` or `sensitivity` is one more such function."""
+POST /api/v1/<name>. Adding a command is one more such function."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -222,6 +222,44 @@ def sensitivity_endpoint(body: bodies.SensitivityBody, catalog: Catalog) -> tupl
     pricing = pricing_of(body, problem, catalog)
     report = sensitivity_report(problem, Mode(body.mode), body.bins, catalog, pricing)
     return sensitivity_view(report), sensitivity_to_json(report)
+
+
+@endpoint("procure", bodies.ProcureBody)
+def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> tuple[View, Document]:
+    """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget."""
+    from prfaas_plan.commands.procure import procure
+    from prfaas_plan.inputs.pricing import resolve_pricing
+    from prfaas_plan.render.procure import procure_to_json, procure_view
+
+    problem = problem_of(body, catalog)
+    spec = problem.scenario.procurement
+    if spec is not None:  # a body's own candidate space, bounded as max_instances_per_site
+        limits = [("procurement.max_pd_instances", spec.max_pd_instances)]
+        if body.max_instances_per_site is None:
+            limits += [(f"procurement.sites[{s.name}].max_instances", s.max_instances)
+                       for s in spec.sites]  # fmt: skip
+        for field, value in limits:
+            if value > bodies.MAX_PROCURE_INSTANCES:
+                raise ConfigError(
+                    f"request: scenario.{field} must be <= {bodies.MAX_PROCURE_INSTANCES} on "
+                    f"this server, got {value:,}; run the CLI for more",
+                    parameter=field,
+                )
+    pricing = resolve_pricing(
+        catalog, problem.scenario, problem.source, gpu_prices=body.gpu_prices_usd_per_gpu_hour,
+        cost_model=None if body.cost_model is None else CostModel(body.cost_model),
+    )  # fmt: skip
+    if pricing is None:
+        raise ConfigError(
+            "procure needs prices: give gpu_prices_usd_per_gpu_hour for each GPU",
+            parameter="gpu_prices_usd_per_gpu_hour",
+        )
+    report = procure(
+        catalog, problem, pricing, target_rps=body.target_rps,
+        budget_usd_per_hour=body.budget_usd_per_hour, gpu_prices=body.gpu_prices_usd_per_gpu_hour,
+        max_instances_per_site=body.max_instances_per_site, mode=Mode(body.mode),
+    )  # fmt: skip
+    return procure_view(report), procure_to_json(report)
 
 
 @endpoint("explain", bodies.ExplainBody)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy
+from prfaas_plan.choices import ArrivalProcess, CostModel, Mode, RangePolicy, RoutingPolicy
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import Problem
@@ -112,6 +112,31 @@ def _sensitivity(problem: Problem, p: Parameters, catalog: Catalog) -> Document:
     return sensitivity_to_json(report)
 
 
+def _procure(problem: Problem, p: Parameters, catalog: Catalog) -> Document:
+    """Prices as the CLI's without --gpu-price: the scenario's `cost:` block (a sweep can set
+    or sweep `cost.gpu_prices_usd_per_gpu_hour.h200`), else the catalog's."""
+    from prfaas_plan.commands.procure import procure
+    from prfaas_plan.inputs.pricing import resolve_pricing
+    from prfaas_plan.render.procure import procure_to_json
+
+    model = p.get("cost_model")
+    pricing = resolve_pricing(
+        catalog, problem.scenario, problem.source,
+        cost_model=None if model is None else CostModel(model),
+    )  # fmt: skip
+    if pricing is None:
+        raise ConfigError(
+            "procure needs prices: give the scenario a cost.gpu_prices_usd_per_gpu_hour block",
+            parameter="cost.gpu_prices_usd_per_gpu_hour",
+        )
+    report = procure(
+        catalog, problem, pricing, target_rps=p.get("target_rps"),
+        budget_usd_per_hour=p.get("budget_usd_per_hour"),
+        max_instances_per_site=p.get("max_instances_per_site"), mode=_mode(p.get("mode")),
+    )  # fmt: skip
+    return procure_to_json(report)
+
+
 def _optimize_vectorised(p: Parameters) -> bool:
     sizing = ("target_rps", "max_prfaas_gpus", "ttft_target_s")
     return all(p.get(name) is None for name in sizing)
@@ -168,6 +193,12 @@ SWEEPABLE: dict[str, Sweepable] = {
         _simulate,
     ),
     "sensitivity": Sweepable(frozenset({"mode", "bins"}), _sensitivity),
+    "procure": Sweepable(
+        frozenset(
+            {"target_rps", "budget_usd_per_hour", "max_instances_per_site", "mode", "cost_model"}
+        ),
+        _procure,
+    ),
 }
 
 
