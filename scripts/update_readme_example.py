@@ -43,6 +43,7 @@ EXAMPLES = {
         "--gpu-price", "h200=2.4", "--format", "markdown",
     ],
     "procure-markdown": ["procure", "--target-rps", "4", "--format", "markdown"],
+    "procure-pareto-markdown": ["procure", "--pareto", "--target-rps", "4", "--format", "markdown"],
 }  # fmt: skip
 # commands run first, for their effect, in the same fresh data directory
 SETUP = {"import-plan-markdown": [EXAMPLES["import-markdown"]]}
