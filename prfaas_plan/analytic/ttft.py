@@ -74,3 +74,27 @@ def unloaded_ttft(
         local_mean_s=local_mean,
         offloaded_mean_s=offloaded_mean,
     )
+
+
+def unloaded_percentile_by_threshold(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    thresholds_tokens: FloatArray,
+    percentile: float,
+    offloaded_extra_s: float = 0.0,
+) -> FloatArray:
+    """The unloaded TTFT `percentile` (s) at each threshold, as `unloaded_ttft`, an offloaded
+    request also waiting `offloaded_extra_s` (e.g. the link's round trip)."""
+    lengths, weights = workload.mesh()
+    local = system.pd_prefill_latency(lengths)
+    remote = (
+        system.prfaas_prefill_latency(lengths)
+        + system.kv_cache_size(lengths) / system.link_bandwidth_bytes_per_s
+        + offloaded_extra_s
+    )
+    return np.array(
+        [
+            _weighted_percentiles(np.where(lengths > t, remote, local), weights, [percentile])[0]
+            for t in np.asarray(thresholds_tokens, float)
+        ]
+    )

@@ -1,7 +1,8 @@
 """`prfaas-plan procure`: flags -> commands/procure.py -> render/procure.py."""
 
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -10,14 +11,27 @@ from prfaas_plan.cli.app import app
 from prfaas_plan.cli.failures import PlanCommand
 from prfaas_plan.cli.options import (
     DataDirOpt,
-    FormatOpt,
     ModeOpt,
     OutputFormat,
     OutputOpt,
     ScenarioArg,
+    check_distinct_outputs,
+    plot_name,
+    plot_target,
 )
 from prfaas_plan.cli.output import emit, load_problem, spinner
 from prfaas_plan.cli.pricing import CostModelOpt, GpuPriceOpt, load_pricing
+
+if TYPE_CHECKING:
+    from prfaas_plan.inputs.pricing import Pricing
+    from prfaas_plan.inputs.scenario import Problem
+
+
+class ProcureFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    MARKDOWN = "markdown"
+    CSV = "csv"  # --pareto only: its frontiers, one plan a row
 
 
 @app.command("procure", cls=PlanCommand)
@@ -44,30 +58,94 @@ def procure_command(
         Path | None,
         typer.Option("--export-model", help="Also write the procurement MILP (.mps or .lp)."),
     ] = None,
-    fmt: FormatOpt = OutputFormat.TABLE,
+    pareto: Annotated[
+        bool,
+        typer.Option(
+            "--pareto",
+            help="The non-dominated plans of cost against Λ_max and, among plans reaching "
+            "--target-rps, against unloaded P90 TTFT.",
+        ),
+    ] = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="With --pareto: also draw the frontiers (.png/.svg/.pdf).",
+            callback=plot_target,
+            parser=plot_name,
+        ),
+    ] = None,
+    fmt: Annotated[
+        ProcureFormat, typer.Option("--format", "-f", help="Output format (csv: --pareto only).")
+    ] = ProcureFormat.TABLE,
     output: OutputOpt = None,
     data_dir: DataDirOpt = None,
 ) -> None:
     """Cheapest deployment (PrfaaS sites x GPU type x link offering, instance counts, PD split,
     threshold) reaching --target-rps, or the highest throughput within --budget-usd-per-hour.
-    Each site brings its own link offering (procurement.sites), so there is no --link-offering."""
+    Each site brings its own link offering (procurement.sites), so there is no --link-offering.
+    --pareto: the cost frontiers instead (needs --target-rps for the latency frontier)."""
     from prfaas_plan.commands.procure import procure
+    from prfaas_plan.errors import ConfigError
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.pricing import parse_gpu_prices
     from prfaas_plan.render.procure import procure_to_json, procure_view
 
+    check_distinct_outputs(output, plot)
+    if pareto and (budget_usd_per_hour is not None or export_model is not None):
+        raise ConfigError(
+            "--pareto takes --target-rps (the latency frontier's load), not "
+            "--budget-usd-per-hour or --export-model", parameter="pareto",
+        )  # fmt: skip
+    if pareto and target_rps is None:
+        raise ConfigError("--pareto needs --target-rps (the latency frontier's load)",
+                          parameter="target_rps")  # fmt: skip
+    if not pareto and (plot is not None or fmt is ProcureFormat.CSV):
+        raise ConfigError("--plot and --format csv need --pareto", parameter="pareto")
     problem = load_problem(scenario, data_dir, None)
     pricing = load_pricing(problem, data_dir, gpu_price, None, cost_model, None)
     if pricing is None:
-        from prfaas_plan.errors import ConfigError
-
         raise ConfigError(
             "procure needs prices: give --gpu-price for each GPU", parameter="gpu_price"
         )
-    with spinner(fmt is OutputFormat.TABLE and output is None, "solving the procurement MILP…"):
+    if pareto:
+        assert target_rps is not None
+        _pareto(problem, pricing, target_rps, gpu_price, max_instances_per_site, mode, plot,
+                fmt, output, data_dir)  # fmt: skip
+        return
+    with spinner(fmt is ProcureFormat.TABLE and output is None, "solving the procurement MILP…"):
         report = procure(
             Catalog.open(data_dir), problem, pricing, target_rps=target_rps,
             budget_usd_per_hour=budget_usd_per_hour, gpu_prices=parse_gpu_prices(gpu_price or []),
             max_instances_per_site=max_instances_per_site, mode=mode, export_model=export_model,
         )  # fmt: skip
-    emit(procure_view(report), procure_to_json(report), fmt, output)
+    emit(procure_view(report), procure_to_json(report), OutputFormat(fmt.value), output)
+
+
+def _pareto(problem: "Problem", pricing: "Pricing", target_rps: float, gpu_price: list[str] | None,
+            max_instances_per_site: int | None, mode: Mode, plot: Path | None,
+            fmt: ProcureFormat, output: Path | None, data_dir: Path | None) -> None:  # fmt: skip
+    import sys
+
+    from prfaas_plan.commands.procure_pareto import procure_pareto
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.inputs.files import write_atomically, write_text
+    from prfaas_plan.inputs.pricing import parse_gpu_prices
+    from prfaas_plan.render.procure import pareto_to_csv, pareto_to_json, pareto_view, plot_pareto
+
+    with spinner(fmt is ProcureFormat.TABLE and output is None, "enumerating the frontier…"):
+        report = procure_pareto(
+            Catalog.open(data_dir), problem, pricing, target_rps=target_rps,
+            gpu_prices=parse_gpu_prices(gpu_price or []),
+            max_instances_per_site=max_instances_per_site, mode=mode,
+        )  # fmt: skip
+    if plot is not None:
+        plot_pareto(report, plot)
+    if fmt is not ProcureFormat.CSV:
+        emit(pareto_view(report), pareto_to_json(report), OutputFormat(fmt.value), output)
+        return
+    text = pareto_to_csv(report)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomically(output, lambda tmp: write_text(tmp, text), "output")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from prfaas_plan import bounds, units
-from prfaas_plan.analytic.capacity import rates
+from prfaas_plan.analytic.capacity import ServingSystem, rates
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.numerics import model_numerics
@@ -104,6 +104,21 @@ def procure_space(
     mode: Mode = Mode.PAPER,
 ) -> tuple[tuple[Site, ...], ProcureSpace]:
     """The candidate sites and their rates on the MILP's threshold grid."""
+    sites, space, _ = procure_candidates(
+        catalog, problem, pricing, gpu_prices, max_instances_per_site, mode
+    )
+    return sites, space
+
+
+def procure_candidates(
+    catalog: Catalog,
+    problem: Problem,
+    pricing: Pricing,
+    gpu_prices: dict[str, float] | None = None,
+    max_instances_per_site: int | None = None,
+    mode: Mode = Mode.PAPER,
+) -> tuple[tuple[Site, ...], ProcureSpace, tuple[ServingSystem, ...]]:
+    """`procure_space`, and each site's serving system (its prefill curve and link)."""
     spec = problem.scenario.procurement
     specs = list(spec.sites) if spec and spec.sites else default_sites(catalog, problem)
     if max_instances_per_site is not None:
@@ -129,6 +144,7 @@ def procure_space(
     grid = milp_threshold_grid(workload)
     pd = rates(system, workload, grid, 1, 1, 1, mode)
     site_rates = []
+    systems = []
     reach = workload.max_tokens
     gpi = problem.scenario.prfaas_cluster.gpus_per_instance
     curves: dict[str, FittedCurve] = {}  # one table read and fit per GPU type
@@ -142,6 +158,7 @@ def procure_space(
         local = dataclasses.replace(
             system, prfaas_prefill_latency=curves[site.gpu], link_bandwidth_bytes_per_s=bandwidth
         )
+        systems.append(local)
         r = rates(local, workload, grid, 1, 1, 1, mode)
         offering = offerings[site.link_offering]
         usd_per_gb, fixed = offering.usd_per_gb, units.per_month_to_per_hour(offering.monthly_usd)
@@ -167,7 +184,7 @@ def procure_space(
         max_pd_instances=max_pd,
         sites=tuple(site_rates),
     )
-    return sites, space
+    return sites, space, tuple(systems)
 
 
 def binding(space: ProcureSpace, point: ProcurePoint) -> tuple[float, str]:

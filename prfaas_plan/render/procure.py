@@ -1,8 +1,14 @@
 """Render `procure` results: one column per bought component (sites in use, the PD cluster),
-the cost split, the binding limit; JSON with units in every key."""
+the cost split, the binding limit; JSON with units in every key; `--pareto`'s frontiers as a
+view, JSON, CSV and a figure."""
+
+from pathlib import Path
+
+import numpy as np
 
 from prfaas_plan import __version__, units
 from prfaas_plan.commands.procure import ProcureReport
+from prfaas_plan.commands.procure_pareto import ParetoPlan, ParetoReport
 from prfaas_plan.render.views import Document, View, fmt, number
 
 
@@ -113,3 +119,129 @@ def procure_view(report: ProcureReport) -> View:
     title = f"prfaas-plan procure · {report.problem.scenario.name}"
     columns = [s.name for s in sites] + ["PD cluster"]
     return View(title, columns, rows, notes)
+
+
+# ---- procure --pareto -------------------------------------------------------------------
+
+PARETO_COLUMNS = (
+    "frontier", "usd_per_hour", "capacity_rps", "p90_ttft_s", "site", "site_instances",
+    "pd_prefill_instances", "pd_decode_instances", "threshold_tokens",
+)  # fmt: skip
+PARETO_NOTE = (
+    "Candidates: every threshold x one PrfaaS site (or none) x its instances x PD split; cost "
+    "at Λ_max (GPUs, link port if bought, link volume at Λ_max); P90 TTFT unloaded, the site's "
+    "RTT added to offloaded requests. Reference deployments (the baselines and the scenario's own deployment) are priced the same way, their P90 without an RTT."
+)
+
+
+def _pareto_rows(report: ParetoReport) -> list[dict[str, object]]:
+    return [
+        {"frontier": name, "usd_per_hour": p.usd_per_hour, "capacity_rps": p.capacity_rps,
+         "p90_ttft_s": p.p90_ttft_s, "site": p.site, "site_instances": p.site_instances,
+         "pd_prefill_instances": p.pd_prefill_instances,
+         "pd_decode_instances": p.pd_decode_instances, "threshold_tokens": p.threshold_tokens}
+        for name, plans in (("capacity", report.capacity_frontier), ("ttft", report.ttft_frontier))
+        for p in plans
+    ]  # fmt: skip
+
+
+def pareto_to_json(report: ParetoReport) -> Document:
+    return {
+        "prfaas_plan_version": __version__,
+        "scenario": report.problem.scenario.name,
+        "cost_model": str(report.pricing.cost_model),
+        "target_rps": report.target_rps,
+        "candidates": report.candidates,
+        "capacity_frontier": [r for r in _pareto_rows(report) if r["frontier"] == "capacity"],
+        "ttft_frontier": [r for r in _pareto_rows(report) if r["frontier"] == "ttft"],
+        "reference_deployments": [
+            {
+                "name": m.name,
+                "usd_per_hour": number(m.usd_per_hour),
+                "capacity_rps": m.capacity_rps,
+                "p90_ttft_s": m.p90_ttft_s,
+            }
+            for m in report.markers
+        ],
+        "notes": [PARETO_NOTE],
+    }
+
+
+def pareto_to_csv(report: ParetoReport) -> str:
+    """Both frontiers, one plan a row (column `frontier`: capacity or ttft)."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=PARETO_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(_pareto_rows(report))
+    return out.getvalue()
+
+
+def _plan_label(p: ParetoPlan) -> str:
+    pd = f"PD {p.pd_prefill_instances}+{p.pd_decode_instances}"
+    if p.site is None:
+        return pd
+    return (
+        f"{p.site_instances} x {p.site} @ {units.tokens_to_ktokens(p.threshold_tokens):.1f}K, {pd}"
+    )
+
+
+def pareto_view(report: ParetoReport, max_rows: int = 12) -> View:
+    """The TTFT frontier in full (it is short) and the capacity frontier thinned to `max_rows`."""
+    cap = report.capacity_frontier
+    shown = [cap[int(i)] for i in np.unique(np.linspace(0, len(cap) - 1, max_rows).astype(int))]
+    rows = [
+        (f"Λ {p.capacity_rps:.2f}", [f"{p.usd_per_hour:,.1f}", f"{p.p90_ttft_s:.2f}", _plan_label(p)])
+        for p in shown
+    ] + [
+        (f"P90 {p.p90_ttft_s:.2f} s", [f"{p.usd_per_hour:,.1f}", f"{p.capacity_rps:.2f}", _plan_label(p)])
+        for p in report.ttft_frontier
+    ]  # fmt: skip
+    refs = "; ".join(
+        f"{m.name} {fmt(m.usd_per_hour, ',.1f')} $/h, Λ_max {m.capacity_rps:.3f} req/s, "
+        f"P90 {m.p90_ttft_s:.2f} s"
+        for m in report.markers
+    )
+    notes = [
+        f"{len(cap)} plans on the cost-Λ_max frontier ({len(shown)} shown: Λ_max req/s, $/h, "
+        f"P90 s), {len(report.ttft_frontier)} on the cost-P90 frontier among plans reaching "
+        f"{report.target_rps:g} req/s ($/h, Λ_max, plan); {report.candidates:,} candidates.",
+        f"Reference deployments: {refs}.",
+        PARETO_NOTE,
+    ]
+    title = f"prfaas-plan procure --pareto · {report.problem.scenario.name}"
+    return View(title, ["$/h", "P90 s | Λ_max", "plan"], rows, notes)
+
+
+def plot_pareto(report: ParetoReport, plot_path: Path) -> None:
+    """Left: cost against Λ_max; right: cost against unloaded P90 TTFT (plans reaching the
+    target); the reference deployments marked on both."""
+    from prfaas_plan.inputs.files import write_atomically
+    from prfaas_plan.render.plot import _check_suffix, _pyplot
+
+    _check_suffix(plot_path)
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    cap = report.capacity_frontier
+    left.step([p.capacity_rps for p in cap], [p.usd_per_hour for p in cap], where="pre",
+              color="black", label="non-dominated plans")  # fmt: skip
+    left.plot([p.capacity_rps for p in cap], [p.usd_per_hour for p in cap], "k.", markersize=3)
+    ttft = report.ttft_frontier
+    right.step([p.p90_ttft_s for p in ttft], [p.usd_per_hour for p in ttft], where="post",
+               color="black", label=f"non-dominated, Λ_max ≥ {report.target_rps:g} req/s")  # fmt: skip
+    right.plot([p.p90_ttft_s for p in ttft], [p.usd_per_hour for p in ttft], "k.")
+    for m, marker in zip(report.markers, ("s", "^", "*"), strict=True):
+        left.plot([m.capacity_rps], [m.usd_per_hour], marker, markersize=10, label=m.name)
+        right.plot([m.p90_ttft_s], [m.usd_per_hour], marker, markersize=10,
+                   label=f"{m.name} (Λ_max {m.capacity_rps:.2f})")  # fmt: skip
+    left.set(xlabel="Λ_max (req/s)", ylabel="cost ($/h)", title="cost against throughput")
+    right.set(xlabel="unloaded P90 TTFT (s)", ylabel="cost ($/h)",
+              title="cost against latency")  # fmt: skip
+    left.legend(fontsize=8)
+    right.legend(fontsize=8)
+    fig.suptitle(f"procure --pareto · {report.problem.scenario.name} ({report.pricing.cost_model})")
+    fig.tight_layout()
+    write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
+    plt.close(fig)

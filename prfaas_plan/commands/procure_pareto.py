@@ -1,0 +1,171 @@
+"""`procure --pareto`: the non-dominated deployments of cost ($/h) against Λ_max and, among
+those reaching a target rate, against the unloaded P90 TTFT, over the procurement space.
+
+Candidates are enumerated with numpy: every threshold of the MILP's grid x every single
+candidate site (or none) x its instance count x every PD split; the cost is priced at the
+plan's Λ_max (GPUs, the link's fixed price if bought, its volume at Λ_max). Plans that split
+the offloaded traffic over several sites are not candidates here (the MILP of `procure`
+handles those). The unloaded P90 TTFT adds the site's RTT to offloaded requests. Baselines
+(homogeneous PD, naive heterogeneous) and the scenario's own deployment come from `optimize`'s
+use-case with the same prices. Units: req/s, $/h, s.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from prfaas_plan import units
+from prfaas_plan.analytic.arrays import FloatArray
+from prfaas_plan.analytic.ttft import unloaded_percentile_by_threshold
+from prfaas_plan.choices import Mode
+from prfaas_plan.commands.numerics import model_numerics
+from prfaas_plan.commands.plan import plan
+from prfaas_plan.commands.procure import procure_candidates
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.pricing import Pricing
+from prfaas_plan.inputs.scenario import Problem
+from prfaas_plan.solve.procure_milp import ProcureSpace
+
+PARETO_PERCENTILE = 90.0
+
+
+@dataclass(frozen=True)
+class ParetoPlan:
+    site: str | None  # None: nothing offloaded (homogeneous PD)
+    threshold_tokens: float
+    site_instances: int
+    pd_prefill_instances: int
+    pd_decode_instances: int
+    usd_per_hour: float  # at Λ_max
+    capacity_rps: float  # Λ_max
+    p90_ttft_s: float  # unloaded
+
+
+@dataclass(frozen=True)
+class Marker:
+    name: str  # homogeneous_pd | naive_heterogeneous | scenario (the case study)
+    usd_per_hour: float
+    capacity_rps: float
+    p90_ttft_s: float
+
+
+@dataclass(frozen=True)
+class ParetoReport:
+    problem: Problem
+    pricing: Pricing
+    target_rps: float
+    candidates: int
+    capacity_frontier: tuple[ParetoPlan, ...]  # cost up, Λ_max up
+    ttft_frontier: tuple[ParetoPlan, ...]  # among Λ_max >= target: cost up, P90 down
+    markers: tuple[Marker, ...]
+
+
+def non_dominated(cost: FloatArray, worse: FloatArray) -> np.ndarray:
+    """Indices of the points no other point beats in both `cost` and `worse` (both lower
+    better) nor ties in both, cheapest first."""
+    order = np.lexsort((worse, cost))
+    best = np.minimum.accumulate(worse[order])
+    keep = np.ones(order.size, bool)
+    keep[1:] = worse[order][1:] < best[:-1]
+    return order[keep]
+
+
+def enumerate_plans(
+    space: ProcureSpace, p90_s: FloatArray, pd_p90_s: float
+) -> dict[str, FloatArray]:
+    """Every candidate (threshold, one site or none, instances, PD split) worth keeping,
+    flattened: arrays k, site (-1: none), n, n_p, n_d, usd_per_hour (at Λ_max), capacity_rps,
+    p90_s. `p90_s[j, k]`: site j's unloaded P90 at t_k; `pd_p90_s` the PD cluster's alone. At
+    each threshold only the PD splits no other split beats on both price and PD capacity are
+    kept (a beaten split only makes every plan dearer or smaller)."""
+    n_max = space.max_pd_instances
+    n_p, n_d = np.array([(a, b) for a in range(n_max) for b in range(1, n_max - a + 1)]).T
+    pd_usd = space.pd_usd_per_instance_hour * (n_p + n_d)
+    parts: list[dict[str, FloatArray]] = []
+    for k in range(space.thresholds_tokens.size):
+        s, p = space.local_fraction[k], space.offload_fraction[k]
+        pd_cap = space.decode_rps_per_instance * n_d
+        if s > 0:
+            pd_cap = np.minimum(pd_cap, space.pd_prefill_rps_per_instance[k] * n_p / s)
+        split = non_dominated(pd_usd, -pd_cap)
+        for j, site in enumerate(space.sites):
+            n = np.arange(0 if j == 0 else 1, site.max_instances + 1)  # n = 0 once, as site -1
+            if p > 0:
+                remote = np.minimum(site.compute_rps_per_instance[k] * n, site.link_rps[k]) / p
+            else:
+                remote = np.where(n > 0, 0.0, np.inf)  # a site that carries nothing is waste
+            cap = np.minimum(pd_cap[split][None, :], remote[:, None])  # (N, P)
+            volume = units.per_s_to_per_hour(site.usd_per_offloaded_request[k] * p)  # $/h / rps
+            usd = (
+                pd_usd[split][None, :]
+                + (site.usd_per_instance_hour * n + site.fixed_usd_per_hour * (n > 0))[:, None]
+                + np.where(n[:, None] > 0, volume * cap, 0.0)
+            )
+            nn, pp = np.meshgrid(n, split, indexing="ij")
+            live = cap > 0
+            parts.append({
+                "k": np.full(int(live.sum()), k), "site": np.where(nn > 0, j, -1)[live],
+                "n": nn[live], "n_p": n_p[pp][live], "n_d": n_d[pp][live],
+                "usd_per_hour": usd[live], "capacity_rps": cap[live],
+                "p90_s": np.where(nn > 0, p90_s[j, k], pd_p90_s)[live],
+            })  # fmt: skip
+    return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
+
+@model_numerics("procure")
+def procure_pareto(
+    catalog: Catalog,
+    problem: Problem,
+    pricing: Pricing,
+    *,
+    target_rps: float,
+    gpu_prices: dict[str, float] | None = None,
+    max_instances_per_site: int | None = None,
+    mode: Mode = Mode.PAPER,
+) -> ParetoReport:
+    """The two frontiers of the module docstring and the three reference deployments."""
+    from prfaas_plan import bounds
+
+    bounds.check_in_range(
+        "target_rps", target_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
+    )
+    sites, space, systems = procure_candidates(
+        catalog, problem, pricing, gpu_prices, max_instances_per_site, mode
+    )
+    grid = space.thresholds_tokens
+    p90 = np.array([
+        unloaded_percentile_by_threshold(system, problem.workload, grid, PARETO_PERCENTILE, site.rtt_s)
+        for site, system in zip(sites, systems, strict=True)
+    ])  # fmt: skip
+    pd_p90 = unloaded_percentile_by_threshold(
+        problem.system, problem.workload, np.full(1, np.inf), PARETO_PERCENTILE
+    )
+    plans = enumerate_plans(space, p90, float(pd_p90[0]))
+
+    def chosen(idx: np.ndarray) -> tuple[ParetoPlan, ...]:
+        return tuple(
+            ParetoPlan(
+                site=None if plans["site"][i] < 0 else sites[int(plans["site"][i])].name,
+                threshold_tokens=float(grid[int(plans["k"][i])]),
+                site_instances=int(plans["n"][i]), pd_prefill_instances=int(plans["n_p"][i]),
+                pd_decode_instances=int(plans["n_d"][i]),
+                usd_per_hour=float(plans["usd_per_hour"][i]),
+                capacity_rps=float(plans["capacity_rps"][i]), p90_ttft_s=float(plans["p90_s"][i]),
+            )
+            for i in idx
+        )  # fmt: skip
+
+    capacity = non_dominated(plans["usd_per_hour"], -plans["capacity_rps"])
+    reach = np.flatnonzero(plans["capacity_rps"] >= target_rps * (1 - 1e-9))
+    ttft = reach[non_dominated(plans["usd_per_hour"][reach], plans["p90_s"][reach])]
+    # priced as the frontier is: link volume at Λ_max (utilisation 1), not optimize's default
+    report = plan(problem, mode=mode, pricing=dataclasses.replace(pricing, utilization=1.0))
+    markers = tuple(
+        Marker(name, d.cost.total_usd_per_hour if d.cost else float("nan"),
+               d.evaluation.system_throughput_rps, d.ttft.p90_s)
+        for name, d in (("homogeneous_pd", report.homogeneous),
+                        ("naive_heterogeneous", report.naive), ("scenario", report.plan))
+    )  # fmt: skip
+    return ParetoReport(problem, pricing, target_rps, int(plans["k"].size), chosen(capacity),
+                        chosen(ttft), markers)  # fmt: skip
