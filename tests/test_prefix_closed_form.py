@@ -12,6 +12,7 @@ from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import build_problem, load_scenario, open_problem
 from prfaas_plan.sim.arrivals import MOONCAKE_BLOCK_TOKENS, PrefixBlocks
 from prfaas_plan.sim.prefix import BandwidthRegime, PrefixAwareThreshold, route_with_prefix_cache
+from tests.test_cli import assert_clean_error, run
 
 from .conftest import ROOT
 
@@ -83,3 +84,59 @@ def test_the_hit_rate_scales_prefill_routing_and_transfer_not_decode(tmp_path):
         assert cached.workload.probability_above(t) == pytest.approx(
             plain.workload.probability_above(t / 0.7)
         )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 5000), st.lists(st.integers(0, 12), max_size=10)),
+        min_size=1, max_size=30,
+    )
+)  # fmt: skip
+def test_the_trace_hit_rate_is_the_share_an_unbounded_cache_serves(requests):
+    """Oracle: replay the trace through a set of seen block ids, one request at a time."""
+    from prfaas_plan.inputs.traces import prefix_hit_rate
+    from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace
+
+    ids = [b for _, blocks in requests for b in blocks]
+    offsets = np.cumsum([0] + [len(blocks) for _, blocks in requests])
+    lengths = np.array([float(n) for n, _ in requests])
+    trace = RequestTrace(
+        np.arange(len(requests), dtype=float), lengths, np.ones(len(requests)),
+        PrefixBlocks(np.array(ids, dtype=np.int64), offsets), "t",
+    )  # fmt: skip
+    seen: set[int] = set()
+    cached = 0.0
+    for n, blocks in requests:
+        cached += min(512.0 * sum(b in seen for b in blocks), n)
+        seen.update(blocks)
+    assert prefix_hit_rate(trace, 512) == pytest.approx(cached / lengths.sum(), abs=1e-12)
+
+
+def test_a_hit_rate_from_the_trace_plans_as_that_rate_given(tmp_path):
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.inputs.scenario import build_problem, load_scenario
+    from prfaas_plan.inputs.traces import prefix_hit_rate, read_mooncake_trace
+
+    lines = [
+        '{"timestamp": 0, "input_length": 20000, "output_length": 100, "hash_ids": [1, 2, 3]}',
+        '{"timestamp": 5, "input_length": 30000, "output_length": 100, "hash_ids": [1, 2, 4, 5]}',
+        '{"timestamp": 9, "input_length": 1500, "output_length": 100, "hash_ids": [1, 2, 3]}',
+    ]
+    (tmp_path / "t.jsonl").write_text("\n".join(lines) + "\n")
+    rate = prefix_hit_rate(read_mooncake_trace(tmp_path / "t.jsonl"), 512)
+    assert rate == pytest.approx((1024 + 1500) / 51500)
+    case = (ROOT / "examples" / "case_study.yaml").read_text().split("workload:")[0]
+    plans = []
+    for hit in ("from_trace", repr(rate)):
+        path = tmp_path / f"s{len(plans)}.yaml"
+        path.write_text(case + "workload:\n  input_tokens: {distribution: observed, file: t.jsonl}\n"
+                        f"  output_tokens: 1024\n  prefix_cache_hit_rate: {hit}\n"
+                        "slo: {decode_tokens_per_s: 40}\n")  # fmt: skip
+        plans.append(build_problem(load_scenario(path), path, Catalog.open()).workload.hit_rate)
+    assert plans[0] == pytest.approx(plans[1])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(case + "workload:\n  input_tokens: {distribution: truncated_lognormal, mu_log: 9, "
+                   "sigma_log: 1, min_tokens: 128, max_tokens: 131072}\n  output_tokens: 1024\n"
+                   "  prefix_cache_hit_rate: from_trace\nslo: {decode_tokens_per_s: 40}\n")  # fmt: skip
+    assert_clean_error(run("optimize", bad), 3, "prefix_cache_hit_rate: from_trace needs")

@@ -33,7 +33,8 @@ from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import NAME_PATTERN, Catalog, DecodeTable
 from prfaas_plan.inputs.reading import Strict, parse, read_yaml
 from prfaas_plan.inputs.resources import default_scenario_file
-from prfaas_plan.inputs.traces import read_observed_trace
+from prfaas_plan.inputs.traces import prefix_hit_rate, read_observed_trace
+from prfaas_plan.sim.arrivals import MOONCAKE_BLOCK_TOKENS
 
 _MIN_GBPS = units.bytes_per_s_to_gbps(bounds.MIN_BANDWIDTH_BYTES_PER_S)
 _MAX_GBPS = units.bytes_per_s_to_gbps(bounds.MAX_BANDWIDTH_BYTES_PER_S)
@@ -154,7 +155,10 @@ class WorkloadSpec(Strict):
     output_tokens: OutputLengthsSpec
     # share h of every request's input tokens found in a prefix cache (in both clusters): prefill,
     # routing and the KV transfer use the uncached (1 - h)·L, decode the full context
-    prefix_cache_hit_rate: float = Field(default=0.0, ge=0, le=bounds.MAX_PREFIX_CACHE_HIT_RATE)
+    # or `from_trace`: measured on the observed trace's hash_ids (inputs/traces.prefix_hit_rate)
+    prefix_cache_hit_rate: (
+        Annotated[float, Field(ge=0, le=bounds.MAX_PREFIX_CACHE_HIT_RATE)] | Literal["from_trace"]
+    ) = 0.0
 
 
 @dataclass(frozen=True)
@@ -327,6 +331,28 @@ def build_workload(
     return ObservedLengths(trace.input_tokens, source=trace.source)
 
 
+def _hit_rate(workload: WorkloadSpec, base_dir: Path, where: str) -> float:
+    """workload.prefix_cache_hit_rate; `from_trace` measures it on the observed trace's hash_ids
+    (Mooncake JSONL), bounded like a given rate."""
+    spec, inputs = workload.prefix_cache_hit_rate, workload.input_tokens
+    if spec != "from_trace":
+        return float(spec)
+    field = f"{where}workload.prefix_cache_hit_rate: from_trace"
+    need = "needs workload.input_tokens to be an observed trace with hash_ids (Mooncake JSONL)"
+    if not isinstance(inputs, ObservedLengthsFile):
+        raise ConfigError(f"{field} {need}, found {inputs.distribution}")
+    trace = read_observed_trace((base_dir / inputs.file).resolve(), TraceFormat(inputs.format))
+    if trace.prefix_blocks.values.size == 0:
+        raise ConfigError(f"{field} {need}, found {inputs.file} without hash_ids")
+    rate = prefix_hit_rate(trace, MOONCAKE_BLOCK_TOKENS)
+    if rate > bounds.MAX_PREFIX_CACHE_HIT_RATE:
+        raise ConfigError(
+            f"{field}: {inputs.file} gives {rate:.4f}, expected <= "
+            f"{bounds.MAX_PREFIX_CACHE_HIT_RATE:g} (the closed form's bound)"
+        )
+    return rate
+
+
 def decode_point(
     table: DecodeTable, slo_tokens_per_s: float, inputs: LengthDistribution, output: OutputLengths
 ) -> DecodePoint:
@@ -383,7 +409,7 @@ def build_problem(
             bounds.MAX_BANDWIDTH_GBPS, "Gbps",
         )  # fmt: skip
     full = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
-    hit_rate = scenario.workload.prefix_cache_hit_rate
+    hit_rate = _hit_rate(scenario.workload, source.parent, f"{source}: ")
     workload = UncachedLengths(full, hit_rate) if hit_rate > 0 else full
     output = build_output_lengths(
         scenario.workload.output_tokens, scenario.workload.input_tokens, source.parent,

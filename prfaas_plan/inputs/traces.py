@@ -385,3 +385,19 @@ def _read_length_column(path: Path) -> np.ndarray:
             f"tokens, found {lengths[outside][0]:g} ({np.count_nonzero(outside)} row(s) in all)"
         )
     return lengths
+
+
+def prefix_hit_rate(trace: RequestTrace, block_tokens: int) -> float:
+    """Share of the trace's input tokens a prefix cache holding every earlier request's blocks
+    would serve (an unbounded cache, warm from the trace's own start): a request's block counts
+    as cached when an earlier request carried the same id (ids are prefix hashes, so the cached
+    blocks are a prefix of the prompt), each worth `block_tokens`, capped at the request's length.
+    The closed form's `prefix_cache_hit_rate: from_trace`."""
+    blocks = trace.prefix_blocks
+    counts = np.diff(blocks.offsets)
+    owner = np.repeat(np.arange(counts.size), counts)  # the request each block belongs to
+    _, first, inverse = np.unique(blocks.values, return_index=True, return_inverse=True)
+    cached_blocks = np.bincount(owner[owner[first][inverse] < owner], minlength=counts.size)
+    cached_tokens = np.minimum(cached_blocks * float(block_tokens), trace.input_tokens)
+    total = float(np.sum(trace.input_tokens))
+    return float(np.sum(cached_tokens)) / total if total > 0 else 0.0
