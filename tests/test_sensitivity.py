@@ -147,7 +147,7 @@ def test_cli_json_and_markdown():
 
 
 def test_cli_refuses_a_bin_count_out_of_range():
-    assert_clean_error(run("sensitivity", "--bins", 1), 3, "bins", "got 1")
+    assert_clean_error(run("sensitivity", "--bins", 1), 3, "--bins must be", "got 1")
 
 
 def test_curves_are_monotone_and_pass_through_the_plan(case_study):

@@ -38,6 +38,7 @@ PARAMETER_FLAGS: dict[str, str] = {
     "range_policy": "--out-of-range",
     "plot_path": "--plot",
     "curves_path": "--curves",  # sensitivity
+    "bins": "--bins",  # sensitivity (routing-LP bins)
     "ttft.target_s": "--ttft-target-s",
     "ttft.percentile": "--ttft-percentile",
     "ttft.load_fraction": "--ttft-load",
