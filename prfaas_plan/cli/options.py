@@ -144,18 +144,24 @@ def given(**values: float | None) -> dict[str, float]:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def check_distinct_outputs(output: Path | None, plot: Path | None) -> None:
-    """--output and --plot naming one file: the table would overwrite the figure."""
-    if output is None or plot is None:
-        return
-    same = output.resolve() == plot.resolve()
-    if not same:
-        try:
-            same = output.exists() and plot.exists() and output.samefile(plot)
-        except OSError:
-            same = False
-    if same:
-        raise ConfigError(
-            f"--output and --plot name the same file ({output}): the result would overwrite "
-            "the figure; give two file names"
-        )
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and a.samefile(b)
+    except OSError:
+        return False
+
+
+def check_distinct_outputs(output: Path | None, plot: Path | None, **others: Path | None) -> None:
+    """No two of --output, --plot (and a command's other output flags, by name) naming one
+    file: one result would overwrite another."""
+    given = [(name, path) for name, path in {"output": output, "plot": plot, **others}.items()
+             if path is not None]  # fmt: skip
+    for i, (name, path) in enumerate(given):
+        for other, other_path in given[i + 1 :]:
+            if _same_file(path, other_path):
+                raise ConfigError(
+                    f"--{name} and --{other} name the same file ({path}): one result would "
+                    "overwrite the other; give two file names"
+                )

@@ -18,6 +18,7 @@ from prfaas_plan.cli.options import (
     OutputFormat,
     OutputOpt,
     ScenarioArg,
+    check_distinct_outputs,
     plot_name,
     plot_target,
 )
@@ -52,17 +53,6 @@ def _curves_target(value: Path | None) -> Path | None:
     if value is not None:
         check_target(value, "curves_path")
     return value
-
-
-def _check_distinct(**paths: Path | None) -> None:
-    """No two of --output, --plot and --curves naming one file (one would overwrite another)."""
-    given = [(name, path.resolve()) for name, path in paths.items() if path is not None]
-    for i, (name, path) in enumerate(given):
-        for other, other_path in given[i + 1 :]:
-            if path == other_path:
-                raise ConfigError(
-                    f"--{name} and --{other} name the same file ({path}); give two file names"
-                )
 
 
 @app.command("sensitivity", cls=PlanCommand)
@@ -108,7 +98,7 @@ def sensitivity(
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.sensitivity import sensitivity_to_json, sensitivity_view
 
-    _check_distinct(output=output, plot=plot, curves=curves)
+    check_distinct_outputs(output, plot, curves=curves)
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
     with spinner(fmt is OutputFormat.TABLE and output is None, "solving the routing LPs…"):
         pricing = load_pricing(problem, data_dir, gpu_price, link_offering, cost_model, utilization)
