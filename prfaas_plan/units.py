@@ -109,11 +109,6 @@ def bytes_to_gb(n_bytes: Quantity) -> Quantity:
     return n_bytes / GIGA
 
 
-def per_hour_to_per_s(per_hour: Quantity) -> Quantity:
-    """a rate per hour -> per second."""
-    return per_hour / SECONDS_PER_HOUR
-
-
 def per_s_to_per_hour(per_s: Quantity) -> Quantity:
     """a rate per second -> per hour."""
     return per_s * SECONDS_PER_HOUR

@@ -133,3 +133,39 @@ def test_unpriced_catalog_gives_no_cost(tmp_path):
 def test_units_month_and_gb():
     assert units.per_month_to_per_hour(730.0) == 1.0
     assert units.bytes_to_gb(2e9) == 2.0
+
+
+def test_the_link_is_priced_at_the_bandwidth_the_plan_assumes():
+    """--bandwidth-gbps, not the file's link, decides which offering can carry the plan."""
+    from tests.test_cli import assert_clean_error, run
+
+    wide = json.loads(run("optimize", "--bandwidth-gbps", "400", "-f", "json").stdout)
+    assert "cost" not in wide["plan"]  # no shipped offering carries 400 Gbps: left unpriced
+    assert_clean_error(
+        run("optimize", "--bandwidth-gbps", "400", "--link-offering", "aws-dx-100g"),
+        3, "--link-offering 'aws-dx-100g' carries 100 Gbps, less than the 400 Gbps",
+    )  # fmt: skip
+    narrow = json.loads(run("optimize", "--bandwidth-gbps", "10", "-f", "json").stdout)
+    assert narrow["plan"]["cost"]["link_offering"] in {"aws-dx-10g", "aws-internet-egress"}
+
+
+def test_an_offering_narrower_than_the_egress_is_never_bought():
+    from prfaas_plan.analytic.cost import LinkPrice, deployment_cost
+    from prfaas_plan.errors import ConfigError
+
+    gbps = units.gbps_to_bytes_per_s
+    narrow = LinkPrice("10g", gbps(10), 2.25, 0.02, 0.0)
+    wide = LinkPrice("100g", gbps(100), 22.5, 0.02, 0.0)
+    common = dict(prfaas_gpus=8, pd_gpus=8, prfaas_usd_per_gpu_hour=3.5, pd_usd_per_gpu_hour=1.2,
+                  system_throughput_rps=1.0, output_tokens=1024, utilization=0.7)  # fmt: skip
+    # 12.5 Gbps at Λ_max: the cheap 10G port cannot carry it, even priced at 70%
+    cost = deployment_cost(links=(narrow, wide), kv_egress_bytes_per_s=gbps(12.5), **common)
+    assert cost.link == wide
+    assert (
+        deployment_cost(links=(narrow, wide), kv_egress_bytes_per_s=gbps(5), **common).link
+        == narrow
+    )
+    with pytest.raises(
+        ConfigError, match=r"no link offering carries the plan's KV egress of 12\.5 Gbps"
+    ):
+        deployment_cost(links=(narrow,), kv_egress_bytes_per_s=gbps(12.5), **common)

@@ -234,3 +234,34 @@ def test_exported_model_has_the_same_optimum(tmp_path, suffix):
 def test_export_model_suffix_is_checked(tmp_path):
     assert_clean_error(run("procure", "--target-rps", "1", "--export-model", tmp_path / "m.txt"),
                        3, "--export-model must end in .mps or .lp")  # fmt: skip
+
+
+def test_a_budget_that_buys_no_serving_deployment_is_infeasible():
+    """One PD instance decodes but cannot prefill: a budget below two is refused (exit 6),
+    never answered with a deployment serving 0 req/s."""
+    from tests.test_cli import assert_clean_error, run
+
+    assert_clean_error(
+        run("procure", "--budget-usd-per-hour", "10"), 6,
+        "one PD-P + one PD-D instance", "19.20 $/h",
+    )  # fmt: skip
+    ok = json.loads(run("procure", "--budget-usd-per-hour", "19.2", "-f", "json").stdout)
+    assert json.dumps(ok).count("served") > 0
+
+
+def test_procure_buys_links_whatever_the_scenarios_own_link(tmp_path):
+    """Each site brings its own offering: a 1,000 Gbps scenario link (wider than any offering)
+    procures as the 100 Gbps one does."""
+    from tests.test_cli import run
+
+    case = (Path(__file__).resolve().parent.parent / "examples" / "case_study.yaml").read_text()
+    wide = tmp_path / "wide.yaml"
+    wide.write_text(case.replace("bandwidth_gbps: 100", "bandwidth_gbps: 1000"))
+    a = run("procure", "--target-rps", "4", "-f", "json")
+    b = run("procure", wide, "--target-rps", "4", "-f", "json")
+    assert a.returncode == b.returncode == 0, b.stderr
+
+    def strip(d):
+        return {k: v for k, v in json.loads(d).items() if k not in {"inputs", "scenario_file"}}
+
+    assert strip(a.stdout) == strip(b.stdout)

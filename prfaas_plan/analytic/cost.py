@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from prfaas_plan import units
+from prfaas_plan.errors import ConfigError
 
 
 def tco_usd_per_gpu_hour(
@@ -95,9 +96,21 @@ def deployment_cost(
 ) -> DeploymentCost:
     """The cost at `utilization` x Λ_max (`system_throughput_rps`; `kv_egress_bytes_per_s` is
     the egress at Λ_max). With PrfaaS GPUs the cheapest of `links` at the carried egress is
-    bought (`links` non-empty); without, no link."""
+    bought among those that carry the egress at Λ_max (ConfigError if none does); without, no
+    link."""
     egress = utilization * kv_egress_bytes_per_s
-    link = min(links, key=lambda x: x.usd_per_hour(egress)) if prfaas_gpus > 0 else None
+    link = None
+    if prfaas_gpus > 0:
+        # an offering must carry the plan's egress at Λ_max, whatever share it is priced at
+        wide = [x for x in links if x.bandwidth_bytes_per_s >= kv_egress_bytes_per_s * (1 - 1e-9)]
+        if not wide:
+            raise ConfigError(
+                f"no link offering carries the plan's KV egress of "
+                f"{units.bytes_per_s_to_gbps(kv_egress_bytes_per_s):.4g} Gbps at Λ_max "
+                f"(widest: {units.bytes_per_s_to_gbps(max(x.bandwidth_bytes_per_s for x in links)):g} Gbps)",
+                parameter="link_offering",
+            )
+        link = min(wide, key=lambda x: x.usd_per_hour(egress))
     return DeploymentCost(
         prfaas_gpus_usd_per_hour=prfaas_gpus * prfaas_usd_per_gpu_hour,
         pd_gpus_usd_per_hour=pd_gpus * pd_usd_per_gpu_hour,

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from prfaas_plan import units
 from prfaas_plan.choices import CostModel
 
 if TYPE_CHECKING:
@@ -53,4 +54,5 @@ def load_pricing(
         Catalog.open(data_dir), problem.scenario, problem.source,
         gpu_prices=parse_gpu_prices(gpu_price or []), link_offering=link_offering,
         cost_model=cost_model, utilization=utilization,
+        link_gbps=units.bytes_per_s_to_gbps(problem.system.link_bandwidth_bytes_per_s),
     )  # fmt: skip

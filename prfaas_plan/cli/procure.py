@@ -20,7 +20,7 @@ from prfaas_plan.cli.options import (
     plot_target,
 )
 from prfaas_plan.cli.output import emit, load_problem, spinner
-from prfaas_plan.cli.pricing import CostModelOpt, GpuPriceOpt, load_pricing
+from prfaas_plan.cli.pricing import CostModelOpt, GpuPriceOpt
 
 if TYPE_CHECKING:
     from prfaas_plan.inputs.pricing import Pricing
@@ -85,7 +85,7 @@ def procure_command(
     threshold) reaching --target-rps, or the highest throughput within --budget-usd-per-hour.
     Each site brings its own link offering (procurement.sites), so there is no --link-offering.
     --pareto: the cost frontiers instead (needs --target-rps for the latency frontier)."""
-    from prfaas_plan.commands.procure import procure
+    from prfaas_plan.commands.procure import procure, procure_pricing
     from prfaas_plan.errors import ConfigError
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.pricing import parse_gpu_prices
@@ -103,11 +103,10 @@ def procure_command(
     if not pareto and (plot is not None or fmt is ProcureFormat.CSV):
         raise ConfigError("--plot and --format csv need --pareto", parameter="pareto")
     problem = load_problem(scenario, data_dir, None)
-    pricing = load_pricing(problem, data_dir, gpu_price, None, cost_model, None)
-    if pricing is None:
-        raise ConfigError(
-            "procure needs prices: give --gpu-price for each GPU", parameter="gpu_price"
-        )
+    pricing = procure_pricing(
+        Catalog.open(data_dir), problem, gpu_prices=parse_gpu_prices(gpu_price or []),
+        cost_model=cost_model, parameter="gpu_price",
+    )  # fmt: skip
     if pareto:
         assert target_rps is not None
         _pareto(problem, pricing, target_rps, gpu_price, max_instances_per_site, mode, plot,

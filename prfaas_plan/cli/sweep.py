@@ -52,7 +52,7 @@ def sweep_command(
     output: OutputOpt = None,
     data_dir: DataDirOpt = None,
 ) -> None:
-    """Run a command (optimize, evaluate, simulate) over every scenario of a sweep file and
+    """Run a command (optimize, evaluate, simulate, sensitivity, procure) over every scenario of a sweep file and
     write one row per scenario, its inputs and every output, as a Parquet dataset."""
     from prfaas_plan.study.commands import parameter_names
     from prfaas_plan.study.run import execute, prepare

@@ -17,12 +17,12 @@ import numpy as np
 from prfaas_plan import bounds, units
 from prfaas_plan.analytic.capacity import ServingSystem, rates
 from prfaas_plan.analytic.profiles import FittedCurve
-from prfaas_plan.choices import Mode
+from prfaas_plan.choices import CostModel, Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError, InfeasibleError
 from prfaas_plan.inputs.catalog import Catalog, LinkOffering
 from prfaas_plan.inputs.files import write_atomically
-from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price
+from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price, resolve_pricing
 from prfaas_plan.inputs.scenario import Problem, SiteSpec
 from prfaas_plan.solve.procure_milp import (
     ProcurePoint,
@@ -257,11 +257,13 @@ def procure(
         milp = build_procure_milp(space, target_rps, budget_usd_per_hour)
         write_atomically(export_model, lambda tmp: write_model(milp, tmp), "export_model")
     point = solve_procure(space, target_rps, budget_usd_per_hour)
-    if point is None and budget_usd_per_hour is not None:
-        cheapest = space.pd_usd_per_instance_hour
+    if budget_usd_per_hour is not None and (point is None or not point.served_rps > 0):
+        # one PD instance that decodes cannot also prefill: serving anything takes two
+        cheapest = 2 * space.pd_usd_per_instance_hour
         raise InfeasibleError(
-            f"no deployment fits budget_usd_per_hour {budget_usd_per_hour:g}: the cheapest "
-            f"(one PD instance) costs {cheapest:,.2f} $/h",
+            f"no deployment that serves anything fits budget_usd_per_hour "
+            f"{budget_usd_per_hour:g}: the cheapest (one PD-P + one PD-D instance) costs "
+            f"{cheapest:,.2f} $/h",
             parameter="budget_usd_per_hour",
         )
     if point is None:
@@ -290,3 +292,26 @@ def _describe(sites: tuple[Site, ...], point: ProcurePoint) -> str:
     used = [f"{n} x {s.name}" for s, n in zip(sites, point.site_instances, strict=True) if n]
     pd = f"PD {point.pd_prefill_instances}+{point.pd_decode_instances}"
     return ", ".join([*used, pd])
+
+
+def procure_pricing(
+    catalog: Catalog,
+    problem: Problem,
+    *,
+    gpu_prices: dict[str, float] | None = None,
+    cost_model: CostModel | None = None,
+    parameter: str = "gpu_price",
+) -> Pricing:
+    """The GPU prices procure buys at (overrides, the scenario's `cost:` block, the GPU files).
+    Every offering is a candidate, whatever the scenario's own link: each site brings its own.
+    ConfigError naming `parameter` (the caller's name for the price overrides) when a GPU has
+    no price."""
+    pricing = resolve_pricing(
+        catalog, problem.scenario, problem.source, gpu_prices=gpu_prices, cost_model=cost_model,
+        link_gbps=0.0,
+    )  # fmt: skip
+    if pricing is None:
+        raise ConfigError(
+            f"procure needs prices: give {parameter} for each GPU", parameter=parameter
+        )
+    return pricing

@@ -20,6 +20,7 @@ from prfaas_plan.analytic.distributions import TruncatedLogNormal
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.cost import price_deployment
 from prfaas_plan.commands.numerics import model_numerics
+from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem, SloSpec, build_problem
@@ -119,7 +120,8 @@ def step_costs(
     at the same utilisation (commands/cost.py; its link volume follows its new egress), minus
     the plan's own. +10% link is priced pro rata: 10% of the bought offering's port price plus
     the extra volume; the decode SLO is not bought, so it has no price. No link bought (nothing
-    offloaded): the link step is unpriced."""
+    offloaded), or no offering wide enough for the wider link's egress: the link step is
+    unpriced."""
     s, c = problem.scenario, plan.configuration
     g_prfaas, g_pd = s.prfaas_cluster.gpus_per_instance, s.pd_cluster.gpus_per_instance
     prfaas_gpus = c.prfaas_instances * g_prfaas
@@ -138,9 +140,11 @@ def step_costs(
         Resource.PD_INSTANCE: added(Resource.PD_INSTANCE, 0, g_pd),
     }
     if base.link is not None:
-        out[Resource.LINK_BANDWIDTH] = (
-            added(Resource.LINK_BANDWIDTH, 0, 0) + STEP_FRACTION * base.link_fixed_usd_per_hour
-        )
+        try:
+            wider = added(Resource.LINK_BANDWIDTH, 0, 0)
+        except ConfigError:  # no offering carries the wider link's egress: it cannot be bought
+            return out
+        out[Resource.LINK_BANDWIDTH] = wider + STEP_FRACTION * base.link_fixed_usd_per_hour
     return out
 
 

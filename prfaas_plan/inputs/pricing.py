@@ -127,9 +127,12 @@ def resolve_pricing(
     link_offering: str | None = None,
     cost_model: CostModel | None = None,
     utilization: float | None = None,
+    link_gbps: float | None = None,
 ) -> Pricing | None:
     """The scenario's prices, or None when the catalog has none and none are asked for (then
-    results carry no cost). Anything asked for explicitly that cannot be priced is an error."""
+    results carry no cost). Anything asked for explicitly that cannot be priced is an error.
+    `link_gbps`: the link the plan assumes when it is not the file's (a --bandwidth-gbps
+    override); the offering bought must carry it."""
     spec = scenario.cost
     asked = spec is not None or bool(gpu_prices) or link_offering is not None
     asked = asked or cost_model is not None or utilization is not None
@@ -161,7 +164,7 @@ def resolve_pricing(
             raise
         return None
     name = link_offering or (spec.link_offering if spec else None)
-    needed_gbps = scenario.link.bandwidth_gbps
+    needed_gbps = scenario.link.bandwidth_gbps if link_gbps is None else link_gbps
     if name is not None:
         offering = catalog.link_offering(
             name,

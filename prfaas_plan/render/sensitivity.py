@@ -93,7 +93,8 @@ def sensitivity_view(report: SensitivityReport) -> View:
                     "$/h of a step: the re-optimised deployment with the unit added, priced at the "
                     "same utilisation (GPUs, link port, link volume at its egress), minus the "
                     "plan's; +10% link: 10% of the bought offering's port price plus the extra "
-                    "volume. The decode SLO is not bought.",
+                    "volume (and a wider port where the new egress needs one). The decode SLO "
+                    "is not bought.",
                     "Best buy (most req/s per $/h): "
                     + (
                         report.marginal_gains[report.best_buy].step

@@ -9,6 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from prfaas_plan import units
 from prfaas_plan.choices import ArrivalProcess, CostModel, Mode, RangePolicy, RoutingPolicy
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog
@@ -85,6 +86,7 @@ def pricing_of(body: bodies.PricedBody, problem: Problem, catalog: Catalog) -> "
         link_offering=body.link_offering,
         cost_model=None if body.cost_model is None else CostModel(body.cost_model),
         utilization=body.utilization,
+        link_gbps=units.bytes_per_s_to_gbps(problem.system.link_bandwidth_bytes_per_s),
     )  # fmt: skip
 
 
@@ -227,8 +229,7 @@ def sensitivity_endpoint(body: bodies.SensitivityBody, catalog: Catalog) -> tupl
 @endpoint("procure", bodies.ProcureBody)
 def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> tuple[View, Document]:
     """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget."""
-    from prfaas_plan.commands.procure import procure
-    from prfaas_plan.inputs.pricing import resolve_pricing
+    from prfaas_plan.commands.procure import procure, procure_pricing
     from prfaas_plan.render.procure import procure_to_json, procure_view
 
     problem = problem_of(body, catalog)
@@ -245,15 +246,11 @@ def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> tuple[View, 
                     f"this server, got {value:,}; run the CLI for more",
                     parameter=field,
                 )
-    pricing = resolve_pricing(
-        catalog, problem.scenario, problem.source, gpu_prices=body.gpu_prices_usd_per_gpu_hour,
+    pricing = procure_pricing(
+        catalog, problem, gpu_prices=body.gpu_prices_usd_per_gpu_hour,
         cost_model=None if body.cost_model is None else CostModel(body.cost_model),
+        parameter="gpu_prices_usd_per_gpu_hour",
     )  # fmt: skip
-    if pricing is None:
-        raise ConfigError(
-            "procure needs prices: give gpu_prices_usd_per_gpu_hour for each GPU",
-            parameter="gpu_prices_usd_per_gpu_hour",
-        )
     report = procure(
         catalog, problem, pricing, target_rps=body.target_rps,
         budget_usd_per_hour=body.budget_usd_per_hour, gpu_prices=body.gpu_prices_usd_per_gpu_hour,

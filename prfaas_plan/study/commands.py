@@ -115,20 +115,14 @@ def _sensitivity(problem: Problem, p: Parameters, catalog: Catalog) -> Document:
 def _procure(problem: Problem, p: Parameters, catalog: Catalog) -> Document:
     """Prices as the CLI's without --gpu-price: the scenario's `cost:` block (a sweep can set
     or sweep `cost.gpu_prices_usd_per_gpu_hour.h200`), else the catalog's."""
-    from prfaas_plan.commands.procure import procure
-    from prfaas_plan.inputs.pricing import resolve_pricing
+    from prfaas_plan.commands.procure import procure, procure_pricing
     from prfaas_plan.render.procure import procure_to_json
 
     model = p.get("cost_model")
-    pricing = resolve_pricing(
-        catalog, problem.scenario, problem.source,
-        cost_model=None if model is None else CostModel(model),
+    pricing = procure_pricing(
+        catalog, problem, cost_model=None if model is None else CostModel(model),
+        parameter="cost.gpu_prices_usd_per_gpu_hour",
     )  # fmt: skip
-    if pricing is None:
-        raise ConfigError(
-            "procure needs prices: give the scenario a cost.gpu_prices_usd_per_gpu_hour block",
-            parameter="cost.gpu_prices_usd_per_gpu_hour",
-        )
     report = procure(
         catalog, problem, pricing, target_rps=p.get("target_rps"),
         budget_usd_per_hour=p.get("budget_usd_per_hour"),
