@@ -44,11 +44,11 @@ from prfaas_plan.errors import (
     ResourceLimitError,
     SolverError,
 )
+from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.reading import Strict, parse, parse_yaml_text
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import load_scenario, scenario_from_data
 from prfaas_plan.render.views import Document, View, dumps, render_markdown
-from prfaas_plan.server.catalog import CachedCatalog
 from prfaas_plan.server.endpoints import ENDPOINTS, Endpoint, plan_report
 from prfaas_plan.server.limits import Limits
 

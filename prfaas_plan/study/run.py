@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import Problem, Scenario, build_problem
 from prfaas_plan.study import fast
@@ -35,34 +36,9 @@ Chunk = list[tuple[int, dict[str, Value]]]
 MANIFEST = "_sweep.json"
 
 
-class _CachedCatalog(Catalog):
-    """The catalog with its profile fits kept: a study builds thousands of problems from a few
-    tables (the fit is the same for every scenario with the same model, GPUs and reach)."""
-
-    def prefill_latency(self, *args: Any, where: str = "", **kwargs: Any) -> Any:
-        return _memo(self, "prefill_latency", args, tuple(sorted(kwargs.items())), where)
-
-    def kv_cache_size(self, *args: Any, where: str = "", **kwargs: Any) -> Any:
-        return _memo(self, "kv_cache_size", args, tuple(sorted(kwargs.items())), where)
-
-    def decode_table(self, *args: Any, where: str = "", **kwargs: Any) -> Any:
-        return _memo(self, "decode_table", args, tuple(sorted(kwargs.items())), where)
-
-
-_FITS: dict[tuple[Any, ...], Any] = {}
-
-
-def _memo(catalog: Catalog, method: str, args: tuple[Any, ...], kwargs: Any, where: str) -> Any:
-    key = (catalog.data_dir, method, args, kwargs)
-    if key not in _FITS:  # a failure is not kept: the next scenario gets its own message
-        _FITS[key] = getattr(Catalog, method)(catalog, *args, where=where, **dict(kwargs))
-    return _FITS[key]
-
-
 @cache
 def _catalog(data_dir: str | None) -> Catalog:
-    plain = Catalog.open(Path(data_dir) if data_dir else None)
-    return _CachedCatalog(plain.data_dir, plain.models_file, plain.shipped)
+    return CachedCatalog.open(Path(data_dir) if data_dir else None)
 
 
 def flatten(document: Any, prefix: str = "") -> dict[str, Any]:

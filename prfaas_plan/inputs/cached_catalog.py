@@ -1,7 +1,8 @@
-"""The catalog of a long-running server: each GPU file and profile table read, validated and
-fitted once, then served from memory (a plan otherwise spends two thirds of its time re-reading
-the same YAML and CSV files). The data directory is taken to stay as it was when the server
-started: restart `serve` after editing it."""
+"""The catalog for many plans in one process (a long-running server, a sweep's workers): each
+GPU file and profile table read, validated and fitted once, then served from memory (a plan
+otherwise spends two thirds of its time re-reading the same YAML and CSV files). The data
+directory is taken to stay as it was when the catalog was opened: restart `serve` after editing
+it."""
 
 import threading
 from collections.abc import Callable, Hashable
@@ -12,7 +13,9 @@ from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.inputs.catalog import Catalog, DecodeTable, GpuSpec
 
 T = TypeVar("T")
-MAX_ENTRIES = 4096  # distinct (table, reach) keys kept; a what-if session makes a few dozen
+MAX_ENTRIES = (
+    4096  # distinct (table, reach) keys kept; a what-if session or a study makes a few dozen
+)
 
 
 @dataclass(frozen=True)
