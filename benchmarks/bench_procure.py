@@ -37,14 +37,15 @@ SITES = {"east": (0.8, 4.0), "central": (1.0, 8.0), "west": (1.2, 20.0)}  # pric
 BASE_USD_PER_GPU_HOUR = {"h200": 3.5, "h20": 1.2}
 
 
-def scenario_with_sites(folder: Path, offerings: list[str]) -> Path:
+def scenario_with_sites(folder: Path, offerings: list[str], h200_usd: float = 3.5) -> Path:
+    prices = {**BASE_USD_PER_GPU_HOUR, "h200": h200_usd}
     lines = ["procurement:", "  max_pd_instances: 32", "  sites:"]
     for (site, (scale, rtt)), gpu, link in itertools.product(
         SITES.items(), ("h200", "h20"), offerings
     ):
         lines.append(
             f"    - {{name: {site}.{gpu}.{link}, gpu: {gpu}, link_offering: {link}, "
-            f"usd_per_gpu_hour: {BASE_USD_PER_GPU_HOUR[gpu] * scale:g}, rtt_ms: {rtt:g}, "
+            f"usd_per_gpu_hour: {prices[gpu] * scale:g}, rtt_ms: {rtt:g}, "
             "max_instances: 32}"
         )
     path = folder / "bench.yaml"
@@ -56,6 +57,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--target-rps", type=float, default=4.0)
+    parser.add_argument(
+        "--h200-usd-per-gpu-hour", type=float, default=3.5,
+        help="the H200 sites' base price (x0.8/1.0/1.2 by site); 0.5 makes offloading pay",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
@@ -63,7 +68,7 @@ def main() -> None:
         (data / "links" / "bench-leased-100g.yaml").write_text(LEASED)
         catalog = Catalog.open(data)
         offerings = list(catalog.link_offering_names())
-        path = scenario_with_sites(Path(tmp), offerings)
+        path = scenario_with_sites(Path(tmp), offerings, args.h200_usd_per_gpu_hour)
         problem = build_problem(load_scenario(path), path, catalog)
         pricing = resolve_pricing(catalog, problem.scenario, str(path))
         assert pricing is not None

@@ -21,6 +21,8 @@ from prfaas_plan.solve.procure_milp import (
     _site_caps,
     brute_force,
     capacity_rps,
+    single_site_budget,
+    single_site_target,
     solve_procure,
     solve_procure_monolithic,
 )
@@ -265,3 +267,68 @@ def test_procure_buys_links_whatever_the_scenarios_own_link(tmp_path):
         return {k: v for k, v in json.loads(d).items() if k not in {"inputs", "scenario_file"}}
 
     assert strip(a.stdout) == strip(b.stdout)
+
+
+def _repriced(space: ProcureSpace, instance_usd: list[float], fixed_usd: list[float]):
+    sites = tuple(
+        dataclasses.replace(s, usd_per_instance_hour=p, fixed_usd_per_hour=f)
+        for s, p, f in zip(space.sites, instance_usd, fixed_usd, strict=True)
+    )
+    return dataclasses.replace(space, sites=sites)
+
+
+prices = st.lists(st.floats(1.0, 80.0), min_size=2, max_size=2)
+fixed = st.lists(st.sampled_from([0.0, 5.0, 60.0]), min_size=2, max_size=2)
+
+
+@settings(max_examples=12, deadline=None)
+@given(instance_usd=prices, fixed_usd=fixed, target=st.floats(0.5, 4.0),
+       usd_per_request=st.sampled_from([0.0, 0.01, 0.1]))  # fmt: skip
+def test_pruned_search_matches_brute_force_at_any_price_target(
+    case_space, instance_usd, fixed_usd, target, usd_per_request
+):
+    """The single-site incumbent and the per-threshold lower bounds prune thresholds without
+    the MILP: at any prices the answer is still brute force's, and never dearer than the best
+    single-site point."""
+    small = _repriced(shrink(case_space, sites=(3, 5), usd_per_request=usd_per_request),
+                      instance_usd, fixed_usd)  # fmt: skip
+    exact = brute_force(small, target)
+    point = solve_procure(small, target_rps=target)
+    single = single_site_target(small, target)
+    if exact is None:
+        assert point is None and single is None
+        return
+    assert point is not None and point.usd_per_hour == pytest.approx(exact.usd_per_hour, rel=1e-6)
+    if single is None:  # only several sites together reach the target
+        assert sum(c > 0 for c in point.site_instances) > 1
+        return
+    assert single.usd_per_hour >= point.usd_per_hour * (1 - 1e-9)
+    k, n = single.threshold_index, single.site_instances
+    assert sum(c > 0 for c in n) <= 1
+    assert capacity_rps(small, k, n, single.pd_prefill_instances, single.pd_decode_instances) >= (
+        target * (1 - 1e-9)
+    )
+
+
+@settings(max_examples=10, deadline=None)
+@given(instance_usd=prices, fixed_usd=fixed, budget=st.floats(15.0, 150.0),
+       usd_per_request=st.sampled_from([0.0, 0.05]))  # fmt: skip
+def test_pruned_search_matches_brute_force_at_any_price_budget(
+    case_space, instance_usd, fixed_usd, budget, usd_per_request
+):
+    small = _repriced(shrink(case_space, sites=(3, 5), thresholds=8, max_instances=2, max_pd=5,
+                             usd_per_request=usd_per_request), instance_usd, fixed_usd)  # fmt: skip
+    point = solve_procure(small, budget_usd_per_hour=budget)
+    best = brute_force_budget(small, budget)
+    single = single_site_budget(small, budget)
+    if point is None:
+        assert best == 0.0 and single is None
+        return
+    assert point.usd_per_hour <= budget * (1 + 1e-9)
+    assert point.served_rps == pytest.approx(best, rel=1e-6, abs=1e-9)
+    if single is not None:  # a feasible point: within the budget, serving what it says
+        assert single.usd_per_hour <= budget * (1 + 1e-9)
+        assert single.served_rps <= point.served_rps * (1 + 1e-9)
+        k, n = single.threshold_index, single.site_instances
+        assert capacity_rps(small, k, n, single.pd_prefill_instances,
+                            single.pd_decode_instances) >= single.served_rps * (1 - 1e-9)  # fmt: skip
