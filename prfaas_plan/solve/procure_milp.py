@@ -19,6 +19,7 @@ Units: req/s, $/h, bytes.
 """
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -317,6 +318,10 @@ def _single_site_cost(
     return n_d, n_p, n, np.where(over, np.inf, usd)
 
 
+def _single_site_usd(space: ProcureSpace, site: SiteRates | None, rps: FloatArray) -> FloatArray:
+    return _single_site_cost(space, site, rps)[3]
+
+
 def _single_site_point(
     space: ProcureSpace, j: int, k: int, counts: tuple[FloatArray, ...], rps: float, usd: float
 ) -> ProcurePoint:
@@ -380,7 +385,7 @@ def single_site_budget(space: ProcureSpace, budget_usd_per_hour: float) -> Procu
                 remote = np.minimum(site.compute_rps_per_instance * site.max_instances,
                                     site.link_rps) / p  # fmt: skip
                 hi = np.where(p > 0, np.minimum(pd_cap, np.nan_to_num(remote)), 0.0)
-        lam = _largest_within(lambda x, site=site: _single_site_cost(space, site, x)[3], b, hi)
+        lam = _largest_within(functools.partial(_single_site_usd, space, site), b, hi)
         n_d, n_p, n, usd = _single_site_cost(space, site, lam)
         with np.errstate(divide="ignore", invalid="ignore"):
             served = np.minimum(
