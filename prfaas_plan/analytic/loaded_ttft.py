@@ -92,34 +92,93 @@ def ttft_mesh(system: ServingSystem, workload: LengthDistribution) -> TtftMesh:
     )
 
 
+def _route_cdf(
+    mesh: TtftMesh,
+    loads: Loads,
+    thresholds: ArrayLike,
+    link_latency_s: float,
+    x: ArrayLike,
+    offloaded: bool,
+) -> FloatArray:
+    """P(TTFT <= x and the request takes the route: offloaded, or local) for K candidate plans
+    (`loads` and `thresholds` of shape (K,)) at points x of shape (K, Q): shape (K, Q)."""
+    t = np.asarray(thresholds, float)
+    if t.size and np.all(t == t.flat[0]):  # one threshold: only the route's own cells
+        cells = mesh.tokens > t.flat[0] if offloaded else mesh.tokens <= t.flat[0]
+        weights = mesh.weights[cells]
+    else:
+        above = mesh.tokens > t[:, None, None]  # (K, 1, n)
+        cells = np.ones(mesh.tokens.size, bool)
+        weights = np.where(above if offloaded else ~above, mesh.weights, 0.0)
+    if offloaded:
+        slowdown = loads.link_slowdown[:, None, None]
+        base = mesh.offloaded_s[cells] + mesh.transfer_s[cells] * slowdown + link_latency_s
+        wait = loads.prfaas_wait
+    else:
+        base = mesh.local_s[cells]
+        wait = loads.pd_wait
+    probability = wait.wait_probability[:, None, None]
+    conditional = wait.conditional_wait_s[:, None, None]
+    y = np.asarray(x, float)[:, :, None] - base
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        decay = np.where(conditional > 0, np.exp(-np.maximum(y, 0) / conditional), 0.0)
+    met = np.where(y >= 0, 1.0 - probability * decay, 0.0)
+    out: FloatArray = (met * weights).sum(axis=-1)
+    return out
+
+
 def ttft_cdf(
     mesh: TtftMesh, loads: Loads, thresholds: ArrayLike, link_latency_s: float, x: ArrayLike
 ) -> FloatArray:
     """P(TTFT <= x) under the approximation of the module docstring, for K candidate plans
     (`loads` and `thresholds` of shape (K,)) at points x of shape (K, Q): shape (K, Q)."""
-    t = np.asarray(thresholds, float)[:, None, None]
-    offloaded = mesh.tokens > t  # (K, 1, n)
-    slowdown = loads.link_slowdown[:, None, None]
-    base = np.where(
-        offloaded,
-        mesh.offloaded_s + mesh.transfer_s * slowdown + link_latency_s,
-        mesh.local_s,
+    return _route_cdf(mesh, loads, thresholds, link_latency_s, x, False) + _route_cdf(
+        mesh, loads, thresholds, link_latency_s, x, True
     )
-    probability = np.where(
-        offloaded,
-        loads.prfaas_wait.wait_probability[:, None, None],
-        loads.pd_wait.wait_probability[:, None, None],
-    )
-    conditional = np.where(
-        offloaded,
-        loads.prfaas_wait.conditional_wait_s[:, None, None],
-        loads.pd_wait.conditional_wait_s[:, None, None],
-    )
-    y = np.asarray(x, float)[:, :, None] - base
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        decay = np.where(conditional > 0, np.exp(-np.maximum(y, 0) / conditional), 0.0)
-    cdf = np.where(y >= 0, 1.0 - probability * decay, 0.0)
-    out: FloatArray = (cdf * mesh.weights).sum(axis=-1)
+
+
+def route_part(
+    system: ServingSystem,
+    mesh: TtftMesh | None,
+    loads: Loads,
+    thresholds: ArrayLike,
+    link_latency_s: float,
+    target_s: float,
+    offloaded: bool,
+) -> FloatArray:
+    """One route's part of a TTFT target for K candidate plans (shape (K,)): with a mesh (a
+    percentile target), P(TTFT <= target_s and the request takes the route); without (the
+    mean), −(its share) x E[TTFT | the route]. The local and offloaded parts add up to
+    ttft_cdf at the target, or to −mean. The two routes share no queue (the local one is
+    PD-P's, the offloaded one PrfaaS's and the link's), so a search may vary each route's
+    instances alone. A route with requests whose pool or link is overloaded gets −inf."""
+    p = loads.offload_fraction
+    u = loads.utilization
+    if offloaded:
+        used = p > 0
+        overloaded = used & (
+            (u[BOUND_ORDER.index(Bound.PRFAAS_COMPUTE)] >= 1)
+            | (u[BOUND_ORDER.index(Bound.PRFAAS_LINK)] >= 1)
+        )
+    else:
+        used = p < 1
+        overloaded = used & (u[BOUND_ORDER.index(Bound.PD_PREFILL)] >= 1)
+    if mesh is not None:
+        x = np.full((np.asarray(thresholds).size, 1), target_s)
+        part = _route_cdf(mesh, loads, thresholds, link_latency_s, x, offloaded)[:, 0]
+    else:
+        with np.errstate(invalid="ignore"):
+            if offloaded:
+                transfer_s = (
+                    loads.mean_transfer_bytes / system.link_bandwidth_bytes_per_s
+                    * loads.link_slowdown
+                )  # fmt: skip
+                mean = loads.prfaas_service_s + loads.prfaas_wait.mean_wait_s + transfer_s
+                part = np.where(used, -p * (mean + link_latency_s), 0.0)
+            else:
+                mean = loads.pd_service_s + loads.pd_wait.mean_wait_s
+                part = np.where(used, -(1 - p) * mean, 0.0)
+    out: FloatArray = np.where(overloaded, -np.inf, part)
     return out
 
 

@@ -24,6 +24,9 @@ from prfaas_plan.cli.options import (
     OutputOpt,
     RangeOpt,
     ScenarioArg,
+    TtftLoadRpsOpt,
+    TtftPercentileOpt,
+    TtftTargetOpt,
     check_distinct_outputs,
     float_list,
     given,
@@ -97,20 +100,8 @@ def optimize(
             parser=plot_name,
         ),
     ] = None,
-    ttft_target_s: Annotated[
-        float | None,
-        typer.Option(
-            "--ttft-target-s",
-            help="TTFT target under load (s): the best plan that meets "
-            "it (M/G/c prefill pools + processor-sharing link approximation).",
-        ),
-    ] = None,
-    ttft_percentile: Annotated[
-        str | None,
-        typer.Option(
-            "--ttft-percentile", help="Which TTFT the target bounds: mean, 50, 90 or 99 [90]."
-        ),
-    ] = None,
+    ttft_target_s: TtftTargetOpt = None,
+    ttft_percentile: TtftPercentileOpt = None,
     ttft_load: Annotated[
         float | None,
         typer.Option(
@@ -118,9 +109,7 @@ def optimize(
             help="Load for the target, as a fraction of the unconstrained plan's exact-mode Λ_max.",
         ),
     ] = None,
-    ttft_load_rps: Annotated[
-        float | None, typer.Option("--ttft-load-rps", help="Load for the target (req/s).")
-    ] = None,
+    ttft_load_rps: TtftLoadRpsOpt = None,
     gpu_price: GpuPriceOpt = None,
     link_offering: LinkOfferingOpt = None,
     cost_model: CostModelOpt = None,

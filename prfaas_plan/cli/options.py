@@ -122,6 +122,25 @@ def percentile(text: str) -> int | str:
     return int(text) if text in ("50", "90", "99") else text
 
 
+TtftTargetOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--ttft-target-s",
+        help="TTFT target under load (s): the best plan that meets "
+        "it (M/G/c prefill pools + processor-sharing link approximation).",
+    ),
+]
+TtftPercentileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ttft-percentile", help="Which TTFT the target bounds: mean, 50, 90 or 99 [90]."
+    ),
+]
+TtftLoadRpsOpt = Annotated[
+    float | None, typer.Option("--ttft-load-rps", help="Load for the target (req/s).")
+]
+
+
 def int_list(text: str, flag: str) -> list[float]:
     try:
         return [float(int(part)) for part in text.split(",") if part.strip()]

@@ -15,7 +15,11 @@ from prfaas_plan.cli.options import (
     OutputFormat,
     OutputOpt,
     ScenarioArg,
+    TtftLoadRpsOpt,
+    TtftPercentileOpt,
+    TtftTargetOpt,
     check_distinct_outputs,
+    percentile,
     plot_name,
     plot_target,
 )
@@ -58,6 +62,15 @@ def procure_command(
         Path | None,
         typer.Option("--export-model", help="Also write the procurement MILP (.mps or .lp)."),
     ] = None,
+    ttft_target_s: TtftTargetOpt = None,
+    ttft_percentile: TtftPercentileOpt = None,
+    ttft_load: Annotated[
+        float | None,
+        typer.Option(
+            "--ttft-load", help="Load for the TTFT target, as a fraction of --target-rps [1]."
+        ),
+    ] = None,
+    ttft_load_rps: TtftLoadRpsOpt = None,
     pareto: Annotated[
         bool,
         typer.Option(
@@ -85,6 +98,7 @@ def procure_command(
     threshold) reaching --target-rps, or the highest throughput within --budget-usd-per-hour.
     Each site brings its own link offering (procurement.sites), so there is no --link-offering.
     --pareto: the cost frontiers instead (needs --target-rps for the latency frontier)."""
+    from prfaas_plan.commands.plan import ttft_target
     from prfaas_plan.commands.procure import procure, procure_pricing
     from prfaas_plan.errors import ConfigError
     from prfaas_plan.inputs.catalog import Catalog
@@ -92,6 +106,10 @@ def procure_command(
     from prfaas_plan.render.procure import procure_to_json, procure_view
 
     check_distinct_outputs(output, plot)
+    chosen = percentile(ttft_percentile) if ttft_percentile is not None else None
+    if ttft_target_s is not None and ttft_load is None and ttft_load_rps is None:
+        ttft_load = 1.0  # at the target rate itself
+    ttft = ttft_target(ttft_target_s, chosen, ttft_load_rps, ttft_load)
     if pareto and (budget_usd_per_hour is not None or export_model is not None):
         raise ConfigError(
             "--pareto takes --target-rps (the latency frontier's load), not "
@@ -117,6 +135,7 @@ def procure_command(
             Catalog.open(data_dir), problem, pricing, target_rps=target_rps,
             budget_usd_per_hour=budget_usd_per_hour, gpu_prices=parse_gpu_prices(gpu_price or []),
             max_instances_per_site=max_instances_per_site, mode=mode, export_model=export_model,
+            ttft=ttft,
         )  # fmt: skip
     emit(procure_view(report), procure_to_json(report), OutputFormat(fmt.value), output)
 

@@ -15,10 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from prfaas_plan import bounds, units
-from prfaas_plan.analytic.capacity import ServingSystem, rates
+from prfaas_plan.analytic.capacity import Configuration, ServingSystem, rates
+from prfaas_plan.analytic.loaded_ttft import LoadedTtft, Metric, check_metric, loaded_ttft
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import CostModel, Mode
 from prfaas_plan.commands.numerics import model_numerics
+from prfaas_plan.commands.plan import TtftTarget
 from prfaas_plan.errors import ConfigError, InfeasibleError
 from prfaas_plan.inputs.catalog import Catalog, LinkOffering
 from prfaas_plan.inputs.files import write_atomically
@@ -32,6 +34,7 @@ from prfaas_plan.solve.procure_milp import (
     solve_procure,
     write_model,
 )
+from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft
 from prfaas_plan.solve.sizing_milp import milp_threshold_grid
 
 
@@ -57,11 +60,27 @@ class ProcureReport:
     budget_usd_per_hour: float | None
     point: ProcurePoint
     capacity_rps: float  # Λ_max of the chosen counts at the chosen threshold
-    bound: str  # what limits that capacity: pd_decode, pd_prefill or prfaas (site compute/link)
+    # what sets the cost: the capacity's limit (pd_decode, pd_prefill, prfaas_compute/link) or
+    # ttft (the TTFT target made the cheapest capacity-only deployment dearer)
+    bound: str
+    ttft: "ProcureTtft | None" = None
 
     @property
     def threshold_tokens(self) -> float:
         return float(self.space.thresholds_tokens[self.point.threshold_index])
+
+
+@dataclass(frozen=True)
+class ProcureTtft:
+    """The TTFT target of a procure, and how the chosen deployment meets it."""
+
+    target: TtftTarget
+    load_rps: float
+    loaded: LoadedTtft  # the chosen deployment at load_rps (its site's link and RTT)
+    capacity_only_usd_per_hour: float  # the cheapest deployment reaching the target rate alone
+    capacity_bound: str  # what limits the chosen deployment's capacity
+    pairs_evaluated: int  # (threshold, site) pairs the TTFT search evaluated, of `pairs`
+    pairs: int
 
 
 def default_sites(catalog: Catalog, problem: Problem) -> list[SiteSpec]:
@@ -227,10 +246,14 @@ def procure(
     max_instances_per_site: int | None = None,
     mode: Mode = Mode.PAPER,
     export_model: Path | None = None,
+    ttft: TtftTarget | None = None,
 ) -> ProcureReport:
     """The cheapest deployment reaching `target_rps`, or the highest Λ within
     `budget_usd_per_hour` (exactly one); InfeasibleError (exit 6) names the best effort.
-    `export_model` (.mps or .lp) also writes the whole MILP, atomically, before solving."""
+    `export_model` (.mps or .lp) also writes the whole MILP, atomically, before solving.
+    `ttft` (with `target_rps` only): also meet a TTFT figure at a Poisson load (its load_rps,
+    or load_fraction of target_rps), the offloaded traffic then on at most one site
+    (solve/procure_ttft.py)."""
     if (target_rps is None) == (budget_usd_per_hour is None):
         raise ConfigError("procure needs exactly one of target_rps and budget_usd_per_hour",
                           parameter="target_rps")  # fmt: skip
@@ -245,7 +268,13 @@ def procure(
             f"budget_usd_per_hour must be a finite number > 0, got {budget_usd_per_hour:g}",
             parameter="budget_usd_per_hour",
         )
-    sites, space = procure_space(
+    if ttft is not None and target_rps is None:
+        raise ConfigError(
+            "a TTFT target (ttft.target_s) applies to target_rps (the cheapest deployment "
+            "meeting both), not to budget_usd_per_hour",
+            parameter="ttft.target_s",
+        )
+    sites, space, systems = procure_candidates(
         catalog, problem, pricing, gpu_prices, max_instances_per_site, mode
     )
     if export_model is not None:
@@ -275,9 +304,72 @@ def procure(
             "more instances (--max-instances-per-site, procurement.max_pd_instances) or relax the target",
             parameter="target_rps",
         )
+    if ttft is not None:
+        assert target_rps is not None
+        return _with_ttft(problem, pricing, sites, space, systems, target_rps, point, ttft)
     capacity, bound = binding(space, point)
     return ProcureReport(problem, pricing, sites, space, target_rps, budget_usd_per_hour, point,
                          capacity, bound)  # fmt: skip
+
+
+def _loaded(problem: Problem, sites: tuple[Site, ...], systems: tuple[ServingSystem, ...],
+            space: ProcureSpace, point: ProcurePoint, load_rps: float) -> LoadedTtft | None:  # fmt: skip
+    """The TTFT at `load_rps` of a point offloading to at most one site (None: several)."""
+    used = [j for j, n in enumerate(point.site_instances) if n > 0]
+    if len(used) > 1:
+        return None
+    system, rtt_s = (systems[used[0]], sites[used[0]].rtt_s) if used else (problem.system, 0.0)
+    configuration = Configuration(
+        sum(point.site_instances), point.pd_prefill_instances, point.pd_decode_instances,
+        float(space.thresholds_tokens[point.threshold_index]),
+    )  # fmt: skip
+    return loaded_ttft(system, problem.workload, configuration, load_rps, link_latency_s=rtt_s)
+
+
+def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
+               space: ProcureSpace, systems: tuple[ServingSystem, ...], target_rps: float,
+               cheapest: ProcurePoint, ttft: TtftTarget) -> ProcureReport:  # fmt: skip
+    """The cheapest deployment reaching `target_rps` and meeting `ttft`: the capacity-only
+    optimum `cheapest` if it meets it (then nothing cheaper can), else the single-site search
+    of solve/procure_ttft.py; InfeasibleError naming the most any plan reaches."""
+    load = ttft.rate_rps(target_rps)
+    metric = check_metric(ttft.percentile)
+    state = _loaded(problem, sites, systems, space, cheapest, load)
+    meets = state is not None and state.stable and state.metric(metric) <= ttft.target_s
+    point, evaluated, pairs = cheapest, 0, 0
+    if not meets:
+        goal = TtftGoal(metric, ttft.target_s, load)
+        queues = tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))
+        search = cheapest_with_ttft(space, problem.system, queues, problem.workload, target_rps,
+                                    goal)  # fmt: skip
+        evaluated, pairs = search.pairs_evaluated, search.pairs
+        if search.point is None:
+            what = (
+                f"P(TTFT <= {ttft.target_s:g} s) reaches at most {search.best_reach:.1%} (needs "
+                f"{float(metric):g}%)"
+                if metric != "mean"
+                else f"the lowest mean TTFT is {search.best_reach:.3g} s"
+            )
+            raise InfeasibleError(
+                f"no deployment with at most one PrfaaS site reaches target_rps {target_rps:g} "
+                f"req/s with {_metric_name(metric)} TTFT <= {ttft.target_s:g} s at "
+                f"{load:g} req/s: {what}; allow more instances (--max-instances-per-site, "
+                "procurement.max_pd_instances), a faster or nearer site, or relax the target",
+                parameter="ttft.target_s",
+            )
+        point = search.point
+        state = _loaded(problem, sites, systems, space, point, load)
+    assert state is not None
+    capacity, capacity_bound = binding(space, point)
+    bound = capacity_bound if meets else "ttft"
+    extra = ProcureTtft(ttft, load, state, cheapest.usd_per_hour, capacity_bound, evaluated,
+                        pairs)  # fmt: skip
+    return ProcureReport(problem, pricing, sites, space, target_rps, None, point, capacity, bound,
+                         extra)  # fmt: skip
+
+
+def _metric_name(metric: Metric) -> str:
+    return "mean" if metric == "mean" else f"P{metric}"
 
 
 def _best_effort(space: ProcureSpace) -> ProcurePoint:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from prfaas_plan import __version__, units
-from prfaas_plan.commands.procure import ProcureReport
+from prfaas_plan.commands.procure import ProcureReport, ProcureTtft
 from prfaas_plan.commands.procure_pareto import ParetoPlan, ParetoReport
 from prfaas_plan.render.views import Document, View, fmt, number
 
@@ -67,8 +67,54 @@ def procure_to_json(report: ProcureReport) -> Document:
         "usd_per_million_output_tokens": number(float(p.usd_per_hour) / tokens_per_hour * 1e6)
         if tokens_per_hour > 0
         else None,
+        "ttft": _ttft_json(report.ttft),
         "notes": [NOTE],
     }
+
+
+def _ttft_json(ttft: ProcureTtft | None) -> Document | None:
+    if ttft is None:
+        return None
+    loaded = ttft.loaded
+    return {
+        "percentile": ttft.target.percentile,
+        "target_s": ttft.target.target_s,
+        "load_rps": ttft.load_rps,
+        "stable": loaded.stable,
+        "mean_s": number(loaded.mean_s),
+        "p50_s": number(loaded.p50_s),
+        "p90_s": number(loaded.p90_s),
+        "p99_s": number(loaded.p99_s),
+        "capacity_bound": ttft.capacity_bound,
+        "capacity_only_usd_per_hour": float(ttft.capacity_only_usd_per_hour),
+        "search": {"pairs_evaluated": ttft.pairs_evaluated, "pairs": ttft.pairs},
+    }
+
+
+def _ttft_notes(report: ProcureReport) -> list[str]:
+    ttft = report.ttft
+    if ttft is None:
+        return [
+            f"Capacity of this deployment: {report.capacity_rps:.3f} req/s, bound by {report.bound}."
+        ]
+    name = "mean" if ttft.target.percentile == "mean" else f"P{ttft.target.percentile}"
+    figure = ttft.loaded.metric(ttft.target.percentile)
+    cost = (
+        f"the TTFT target raises the cost from {ttft.capacity_only_usd_per_hour:,.1f} $/h (the "
+        f"cheapest deployment reaching {report.target_rps:g} req/s alone) to "
+        f"{float(report.point.usd_per_hour):,.1f} $/h"
+        if report.bound == "ttft"
+        else "the cheapest deployment reaching the rate already meets it"
+    )
+    return [
+        f"Capacity of this deployment: {report.capacity_rps:.3f} req/s, bound by "
+        f"{ttft.capacity_bound}.",
+        f"{name} TTFT at {ttft.load_rps:g} req/s (Poisson): {figure:.3f} s, target "
+        f"{ttft.target.target_s:g} s (P50/P90/P99 {ttft.loaded.p50_s:.3f} / "
+        f"{ttft.loaded.p90_s:.3f} / {ttft.loaded.p99_s:.3f} s); {cost}. With a TTFT target "
+        "the offloaded traffic goes to one site at most (the queueing model has one PrfaaS "
+        "pool and one link).",
+    ]
 
 
 NOTE = (
@@ -111,7 +157,7 @@ def procure_view(report: ProcureReport) -> View:
         f"{goal}: {total:,.1f} $/h ({units.per_hour_to_per_month(total):,.0f} $/month, "
         f"{fmt(total / tokens_per_hour * 1e6 if tokens_per_hour > 0 else None, '.2f')} $ per "
         f"million output tokens) serving {p.served_rps:.3f} req/s; {routing}.",
-        f"Capacity of this deployment: {report.capacity_rps:.3f} req/s, bound by {report.bound}.",
+        *_ttft_notes(report),
         f"Candidates: {len(report.sites)} sites ({', '.join(s.name for s in report.sites)}); "
         f"cost model {report.pricing.cost_model}.",
         NOTE,

@@ -278,7 +278,7 @@ def _first_instance_usd_per_hour(space: ProcureSpace) -> FloatArray:
     return np.where(space.offload_fraction > 0, first, 0.0)
 
 
-def _pd_counts(space: ProcureSpace, rps: FloatArray) -> tuple[FloatArray, FloatArray]:
+def pd_counts(space: ProcureSpace, rps: FloatArray) -> tuple[FloatArray, FloatArray]:
     """The fewest PD-D and PD-P instances serving `rps` at each t_k: ceil(Λ / θ_d), at least 1,
     and ceil(s_k Λ / c_k) (inf where PD-P cannot serve its share s_k > 0)."""
     shrink = 1 - 1e-12  # Λ exactly at a capacity needs no further instance
@@ -289,7 +289,7 @@ def _pd_counts(space: ProcureSpace, rps: FloatArray) -> tuple[FloatArray, FloatA
     return n_d, np.nan_to_num(n_p, nan=np.inf, posinf=np.inf)
 
 
-def _site_counts(space: ProcureSpace, site: SiteRates, rps: FloatArray) -> FloatArray:
+def site_counts(space: ProcureSpace, site: SiteRates, rps: FloatArray) -> FloatArray:
     """The fewest instances of `site` prefilling the offloaded p_k Λ: ceil(p_k Λ / a_jk)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         n = np.ceil(space.offload_fraction * rps / site.compute_rps_per_instance * (1 - 1e-12))
@@ -302,7 +302,7 @@ def _single_site_cost(
     """(n_d, n_p, n_j, $/h) of the fewest whole instances serving `rps` at each t_k with the
     offloaded share on `site` alone (None: nothing offloaded); $/h is inf where the counts
     break a bound (N_pd,max, U_j, the link) or, without a site, where p_k > 0."""
-    n_d, n_p = _pd_counts(space, rps)
+    n_d, n_p = pd_counts(space, rps)
     usd = space.pd_usd_per_instance_hour * (n_d + n_p)
     over = n_d + n_p > space.max_pd_instances
     p = space.offload_fraction
@@ -310,7 +310,7 @@ def _single_site_cost(
         n = np.zeros_like(rps)
         over |= (p > 0) & (rps > 0)
     else:
-        n = _site_counts(space, site, rps)
+        n = site_counts(space, site, rps)
         offloaded = p * rps
         usd = usd + (site.usd_per_instance_hour * n + site.fixed_usd_per_hour
                      + units.per_s_to_per_hour(site.usd_per_offloaded_request) * offloaded)  # fmt: skip
@@ -442,7 +442,7 @@ def _target_lower_bounds(space: ProcureSpace, target_rps: float) -> FloatArray:
 
 def _budget_upper_bounds(space: ProcureSpace, budget_usd_per_hour: float) -> FloatArray:
     """An upper bound on Λ within `budget_usd_per_hour` at each t_k: the largest Λ whose PD
-    pools in whole instances (`_pd_counts`) and the offloaded p_k Λ at the cheapest of
+    pools in whole instances (`pd_counts`) and the offloaded p_k Λ at the cheapest of
     F_j + p_k Λ u_j over the sites (u_j: $ per offloaded req/s with fractional instances,
     volume included; F_j: the link's fixed price) fit the budget and the pools' reach."""
     p = space.offload_fraction
@@ -464,7 +464,7 @@ def _budget_upper_bounds(space: ProcureSpace, budget_usd_per_hour: float) -> Flo
 
     def cost(lam: FloatArray) -> FloatArray:
         # sites S carrying p Λ pay at least Σ_S F_j + p Λ min_S u_j >= min_j (F_j + p Λ u_j)
-        n_d, n_p = _pd_counts(space, lam)
+        n_d, n_p = pd_counts(space, lam)
         with np.errstate(invalid="ignore"):  # 0 x inf where nothing is offloaded
             offload = np.where(p > 0, np.min(fixed + p * lam * unit, axis=0, initial=np.inf), 0.0)
         usd: FloatArray = space.pd_usd_per_instance_hour * (n_d + n_p) + offload

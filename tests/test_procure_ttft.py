@@ -1,0 +1,158 @@
+"""`procure --ttft-target-s` (solve/procure_ttft.py, commands/procure.py): the route-separable
+search against evaluating every single-site plan's whole TTFT (brute force) on small spaces,
+the route split of the TTFT model against its whole CDF and mean, and the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+
+from prfaas_plan.analytic.capacity import Configuration
+from prfaas_plan.analytic.deployment_load import loads
+from prfaas_plan.analytic.loaded_ttft import loaded_ttft, route_part, ttft_cdf, ttft_mesh
+from prfaas_plan.commands.plan import TtftTarget
+from prfaas_plan.commands.procure import procure, procure_candidates
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.pricing import resolve_pricing
+from prfaas_plan.inputs.scenario import open_problem
+from prfaas_plan.solve.procure_milp import capacity_rps, solve_procure
+from prfaas_plan.solve.procure_ttft import (
+    SiteQueues,
+    TtftGoal,
+    brute_force_with_ttft,
+    cheapest_with_ttft,
+)
+from tests.test_cli import assert_clean_error, run
+from tests.test_procure import shrink
+
+
+@pytest.fixture(scope="module")
+def case():
+    catalog = Catalog.open()
+    problem = open_problem()
+    pricing = resolve_pricing(catalog, problem.scenario, problem.source)
+    sites, space, systems = procure_candidates(catalog, problem, pricing)
+    queues = tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))
+    return catalog, problem, pricing, space, queues
+
+
+def test_routes_add_up_to_the_whole_ttft(case):
+    """The local and offloaded parts sum to P(TTFT <= x) and to −mean, plan by plan; an
+    overloaded route is −inf (the third plan's PD-P pool)."""
+    _, problem, _, _, queues = case
+    system, rtt = queues[3].system, queues[3].rtt_s
+    t = np.array([8_000.0, 19_400.0, 60_000.0])
+    state = loads(system, problem.workload, t, 4, np.array([3, 4, 5]), 5, 2.5, rtt)
+    mesh = ttft_mesh(system, problem.workload)
+    assert list(state.stable) == [True, True, False]
+    for x in (3.0, 8.0):
+        whole = ttft_cdf(mesh, state, t, rtt, np.full((3, 1), x))[:, 0]
+        parts = [route_part(system, mesh, state, t, rtt, x, offloaded=o) for o in (False, True)]
+        np.testing.assert_allclose((parts[0] + parts[1])[:2], whole[:2], rtol=1e-12)
+        assert parts[0][2] == -np.inf and np.isfinite(parts[1][2])
+    parts = [route_part(system, None, state, t, rtt, 0.0, offloaded=o) for o in (False, True)]
+    np.testing.assert_allclose(-(parts[0] + parts[1])[:2], state.mean_s[:2], rtol=1e-12)
+
+
+GOALS = [
+    (2.0, TtftGoal(90, 20.0, 2.0)),  # an H200 site is the cheapest way to meet it
+    (2.0, TtftGoal(90, 12.0, 1.6)),
+    (1.5, TtftGoal(50, 4.0, 1.5)),
+    (2.0, TtftGoal("mean", 6.0, 1.8)),
+    (1.0, TtftGoal(99, 30.0, 1.0)),
+    (2.0, TtftGoal(90, 1.0, 2.0)),  # nothing meets it
+]
+
+
+@pytest.mark.parametrize("idx", [(3, 0), (3, 5, 1)])
+@pytest.mark.parametrize(("target", "goal"), GOALS)
+def test_search_matches_brute_force(case, target, goal, idx):
+    _, problem, _, space, queues = case
+    small = shrink(
+        space, sites=idx, thresholds=8, max_instances=3, max_pd=8 if len(idx) == 2 else 12
+    )
+    q = tuple(queues[i] for i in idx)
+    search = cheapest_with_ttft(small, problem.system, q, problem.workload, target, goal)
+    exact = brute_force_with_ttft(small, problem.system, q, problem.workload, target, goal)
+    if exact is None:
+        assert search.point is None
+        assert search.pairs_evaluated == search.pairs  # nothing was pruned: the reach is global
+        return
+    point = search.point
+    assert point is not None
+    assert point.usd_per_hour == pytest.approx(exact.usd_per_hour, rel=1e-9)
+    # the point is what it says: it reaches the rate and meets the target at the load
+    k, n = point.threshold_index, point.site_instances
+    assert capacity_rps(small, k, n, point.pd_prefill_instances, point.pd_decode_instances) >= (
+        target * (1 - 1e-9)
+    )
+    j = [i for i, c in enumerate(n) if c]
+    system, rtt = (q[j[0]].system, q[j[0]].rtt_s) if j else (problem.system, 0.0)
+    state = loaded_ttft(
+        system, problem.workload,
+        Configuration(sum(n), point.pd_prefill_instances, point.pd_decode_instances,
+                      float(small.thresholds_tokens[k])),
+        goal.load_rps, link_latency_s=rtt,
+    )  # fmt: skip
+    assert state.stable and state.metric(goal.metric) <= goal.target_s * (1 + 1e-9)
+    # never cheaper than the capacity-only optimum
+    cheapest = solve_procure(small, target_rps=target)
+    assert cheapest is not None and point.usd_per_hour >= cheapest.usd_per_hour * (1 - 1e-9)
+
+
+def test_a_site_is_bought_for_latency(case):
+    """On the shipped prices, 2 req/s alone is cheapest on H20s only; a P90 of 8 s at 2 req/s
+    buys H200 prefill for the long requests: the TTFT target, not capacity, sets the cost."""
+    catalog, problem, pricing, _, _ = case
+    plain = procure(catalog, problem, pricing, target_rps=2.0)
+    assert sum(plain.point.site_instances) == 0
+    report = procure(catalog, problem, pricing, target_rps=2.0,
+                     ttft=TtftTarget(8.0, 90, load_rps=2.0))  # fmt: skip
+    assert report.bound == "ttft" and report.ttft is not None
+    assert sum(report.point.site_instances) > 0
+    assert report.point.usd_per_hour > plain.point.usd_per_hour
+    assert report.ttft.loaded.p90_s <= 8.0
+    assert report.ttft.capacity_only_usd_per_hour == pytest.approx(plain.point.usd_per_hour)
+
+
+def test_the_cheapest_plan_is_kept_when_it_meets_the_target(case):
+    catalog, problem, pricing, _, _ = case
+    plain = procure(catalog, problem, pricing, target_rps=2.0)
+    report = procure(catalog, problem, pricing, target_rps=2.0,
+                     ttft=TtftTarget(200.0, 90, load_fraction=0.5))  # fmt: skip
+    assert report.point == plain.point and report.bound == plain.bound
+    assert report.ttft is not None and report.ttft.load_rps == pytest.approx(1.0)
+    assert report.ttft.pairs_evaluated == 0
+
+
+def test_procure_ttft_cli():
+    result = run("procure", "--target-rps", "2", "--ttft-target-s", "8", "-f", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["bound"] == "ttft"
+    ttft = doc["ttft"]
+    assert ttft["percentile"] == 90 and ttft["load_rps"] == 2.0 and ttft["stable"]
+    assert ttft["p90_s"] <= 8.0 < doc["usd_per_hour_total"]
+    assert ttft["capacity_only_usd_per_hour"] < doc["usd_per_hour_total"]
+    table = run("procure", "--target-rps", "2", "--ttft-target-s", "8")
+    assert "P90 TTFT at 2 req/s" in table.stdout and "raises the cost" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "fragments"),
+    [
+        (["--target-rps", "4", "--ttft-target-s", "1"], 6,
+         ["no deployment with at most one PrfaaS site", "P(TTFT <= 1 s) reaches at most",
+          "needs 90%"]),
+        (["--budget-usd-per-hour", "200", "--ttft-target-s", "10"], 3,
+         ["--ttft-target-s", "applies to --target-rps"]),
+        (["--target-rps", "3", "--ttft-load", "0.5"], 3, ["--ttft-target-s"]),
+        (["--target-rps", "3", "--ttft-target-s", "5", "--ttft-percentile", "95"], 3,
+         ["--ttft-percentile", "95"]),
+        (["--target-rps", "3", "--ttft-target-s", "-1"], 3, ["--ttft-target-s", "-1"]),
+        (["--target-rps", "3", "--ttft-target-s", "5", "--ttft-load", "0.5",
+          "--ttft-load-rps", "2"], 3, ["exactly one"]),
+    ],
+)  # fmt: skip
+def test_procure_ttft_refusals(args, code, fragments):
+    assert_clean_error(run("procure", *args), code, *fragments)
