@@ -2,6 +2,7 @@
 search against evaluating every single-site plan's whole TTFT (brute force) on small spaces,
 the route split of the TTFT model against its whole CDF and mean, and the CLI."""
 
+import itertools
 import json
 
 import numpy as np
@@ -156,3 +157,93 @@ def test_procure_ttft_cli():
 )  # fmt: skip
 def test_procure_ttft_refusals(args, code, fragments):
     assert_clean_error(run("procure", *args), code, *fragments)
+
+
+def _every_single_site_plan(space, problem, queues, target, load):
+    """(cost at Λ_max, P90 at `load`) of every single-site plan reaching `target` (brute force)."""
+    from prfaas_plan import units
+
+    out = []
+    size = len(space.sites)
+    for k in range(space.thresholds_tokens.size):
+        p = space.offload_fraction[k]
+        for j in range(-1, size):
+            if (j < 0) != (p == 0):
+                continue
+            for c in range(1) if j < 0 else range(1, space.sites[j].max_instances + 1):
+                n = tuple(c if i == j else 0 for i in range(size))
+                for n_p in range(space.max_pd_instances):
+                    for n_d in range(1, space.max_pd_instances - n_p + 1):
+                        cap = capacity_rps(space, k, n, n_p, n_d)
+                        if cap < target * (1 - 1e-9):
+                            continue
+                        usd = space.pd_usd_per_instance_hour * (n_p + n_d)
+                        system, rtt = problem.system, 0.0
+                        if j >= 0:
+                            s = space.sites[j]
+                            usd += (
+                                s.usd_per_instance_hour * c
+                                + s.fixed_usd_per_hour
+                                + (
+                                    units.per_s_to_per_hour(s.usd_per_offloaded_request[k])
+                                    * p
+                                    * cap
+                                )
+                            )
+                            system, rtt = queues[j].system, queues[j].rtt_s
+                        state = loaded_ttft(
+                            system, problem.workload,
+                            Configuration(c, n_p, n_d, float(space.thresholds_tokens[k])), load,
+                            link_latency_s=rtt,
+                        )  # fmt: skip
+                        if state.stable:
+                            out.append((usd, state.p90_s))
+    return out
+
+
+def test_loaded_frontier_against_every_plan(case):
+    """The ε-constraint frontier at a load: its first plan is the cheapest stable one; each
+    next plan is the cheapest whose P90 is below (1 − step) x the previous one's; and every
+    plan of the space is matched by a frontier plan no dearer and within the step in P90."""
+    from prfaas_plan.solve.procure_ttft import ttft_frontier
+
+    _, problem, _, space, queues = case
+    idx = (3, 0)
+    small = shrink(space, sites=idx, thresholds=10, max_instances=3, max_pd=8)
+    q = tuple(queues[i] for i in idx)
+    step = 0.05
+    found = ttft_frontier(small, problem.system, q, problem.workload, 1.5, 1.2, step=step)
+    every = _every_single_site_plan(small, problem, q, 1.5, 1.2)
+    assert len(found) >= 3 and every
+    assert found[0].point.usd_per_hour == pytest.approx(min(c for c, _ in every), rel=1e-9)
+    for before, point in itertools.pairwise(found):
+        limit = before.ttft_s * (1 - step)
+        assert point.ttft_s <= limit * (1 + 1e-9)
+        cheapest = min(c for c, t in every if t <= limit)
+        assert point.point.usd_per_hour == pytest.approx(cheapest, rel=1e-9)
+    for usd, p90 in every:
+        assert any(f.point.usd_per_hour <= usd * (1 + 1e-9) and f.ttft_s * (1 - step) <= p90
+                   * (1 + 1e-9) for f in found)  # fmt: skip
+
+
+def test_pareto_at_a_load_cli(tmp_path):
+    result = run("procure", "--pareto", "--target-rps", "4", "--ttft-load-rps", "4",
+                 "--max-instances-per-site", "6", "-f", "json")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["ttft_load_rps"] == 4.0
+    frontier = doc["ttft_frontier"]
+    assert len(frontier) >= 3
+    costs = [r["usd_per_hour"] for r in frontier]
+    p90s = [r["p90_ttft_s"] for r in frontier]
+    assert costs == sorted(costs) and p90s == sorted(p90s, reverse=True)
+    assert all(r["capacity_rps"] >= 4.0 * (1 - 1e-9) for r in frontier)
+    unloaded = json.loads(run("procure", "--pareto", "--target-rps", "4",
+                              "--max-instances-per-site", "6", "-f", "json").stdout)  # fmt: skip
+    # queueing only adds: the cheapest plan's P90 at the load is above any unloaded P90 of it
+    assert min(p90s) >= min(r["p90_ttft_s"] for r in unloaded["ttft_frontier"])
+    assert_clean_error(
+        run("procure", "--pareto", "--target-rps", "4", "--ttft-target-s", "5"),
+        3,
+        "--pareto takes --ttft-load-rps alone",
+    )

@@ -76,7 +76,7 @@ def procure_command(
         typer.Option(
             "--pareto",
             help="The non-dominated plans of cost against Λ_max and, among plans reaching "
-            "--target-rps, against unloaded P90 TTFT.",
+            "--target-rps, against P90 TTFT (unloaded, or at --ttft-load-rps).",
         ),
     ] = False,
     plot: Annotated[
@@ -106,10 +106,11 @@ def procure_command(
     from prfaas_plan.render.procure import procure_to_json, procure_view
 
     check_distinct_outputs(output, plot)
-    chosen = percentile(ttft_percentile) if ttft_percentile is not None else None
-    if ttft_target_s is not None and ttft_load is None and ttft_load_rps is None:
-        ttft_load = 1.0  # at the target rate itself
-    ttft = ttft_target(ttft_target_s, chosen, ttft_load_rps, ttft_load)
+    if pareto and (ttft_target_s is not None or ttft_load is not None or ttft_percentile):
+        raise ConfigError(
+            "--pareto takes --ttft-load-rps alone (the latency frontier's load), not "
+            "--ttft-target-s, --ttft-load or --ttft-percentile", parameter="pareto",
+        )  # fmt: skip
     if pareto and (budget_usd_per_hour is not None or export_model is not None):
         raise ConfigError(
             "--pareto takes --target-rps (the latency frontier's load), not "
@@ -120,6 +121,12 @@ def procure_command(
                           parameter="target_rps")  # fmt: skip
     if not pareto and (plot is not None or fmt is ProcureFormat.CSV):
         raise ConfigError("--plot and --format csv need --pareto", parameter="pareto")
+    ttft = None
+    if not pareto:
+        chosen = percentile(ttft_percentile) if ttft_percentile is not None else None
+        if ttft_target_s is not None and ttft_load is None and ttft_load_rps is None:
+            ttft_load = 1.0  # at the target rate itself
+        ttft = ttft_target(ttft_target_s, chosen, ttft_load_rps, ttft_load)
     problem = load_problem(scenario, data_dir, None)
     pricing = procure_pricing(
         Catalog.open(data_dir), problem, gpu_prices=parse_gpu_prices(gpu_price or []),
@@ -128,7 +135,7 @@ def procure_command(
     if pareto:
         assert target_rps is not None
         _pareto(problem, pricing, target_rps, gpu_price, max_instances_per_site, mode, plot,
-                fmt, output, data_dir)  # fmt: skip
+                fmt, output, data_dir, ttft_load_rps)  # fmt: skip
         return
     with spinner(fmt is ProcureFormat.TABLE and output is None, "solving the procurement MILP…"):
         report = procure(
@@ -142,7 +149,8 @@ def procure_command(
 
 def _pareto(problem: "Problem", pricing: "Pricing", target_rps: float, gpu_price: list[str] | None,
             max_instances_per_site: int | None, mode: Mode, plot: Path | None,
-            fmt: ProcureFormat, output: Path | None, data_dir: Path | None) -> None:  # fmt: skip
+            fmt: ProcureFormat, output: Path | None, data_dir: Path | None,
+            ttft_load_rps: float | None) -> None:  # fmt: skip
     import sys
 
     from prfaas_plan.commands.procure_pareto import procure_pareto
@@ -155,7 +163,7 @@ def _pareto(problem: "Problem", pricing: "Pricing", target_rps: float, gpu_price
         report = procure_pareto(
             Catalog.open(data_dir), problem, pricing, target_rps=target_rps,
             gpu_prices=parse_gpu_prices(gpu_price or []),
-            max_instances_per_site=max_instances_per_site, mode=mode,
+            max_instances_per_site=max_instances_per_site, mode=mode, ttft_load_rps=ttft_load_rps,
         )  # fmt: skip
     if plot is not None:
         plot_pareto(report, plot)

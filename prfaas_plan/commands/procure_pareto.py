@@ -1,5 +1,6 @@
 """`procure --pareto`: the non-dominated deployments of cost ($/h) against Λ_max and, among
-those reaching a target rate, against the unloaded P90 TTFT, over the procurement space.
+those reaching a target rate, against the P90 TTFT (unloaded, or at a Poisson load), over the
+procurement space.
 
 Candidates are enumerated with numpy: every threshold of the MILP's grid x every single
 candidate site (or none) x its instance count x every PD split; the cost is priced at the
@@ -7,7 +8,10 @@ plan's Λ_max (GPUs, the link's fixed price if bought, its volume at Λ_max). Pl
 the offloaded traffic over several sites are not candidates here (the MILP of `procure`
 handles those). The unloaded P90 TTFT adds the site's RTT to offloaded requests. Baselines
 (homogeneous PD, naive heterogeneous) and the scenario's own deployment come from `optimize`'s
-use-case with the same prices. Units: req/s, $/h, s.
+use-case with the same prices. At a load, the TTFT frontier's plans come from the
+ε-constraint search of solve/procure_ttft.py (the same single-site space, the PD split and
+decode count chosen for latency), and the reference deployments' P90 is their own at that
+load (inf when it overloads them). Units: req/s, $/h, s.
 """
 
 import dataclasses
@@ -17,17 +21,22 @@ import numpy as np
 
 from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray
+from prfaas_plan.analytic.capacity import ServingSystem
+from prfaas_plan.analytic.loaded_ttft import Metric, loaded_ttft
 from prfaas_plan.analytic.ttft import unloaded_percentile_by_threshold
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.numerics import model_numerics
-from prfaas_plan.commands.plan import plan
-from prfaas_plan.commands.procure import procure_candidates
+from prfaas_plan.commands.plan import Deployment, plan
+from prfaas_plan.commands.procure import Site, binding, procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.procure_milp import ProcureSpace
+from prfaas_plan.solve.procure_ttft import SiteQueues, ttft_frontier
 
 PARETO_PERCENTILE = 90.0
+PARETO_PERCENTILE_METRIC: Metric = 90
+LOADED_FRONTIER_STEP = 0.02  # consecutive plans of the loaded TTFT frontier differ by >= 2%
 
 
 @dataclass(frozen=True)
@@ -39,7 +48,7 @@ class ParetoPlan:
     pd_decode_instances: int
     usd_per_hour: float  # at Λ_max
     capacity_rps: float  # Λ_max
-    p90_ttft_s: float  # unloaded
+    p90_ttft_s: float  # unloaded, or at the report's ttft_load_rps
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class ParetoReport:
     capacity_frontier: tuple[ParetoPlan, ...]  # cost up, Λ_max up
     ttft_frontier: tuple[ParetoPlan, ...]  # among Λ_max >= target: cost up, P90 down
     markers: tuple[Marker, ...]
+    ttft_load_rps: float | None = None  # None: the TTFT frontier is unloaded
 
 
 def non_dominated(cost: FloatArray, worse: FloatArray) -> np.ndarray:
@@ -123,13 +133,20 @@ def procure_pareto(
     gpu_prices: dict[str, float] | None = None,
     max_instances_per_site: int | None = None,
     mode: Mode = Mode.PAPER,
+    ttft_load_rps: float | None = None,
 ) -> ParetoReport:
-    """The two frontiers of the module docstring and the three reference deployments."""
+    """The two frontiers of the module docstring and the three reference deployments. With
+    `ttft_load_rps` the TTFT frontier is the P90 at that Poisson load instead, found by
+    solve/procure_ttft.ttft_frontier (plans a step of 2% apart in P90)."""
     from prfaas_plan import bounds
 
     bounds.check_in_range(
         "target_rps", target_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
     )
+    if ttft_load_rps is not None:
+        bounds.check_in_range(
+            "ttft.load_rps", ttft_load_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
+        )
     sites, space, systems = procure_candidates(
         catalog, problem, pricing, gpu_prices, max_instances_per_site, mode
     )
@@ -157,15 +174,50 @@ def procure_pareto(
         )  # fmt: skip
 
     capacity = non_dominated(plans["usd_per_hour"], -plans["capacity_rps"])
-    reach = np.flatnonzero(plans["capacity_rps"] >= target_rps * (1 - 1e-9))
-    ttft = reach[non_dominated(plans["usd_per_hour"][reach], plans["p90_s"][reach])]
+    if ttft_load_rps is None:
+        reach = np.flatnonzero(plans["capacity_rps"] >= target_rps * (1 - 1e-9))
+        ttft = chosen(reach[non_dominated(plans["usd_per_hour"][reach], plans["p90_s"][reach])])
+    else:
+        ttft = _loaded_frontier(sites, space, systems, problem, target_rps, ttft_load_rps)
     # priced as the frontier is: link volume at Λ_max (utilisation 1), not optimize's default
     report = plan(problem, mode=mode, pricing=dataclasses.replace(pricing, utilization=1.0))
+
+    def reference_p90(d: Deployment) -> float:
+        if ttft_load_rps is None:
+            return d.ttft.p90_s
+        at = loaded_ttft(
+            problem.system, problem.workload, d.evaluation.configuration, ttft_load_rps
+        )
+        return at.p90_s
+
     markers = tuple(
         Marker(name, d.cost.total_usd_per_hour if d.cost else float("nan"),
-               d.evaluation.system_throughput_rps, d.ttft.p90_s)
+               d.evaluation.system_throughput_rps, reference_p90(d))
         for name, d in (("homogeneous_pd", report.homogeneous),
                         ("naive_heterogeneous", report.naive), ("scenario", report.plan))
     )  # fmt: skip
     return ParetoReport(problem, pricing, target_rps, int(plans["k"].size), chosen(capacity),
-                        chosen(ttft), markers)  # fmt: skip
+                        ttft, markers, ttft_load_rps)  # fmt: skip
+
+
+def _loaded_frontier(sites: tuple[Site, ...], space: ProcureSpace,
+                     systems: tuple[ServingSystem, ...], problem: Problem, target_rps: float,
+                     load_rps: float) -> tuple[ParetoPlan, ...]:  # fmt: skip
+    """The cost-P90 frontier at `load_rps` (solve/procure_ttft.ttft_frontier) as ParetoPlans."""
+    queues = tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))
+    found = ttft_frontier(space, problem.system, queues, problem.workload, target_rps, load_rps,
+                          PARETO_PERCENTILE_METRIC, step=LOADED_FRONTIER_STEP)  # fmt: skip
+    out = []
+    for f in found:
+        point = f.point
+        used = [j for j, c in enumerate(point.site_instances) if c]
+        capacity, _ = binding(space, point)
+        out.append(ParetoPlan(
+            site=sites[used[0]].name if used else None,
+            threshold_tokens=float(space.thresholds_tokens[point.threshold_index]),
+            site_instances=sum(point.site_instances),
+            pd_prefill_instances=point.pd_prefill_instances,
+            pd_decode_instances=point.pd_decode_instances,
+            usd_per_hour=point.usd_per_hour, capacity_rps=capacity, p90_ttft_s=f.ttft_s,
+        ))  # fmt: skip
+    return tuple(out)

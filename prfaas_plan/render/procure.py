@@ -197,6 +197,7 @@ def pareto_to_json(report: ParetoReport) -> Document:
         "scenario": report.problem.scenario.name,
         "cost_model": str(report.pricing.cost_model),
         "target_rps": report.target_rps,
+        "ttft_load_rps": report.ttft_load_rps,
         "candidates": report.candidates,
         "capacity_frontier": [r for r in _pareto_rows(report) if r["frontier"] == "capacity"],
         "ttft_frontier": [r for r in _pareto_rows(report) if r["frontier"] == "ttft"],
@@ -205,7 +206,7 @@ def pareto_to_json(report: ParetoReport) -> Document:
                 "name": m.name,
                 "usd_per_hour": number(m.usd_per_hour),
                 "capacity_rps": m.capacity_rps,
-                "p90_ttft_s": m.p90_ttft_s,
+                "p90_ttft_s": number(m.p90_ttft_s),
             }
             for m in report.markers
         ],
@@ -257,8 +258,22 @@ def pareto_view(report: ParetoReport, max_rows: int = 12) -> View:
         f"Reference deployments: {refs}.",
         PARETO_NOTE,
     ]
+    if report.ttft_load_rps is not None:
+        notes.append(
+            f"The cost-P90 frontier and the reference deployments' P90 are at "
+            f"{report.ttft_load_rps:g} req/s (Poisson arrivals; M/G/c prefill pools and a "
+            "processor-sharing link), each plan the cheapest whose P90 is at least 2% below "
+            "the previous one's, its link volume at its Λ_max; the cost-Λ_max frontier's P90 "
+            "stays unloaded."
+        )
     title = f"prfaas-plan procure --pareto · {report.problem.scenario.name}"
     return View(title, ["$/h", "P90 s | Λ_max", "plan"], rows, notes)
+
+
+def _p90_label(report: ParetoReport) -> str:
+    if report.ttft_load_rps is None:
+        return "unloaded P90 TTFT"
+    return f"P90 TTFT at {report.ttft_load_rps:g} req/s"
 
 
 def plot_pareto(report: ParetoReport, plot_path: Path) -> None:
@@ -280,10 +295,11 @@ def plot_pareto(report: ParetoReport, plot_path: Path) -> None:
     right.plot([p.p90_ttft_s for p in ttft], [p.usd_per_hour for p in ttft], "k.")
     for m, marker in zip(report.markers, ("s", "^", "*"), strict=True):
         left.plot([m.capacity_rps], [m.usd_per_hour], marker, markersize=10, label=m.name)
+        shown = "" if np.isfinite(m.p90_ttft_s) else ", overloaded: not drawn"
         right.plot([m.p90_ttft_s], [m.usd_per_hour], marker, markersize=10,
-                   label=f"{m.name} (Λ_max {m.capacity_rps:.2f})")  # fmt: skip
+                   label=f"{m.name} (Λ_max {m.capacity_rps:.2f}{shown})")  # fmt: skip
     left.set(xlabel="Λ_max (req/s)", ylabel="cost ($/h)", title="cost against throughput")
-    right.set(xlabel="unloaded P90 TTFT (s)", ylabel="cost ($/h)",
+    right.set(xlabel=f"{_p90_label(report)} (s)", ylabel="cost ($/h)",
               title="cost against latency")  # fmt: skip
     left.legend(fontsize=8)
     right.legend(fontsize=8)

@@ -21,7 +21,7 @@ import numpy as np
 from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import ServingSystem
-from prfaas_plan.analytic.deployment_load import loads
+from prfaas_plan.analytic.deployment_load import Loads, loads
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.analytic.loaded_ttft import Metric, TtftMesh, route_part, ttft_mesh
 from prfaas_plan.solve.procure_milp import ProcurePoint, ProcureSpace, pd_counts, site_counts
@@ -66,9 +66,15 @@ def cheapest_with_ttft(
     workload: LengthDistribution,
     target_rps: float,
     goal: TtftGoal,
+    volume_at_capacity: bool = False,
+    queues: "dict[tuple[object, ...], Loads] | None" = None,
 ) -> TtftSearch:
-    """The cheapest (k, j, n_j, n_p, n_d) of the module docstring; the link volume is billed
-    at X, as in the MILP's target mode."""
+    """The cheapest (k, j, n_j, n_p, n_d) of the module docstring, the one nearest the target
+    among equally cheap ones. The link volume is billed at X, as in the MILP's target mode, or
+    with `volume_at_capacity` at the plan's Λ_max (as `procure --pareto` prices plans).
+    `queues` memoises the pools' states, which depend on the counts and the load but not on
+    the TTFT target (several searches of one X and λ may share it)."""
+    queues = {} if queues is None else queues
     x, lam = float(target_rps), float(goal.load_rps)
     k_count = space.thresholds_tokens.size
     n_d = _decode_instances(space, x, lam)
@@ -82,7 +88,40 @@ def cheapest_with_ttft(
     pd_mesh = ttft_mesh(pd_system, workload) if percentile else None
     p = space.offload_fraction
 
-    # every pair (k, j) with its capacity-only lower bound: the fewest instances reaching X
+    # the local route's part for every t_k and n_p: it bounds n_p from below at every pair,
+    # as the offloaded route adds at most its share of requests (or, for the mean, nothing)
+    local_parts: dict[int, tuple[FloatArray, FloatArray]] = {}  # per k: (n_p, local part)
+    n_p_least = np.full(k_count, np.inf)
+    counts = [
+        np.arange(n_p_min[k], space.max_pd_instances - n_d + 1)
+        if np.isfinite(n_p_min[k]) else np.zeros(0)
+        for k in range(k_count)
+    ]  # fmt: skip
+    if ("local",) not in queues:  # one vectorised call for every (t_k, n_p)
+        ks = np.repeat(np.arange(k_count), [c.size for c in counts])
+        queues[("local",)] = loads(pd_system, workload, space.thresholds_tokens[ks], 1,
+                                   np.concatenate(counts), n_d, lam, 0.0)  # fmt: skip
+    every = queues[("local",)]
+    end = 0
+    for k in range(k_count):
+        t = float(space.thresholds_tokens[k])
+        n_p = counts[k]
+        end += n_p.size
+        if n_p.size == 0:
+            continue
+        keep = np.zeros(every.offload_fraction.size, bool)
+        keep[end - n_p.size : end] = True
+        state = every.take(keep)
+        local = route_part(pd_system, pd_mesh, state, np.full(n_p.size, t), 0.0,
+                           goal.target_s, offloaded=False)  # fmt: skip
+        local_parts[k] = (n_p, local)
+        most_remote = float(pd_mesh.weights[pd_mesh.tokens > t].sum()) if pd_mesh else 0.0
+        reachable = np.flatnonzero(local + most_remote >= need - 1e-12)
+        if reachable.size:
+            n_p_least[k] = n_p[reachable[0]]
+
+    # every pair (k, j) with a lower bound on its cost: the fewest instances reaching X, and
+    # the fewest PD-P instances whose route could meet the target
     pairs: list[tuple[float, int, int]] = []
     for j, site in enumerate((None, *space.sites), start=-1):
         if site is None:
@@ -96,56 +135,123 @@ def cheapest_with_ttft(
                 site.usd_per_instance_hour * n_min + site.fixed_usd_per_hour
                 + units.per_s_to_per_hour(site.usd_per_offloaded_request) * p * x
             )  # fmt: skip
-        usd = price_pd * (n_p_min + n_d) + extra
-        usd = np.where((n_p_min + n_d <= space.max_pd_instances) & np.isfinite(n_min), usd, np.inf)
+        usd = price_pd * (n_p_least + n_d) + extra
+        usd = np.where(np.isfinite(n_p_least) & np.isfinite(n_min), usd, np.inf)
         pairs += [(float(usd[k]), int(k), j) for k in np.flatnonzero(np.isfinite(usd))]
     pairs.sort()
 
-    local_parts: dict[int, tuple[FloatArray, FloatArray]] = {}  # per k: (n_p, local part)
     best: ProcurePoint | None = None
-    best_reach = -math.inf
+    best_reach = best_point_reach = -math.inf
     evaluated = 0
     for bound, k, j in pairs:
         if best is not None and bound >= best.usd_per_hour * (1 - 1e-12):
             break
         evaluated += 1
         t = float(space.thresholds_tokens[k])
-        if k not in local_parts:
-            n_p = np.arange(int(n_p_min[k]), space.max_pd_instances - n_d + 1, dtype=float)
-            state = loads(pd_system, workload, np.full(n_p.size, t), 1, n_p, n_d, lam, 0.0)
-            local = route_part(pd_system, pd_mesh, state, np.full(n_p.size, t), 0.0,
-                               goal.target_s, offloaded=False)  # fmt: skip
-            local_parts[k] = (n_p, local)
         n_p, local = local_parts[k]
         if j < 0:
             n = np.zeros(1)
             remote = np.zeros(1)
             usd_site = np.zeros(1)
         else:
-            site, queues = space.sites[j], sites[j]
+            site, site_queues = space.sites[j], sites[j]
             n = np.arange(int(site_counts(space, site, np.full(k_count, x))[k]),
                           site.max_instances + 1, dtype=float)  # fmt: skip
             ts = np.full(n.size, t)
-            state = loads(queues.system, workload, ts, n, 1, n_d, lam, queues.rtt_s)
-            remote = route_part(queues.system, meshes[j], state, ts, queues.rtt_s,
-                                goal.target_s, offloaded=True)  # fmt: skip
-            usd_site = (
-                site.usd_per_instance_hour * n + site.fixed_usd_per_hour
-                + units.per_s_to_per_hour(site.usd_per_offloaded_request[k]) * p[k] * x
-            )  # fmt: skip
+            if ("remote", k, j) not in queues:
+                queues[("remote", k, j)] = loads(site_queues.system, workload, ts, n, 1, n_d,
+                                                 lam, site_queues.rtt_s)  # fmt: skip
+            remote = route_part(site_queues.system, meshes[j], queues[("remote", k, j)], ts,
+                                site_queues.rtt_s, goal.target_s, offloaded=True)  # fmt: skip
+            usd_site = site.usd_per_instance_hour * n + site.fixed_usd_per_hour
         reach = remote[:, None] + local[None, :]  # (n_j, n_p)
         best_reach = max(best_reach, float(reach.max()))
         ok = reach >= need - 1e-12
         if not ok.any():
             continue
-        usd = usd_site[:, None] + price_pd * (n_p[None, :] + n_d)
+        served = np.full(reach.shape, x)
+        if j >= 0 and volume_at_capacity:
+            served = _capacity_grid(space, k, j, n, n_p, n_d)
+        volume = (
+            0.0
+            if j < 0
+            else units.per_s_to_per_hour(space.sites[j].usd_per_offloaded_request[k]) * p[k]
+        )
+        usd = usd_site[:, None] + price_pd * (n_p[None, :] + n_d) + volume * served
         usd = np.where(ok, usd, np.inf)
-        a, b = np.unravel_index(int(np.argmin(usd)), usd.shape)
-        if best is None or usd[a, b] < best.usd_per_hour:
+        cheapest = usd.min()
+        a, b = np.unravel_index(int(np.argmax(np.where(usd <= cheapest + 1e-9, reach, -np.inf))),
+                                usd.shape)  # fmt: skip
+        better = (
+            best is None
+            or usd[a, b] < best.usd_per_hour - 1e-9
+            or (usd[a, b] <= best.usd_per_hour + 1e-9 and reach[a, b] > best_point_reach)
+        )
+        if better:
             instances = tuple(int(n[a]) if i == j else 0 for i in range(len(space.sites)))
             shares = tuple(float(p[k] * x) if i == j else 0.0 for i in range(len(space.sites)))
             best = ProcurePoint(k, instances, shares, int(n_p[b]), n_d, x, float(usd[a, b]))
+            best_point_reach = float(reach[a, b])
     return TtftSearch(best, best_reach if percentile else -best_reach, evaluated, len(pairs))
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    point: ProcurePoint
+    ttft_s: float  # the percentile at the load
+
+
+def ttft_frontier(
+    space: ProcureSpace,
+    pd_system: ServingSystem,
+    sites: tuple[SiteQueues, ...],
+    workload: LengthDistribution,
+    target_rps: float,
+    load_rps: float,
+    percentile: Metric = 90,
+    step: float = 0.01,
+    max_points: int = 100,
+) -> tuple[FrontierPoint, ...]:
+    """The non-dominated single-site plans of cost ($/h, link volume at Λ_max) against a TTFT
+    percentile at Poisson `load_rps`, among plans reaching `target_rps`, by the ε-constraint
+    method: the cheapest stable plan first, then repeatedly the cheapest whose percentile is
+    below (1 − step) x the last one's, until none is (or `max_points`). Exact up to `step`:
+    a plan within `step` of a found one's TTFT, and dearer, may be missed."""
+    from prfaas_plan.analytic.capacity import Configuration
+    from prfaas_plan.analytic.loaded_ttft import loaded_ttft
+
+    found: list[FrontierPoint] = []
+    limit = math.inf
+    queues: dict[tuple[object, ...], Loads] = {}
+    while len(found) < max_points:
+        goal = TtftGoal(percentile, limit * (1 - step) if found else 1e12, load_rps)
+        search = cheapest_with_ttft(space, pd_system, sites, workload, target_rps, goal,
+                                    volume_at_capacity=True, queues=queues)  # fmt: skip
+        if search.point is None:
+            break
+        point = search.point
+        used = [j for j, c in enumerate(point.site_instances) if c]
+        system, rtt = (sites[used[0]].system, sites[used[0]].rtt_s) if used else (pd_system, 0.0)
+        configuration = Configuration(
+            sum(point.site_instances), point.pd_prefill_instances, point.pd_decode_instances,
+            float(space.thresholds_tokens[point.threshold_index]),
+        )  # fmt: skip
+        state = loaded_ttft(system, workload, configuration, load_rps, link_latency_s=rtt)
+        limit = state.metric(percentile)
+        found.append(FrontierPoint(point, limit))
+    return tuple(found)
+
+
+def _capacity_grid(space: ProcureSpace, k: int, j: int, n: FloatArray, n_p: FloatArray,
+                   n_d: int) -> FloatArray:  # fmt: skip
+    """Λ_max of site j's n (rows) x PD-P n_p (columns) at t_k with n_d decode instances."""
+    site, p, s = space.sites[j], space.offload_fraction[k], space.local_fraction[k]
+    remote = np.minimum(site.compute_rps_per_instance[k] * n, site.link_rps[k]) / p
+    local = space.pd_prefill_rps_per_instance[k] * n_p / s if s > 0 else np.full(n_p.shape, np.inf)
+    grid: FloatArray = np.minimum(
+        np.minimum(remote[:, None], local[None, :]), space.decode_rps_per_instance * n_d
+    )
+    return grid
 
 
 def brute_force_with_ttft(
