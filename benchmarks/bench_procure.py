@@ -2,6 +2,8 @@
 x up to 32 instances per site, against brute-force enumeration of the same space.
 
 Run by hand (not a test):  python benchmarks/bench_procure.py [--runs N] [--target-rps X]
+Also times `procure` with a TTFT target (P90 <= 8 s at 2 req/s) and `procure --pareto` at a
+load (4 req/s) over the same 24 sites.
 The three sites differ in GPU price (x0.8, x1.0, x1.2 of the shipped rate) and RTT; the fourth
 link offering is a synthetic leased 100 Gbps circuit (fixed price, no volume charge) written to a
 temporary copy of the data. Brute force over 33^24 count vectors cannot run: it is timed on a
@@ -17,7 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from prfaas_plan.commands.plan import TtftTarget
 from prfaas_plan.commands.procure import procure
+from prfaas_plan.commands.procure_pareto import procure_pareto
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.resources import default_data_dir, default_scenario_file
@@ -89,6 +93,27 @@ def main() -> None:
                 f"PD {report.point.pd_prefill_instances}+{report.point.pd_decode_instances}, "
                 f"sites {used or 'none'}"
             )
+        # a TTFT target (P90 <= 8 s at 2 req/s) and the cost-P90 frontier at 4 req/s
+        ttft_goal = TtftTarget(8.0, 90, load_rps=2.0)
+        times = []
+        for _ in range(args.runs):
+            start = time.process_time()
+            latency = procure(catalog, problem, pricing, target_rps=2.0, ttft=ttft_goal)
+            times.append(time.process_time() - start)
+        assert latency.ttft is not None
+        print(
+            f"procure target 2 req/s, P90 TTFT <= 8 s at 2 req/s: process time median "
+            f"{statistics.median(times):.3f} s (min {min(times):.3f}); "
+            f"{float(latency.point.usd_per_hour):,.1f} $/h, P90 {latency.ttft.loaded.p90_s:.2f} s, "
+            f"{latency.ttft.pairs_evaluated} of {latency.ttft.pairs} (threshold, site) pairs evaluated"
+        )
+        start = time.process_time()
+        frontier = procure_pareto(catalog, problem, pricing, target_rps=4.0, ttft_load_rps=4.0)
+        print(
+            f"procure --pareto --target-rps 4 --ttft-load-rps 4: process time "
+            f"{time.process_time() - start:.2f} s (one run), {len(frontier.ttft_frontier)} plans "
+            "on the loaded cost-P90 frontier"
+        )
         space = report.space
         # brute force on a slice: 2 sites x 0..4 instances, every threshold, every PD split
         import dataclasses

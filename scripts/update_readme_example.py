@@ -43,6 +43,9 @@ EXAMPLES = {
         "--gpu-price", "h200=2.4", "--format", "markdown",
     ],
     "procure-markdown": ["procure", "--target-rps", "4", "--format", "markdown"],
+    "procure-ttft-markdown": [
+        "procure", "--target-rps", "2", "--ttft-target-s", "8", "--format", "markdown",
+    ],
     "optimize-slo30-markdown": ["optimize", "examples/decode/case_study_slo30.yaml", "-f", "markdown"],
     "optimize-slo50-markdown": ["optimize", "examples/decode/case_study_slo50.yaml", "-f", "markdown"],
     "output-prefix-markdown": ["optimize", "examples/decode/output_and_prefix.yaml", "-f", "markdown"],
