@@ -344,12 +344,13 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
                                     goal)  # fmt: skip
         evaluated, pairs = search.pairs_evaluated, search.pairs
         if search.point is None:
-            what = (
-                f"P(TTFT <= {ttft.target_s:g} s) reaches at most {search.best_reach:.1%} (needs "
-                f"{float(metric):g}%)"
-                if metric != "mean"
-                else f"the lowest mean TTFT is {search.best_reach:.3g} s"
-            )
+            if not math.isfinite(search.best_reach):
+                what = f"every candidate is overloaded at {load:g} req/s"
+            elif metric != "mean":
+                what = (f"P(TTFT <= {ttft.target_s:g} s) reaches at most "
+                        f"{search.best_reach:.1%} (needs {float(metric):g}%)")  # fmt: skip
+            else:
+                what = f"the lowest mean TTFT is {search.best_reach:.3g} s"
             raise InfeasibleError(
                 f"no deployment with at most one PrfaaS site reaches target_rps {target_rps:g} "
                 f"req/s with {_metric_name(metric)} TTFT <= {ttft.target_s:g} s at "
