@@ -171,3 +171,6 @@ MAX_BRUTE_FORCE_POINTS = 2_000_000
 # a prefix-cache hit-rate above 99% leaves under 1% of a prompt to prefill: the closed form's
 # "same share of every request" assumption says nothing useful there
 MAX_PREFIX_CACHE_HIT_RATE = 0.99
+# bands of a per-length prefix-cache hit-rate: each costs one evaluation of the input
+# distribution's moments wherever the closed form needs the uncached lengths'
+MAX_PREFIX_CACHE_BANDS = 64

@@ -49,6 +49,7 @@ EXAMPLES = {
     "optimize-slo30-markdown": ["optimize", "examples/decode/case_study_slo30.yaml", "-f", "markdown"],
     "optimize-slo50-markdown": ["optimize", "examples/decode/case_study_slo50.yaml", "-f", "markdown"],
     "output-prefix-markdown": ["optimize", "examples/decode/output_and_prefix.yaml", "-f", "markdown"],
+    "prefix-bands-markdown": ["optimize", "examples/prefix_bands.yaml", "-f", "markdown"],
     "procure-pareto-markdown": ["procure", "--pareto", "--target-rps", "4", "--format", "markdown"],
 }  # fmt: skip
 # commands run first, for their effect, in the same fresh data directory

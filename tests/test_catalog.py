@@ -303,8 +303,12 @@ def test_check_catches_more_corruptions(tmp_path, corrupt, cause):
 def test_check_update_merges_scenarios_and_refuses_on_broken_tables(tmp_path):
     data = data_copy(tmp_path)
     one = ROOT / "examples" / "case_study.yaml"
+    kept = yaml.safe_load((data / "golden/expectations.yaml").read_text())["scenarios"]
     assert run("check", data, "--update", "--scenario", one).returncode == 0
     assert run("check", data).returncode == 0  # the other scenarios' expectations were kept
+    after = yaml.safe_load((data / "golden/expectations.yaml").read_text())["scenarios"]
+    # as written (instance counts stay integers, not re-read as 3.0)
+    assert repr(after["histogram_workload.yaml"]) == repr(kept["histogram_workload.yaml"])
     rewrite_csv(data / PREFILL_H20, lambda rows: [rows[1], rows[0], *rows[2:]])
     before = (data / "golden/expectations.yaml").read_text()
     result = run("check", data, "--update", "-f", "json")

@@ -181,8 +181,7 @@ def test_a_degenerate_output_distribution_plans_like_the_constant(tmp_path):
 
 
 def test_decode_capacity_uses_the_mean_output_and_the_length_biased_context(tmp_path):
-    spread = "{distribution: histogram, bin_edges_tokens: [512, 1024, 1536], weights: [1, 1]}"
-    path = _scenario(tmp_path, output=spread)
+    path = _scenario(tmp_path, output=SPREAD)
     problem = build_problem(load_scenario(path), path, Catalog.open())
     assert problem.system.output_tokens == pytest.approx(1024.0)  # (768 + 1280) / 2
     m2 = ((1024**3 - 512**3) + (1536**3 - 1024**3)) / (3 * 512) / 2
@@ -222,12 +221,67 @@ def test_from_trace_needs_a_trace(tmp_path):
 def test_simulate_draws_each_requests_own_output_length(tmp_path):
     from prfaas_plan.commands.simulate import _output_tokens
 
-    spread = "{distribution: histogram, bin_edges_tokens: [512, 1024, 1536], weights: [1, 1]}"
-    path = _scenario(tmp_path, output=spread)
+    path = _scenario(tmp_path, output=SPREAD)
     problem = build_problem(load_scenario(path), path, Catalog.open())
     drawn = _output_tokens(problem, np.random.default_rng(1), 20000)
     assert drawn.min() >= 512 and drawn.max() <= 1536 and np.unique(drawn).size > 1000
     assert drawn.mean() == pytest.approx(1024, rel=0.02)
+
+
+SPREAD = "{distribution: histogram, bin_edges_tokens: [512, 1024, 1536], weights: [1, 1]}"
+
+
+def _drawn_outputs(spy: list, lengths) -> None:
+    """Each request of the run has its own output length, drawn from the histogram SPREAD
+    (uniform on [512, 1536], mean 1024), not the mean for every request."""
+    drawn = np.concatenate([np.asarray(d, dtype=float) for d in spy])
+    assert drawn.min() >= 512 and drawn.max() <= 1536 and np.unique(drawn).size > 0.9 * drawn.size
+    assert drawn.mean() == pytest.approx(lengths.mean_tokens, rel=0.03)
+
+
+def test_compare_policies_draws_each_requests_own_output_length(tmp_path, monkeypatch):
+    """Without a trace, the stress runs draw output lengths as `simulate` does (the output
+    drift then scales each request's own length)."""
+    from prfaas_plan.commands.simulate import compare_policies_for
+    from prfaas_plan.commands.simulation_spec import ComparisonSpec
+    from prfaas_plan.sim import compare
+
+    made, spy = compare._scenario_requests, []
+
+    def spying(name, *args, **kwargs):
+        requests = made(name, *args, **kwargs)
+        if name != "output_drift":
+            spy.append(requests.output_tokens)
+        return requests
+
+    monkeypatch.setattr(compare, "_scenario_requests", spying)
+    path = _scenario(tmp_path, output=SPREAD)
+    problem = build_problem(load_scenario(path), path, Catalog.open())
+    compare_policies_for(problem, ComparisonSpec(requests=2000))
+    assert len(spy) == 2  # burst, bandwidth_dip
+    _drawn_outputs(spy, problem.output_lengths)
+
+
+def test_the_sustainable_rate_draws_each_requests_own_output_length(tmp_path, monkeypatch):
+    from prfaas_plan.commands.simulate import run_simulations
+    from prfaas_plan.commands.simulation_spec import ArrivalSpec, LoadSpec, SimulationRequest
+    from prfaas_plan.sim import sustainable
+
+    search, spy = sustainable.sustainable_rate, []
+
+    def spying(system, configuration, unit_arrival_s, input_tokens, output_tokens=None, **kw):
+        spy.append(output_tokens)
+        return search(system, configuration, unit_arrival_s, input_tokens, output_tokens, **kw)
+
+    monkeypatch.setattr(sustainable, "sustainable_rate", spying)
+    path = _scenario(tmp_path, output=SPREAD)
+    problem = build_problem(load_scenario(path), path, Catalog.open())
+    request = SimulationRequest(
+        arrivals=ArrivalSpec(requests=4000), load=LoadSpec(fractions=(0.5,))
+    )
+    report = run_simulations(problem, request, find_sustainable=True)
+    assert report.sustainable is not None and len(spy) == 1
+    _drawn_outputs(spy, problem.output_lengths)
 
 
 def test_the_readme_slo_table_is_what_the_planner_finds(tmp_path):

@@ -73,6 +73,25 @@ def histogram(edges: str, weights: str):
     return make
 
 
+def hit_rates(spec: str):
+    """The case study with workload.prefix_cache_hit_rate: `spec` (YAML text)."""
+    return replaced(
+        "  output_tokens: 1024", f"  output_tokens: 1024\n  prefix_cache_hit_rate: {spec}"
+    )
+
+
+def observed_with_hit_rates(spec: str, name: str, content: str):
+    """A scenario reading the trace `name` (written with `content`), with hit-rates `spec`."""
+
+    def make(tmp_path: Path) -> str:
+        text = observed(name, content)(tmp_path)
+        return text.replace(
+            "  output_tokens: 1024", f"  output_tokens: 1024\n  prefix_cache_hit_rate: {spec}"
+        )
+
+    return make
+
+
 BILLION_LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
     f"{b}: &{b} [{','.join(['*' + a] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
 )
@@ -159,6 +178,60 @@ SCENARIOS = [
      ["histogram", "weights must each be <= 1e+100 (they are relative), got 1e+308"]),
     ("bin edge 1e-300", histogram("[1.0e-300, 1000, 10000]", "[1, 1]"), 3,
      ["histogram.bin_edges_tokens.0", "greater than or equal to 1"]),
+    # prefix-cache hit-rates per band of the input length
+    ("bands unsorted", hit_rates("{bands: [{max_input_tokens: 32000, hit_rate: 0.1}, "
+                                 "{max_input_tokens: 8000, hit_rate: 0.4}, {hit_rate: 0.6}]}"), 3,
+     ["workload.prefix_cache_hit_rate.banded", "max_input_tokens must be strictly increasing",
+      "got 8000 after 32000"]),
+    ("bands with a repeated edge", hit_rates("{bands: [{max_input_tokens: 8000, hit_rate: 0.1}, "
+                                             "{max_input_tokens: 8000, hit_rate: 0.4}, "
+                                             "{hit_rate: 0.6}]}"), 3,
+     ["strictly increasing", "got 8000 after 8000"]),
+    ("band hit-rate 1", hit_rates("{bands: [{max_input_tokens: 8000, hit_rate: 1}, "
+                                  "{hit_rate: 0.6}]}"), 3,
+     ["workload.prefix_cache_hit_rate.banded.bands.0.hit_rate", "less than or equal to 0.99",
+      "got 1"]),
+    ("band hit-rate -0.1", hit_rates("{bands: [{max_input_tokens: 8000, hit_rate: 0.1}, "
+                                     "{hit_rate: -0.1}]}"), 3,
+     ["banded.bands.1.hit_rate", "greater than or equal to 0", "got -0.1"]),
+    ("band hit-rate a string", hit_rates("{bands: [{hit_rate: '0.5'}]}"), 3,
+     ["banded.bands.0.hit_rate", "valid number", "got '0.5'"]),
+    ("no open-ended band", hit_rates("{bands: [{max_input_tokens: 8000, hit_rate: 0.1}, "
+                                     "{max_input_tokens: 32000, hit_rate: 0.4}]}"), 3,
+     ["prefix_cache_hit_rate.banded", "the last band must be open-ended",
+      "got max_input_tokens 32000"]),
+    ("a middle band without a bound", hit_rates("{bands: [{hit_rate: 0.1}, {hit_rate: 0.4}]}"),
+     3, ["prefix_cache_hit_rate.banded", "band 0 needs max_input_tokens"]),
+    ("no bands", hit_rates("{bands: []}"), 3,
+     ["prefix_cache_hit_rate.banded.bands", "at least 1 item"]),
+    ("65 bands", hit_rates("{bands: [" + "".join(f"{{max_input_tokens: {1000 * (i + 1)}, "
+                                                 "hit_rate: 0.1}, " for i in range(64))
+                           + "{hit_rate: 0.2}]}"), 3,
+     ["prefix_cache_hit_rate.banded.bands", f"at most {bounds.MAX_PREFIX_CACHE_BANDS} items"]),
+    ("band edge 1e300", hit_rates("{bands: [{max_input_tokens: 1.0e+300, hit_rate: 0.1}, "
+                                  "{hit_rate: 0.2}]}"), 3,
+     ["banded.bands.0.max_input_tokens", "less than or equal to 1000000000"]),
+    ("a band's unknown key", hit_rates("{bands: [{max_tokens: 8000, hit_rate: 0.1}, "
+                                       "{hit_rate: 0.2}]}"), 3,
+     ["banded.bands.0.max_tokens", "extra inputs are not permitted"]),
+    ("hit-rate mapping of no form", hit_rates("{band: [{hit_rate: 0.1}]}"), 3,
+     ["workload.prefix_cache_hit_rate: expected a hit-rate in [0, 0.99], from_trace",
+      "{bands: [{max_input_tokens, hit_rate}"]),
+    ("hit-rate a list", hit_rates("[0.1, 0.4]"), 3,
+     ["workload.prefix_cache_hit_rate: expected a hit-rate", "got [0.1, 0.4]"]),
+    ("trace bands unsorted", hit_rates("{from_trace_band_max_input_tokens: [32000, 8000]}"), 3,
+     ["prefix_cache_hit_rate.banded_from_trace",
+      "from_trace_band_max_input_tokens must be strictly increasing", "got 8000 after 32000"]),
+    ("trace bands on a log-normal", hit_rates("{from_trace_band_max_input_tokens: [8000]}"), 3,
+     ["prefix_cache_hit_rate: from_trace_band_max_input_tokens needs workload.input_tokens to "
+      "be an observed trace with hash_ids", "found truncated_lognormal"]),
+    ("trace band fully cached", observed_with_hit_rates(
+        "{from_trace_band_max_input_tokens: [8000]}", "t.jsonl",
+        "".join(json.dumps({"timestamp": i, "input_length": n, "output_length": 8,
+                            "hash_ids": [1, 2]}) + "\n" for i, n in enumerate([20000, 1000]))), 3,
+     ["t.jsonl gives 1.0000 in band 0, expected <= 0.99"]),
+    ("bands accepted", hit_rates("{bands: [{max_input_tokens: 8000, hit_rate: 0.1}, "
+                                 "{hit_rate: 0.6}]}"), 0, []),
     # 4. observed lengths: devices, size, long lines, bounds, a byte-order mark
     ("observed /dev/zero", observed("zero", None, "/dev/zero"), 3,
      ["/dev/zero", "must be a regular file"]),

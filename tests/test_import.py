@@ -128,6 +128,11 @@ def _vllm_sample(**changes):
     return document
 
 
+def _sglang_sample(**changes):
+    line = (SAMPLES / "sglang_h200_prefill.jsonl").read_text().splitlines()[0]
+    return {**json.loads(line), **changes}
+
+
 def _write(tmp_path, name, document):
     path = tmp_path / name
     path.write_text(document if isinstance(document, str) else json.dumps(document))
@@ -238,8 +243,7 @@ def test_more_bad_input_classes(tmp_path):
         7.0 if n == 1000 else t
         for n, t in zip(falling["input_lens"], falling["ttfts"], strict=True)
     ]  # the shortest prompts slowest: a queued or mislabelled run
-    concurrent = {**_vllm_sample(), "max_concurrency": None}  # SGLang saves no start_times
-    del concurrent["start_times"], concurrent["latencies"]
+    concurrent = {**_sglang_sample(), "max_concurrency": None}  # SGLang saves no start_times
     cases = [
         ("vllm", _write(tmp_path, "falling.json", falling), H200, ("median TTFT falls", "7 s at 1000")),
         ("vllm", _write(tmp_path, "thin.json", _decode_c8(duration=1e4)), (*H20, "--kind", "decode"),
@@ -308,3 +312,64 @@ def test_queue_free_requests_match_a_brute_force_overlap_check():
         first, end = start + ttft, start + latency
         brute = [not np.any(np.delete((start < first[i]) & (end > start[i]), i)) for i in range(n)]
         assert _alone(run_).tolist() == brute
+
+
+def _jsonl(document):
+    return json.dumps(document) + "\n"
+
+
+# FORMAT must match the file: a result of the other tool (told by the settings only it writes,
+# not by `backend`, the server benchmarked) is refused, naming what FORMAT expects and what the
+# file looks like; a result of the right tool that benchmarked the other's server is read
+WRONG_FORMAT = [
+    ("vLLM prefill as sglang", "sglang", "vllm_h200_prefill.json", H200,
+     ("vllm_h200_prefill.json:1", "import-profile sglang expects an SGLang bench_serving JSONL",
+      "found a vLLM bench serve JSON", "model_id", "backend 'vllm'", "run import-profile vllm")),
+    ("vLLM decode as sglang", "sglang", "vllm_h20_decode_c8.json", H20,
+     ("vllm_h20_decode_c8.json:1", "expects an SGLang", "run import-profile vllm")),
+    ("SGLang prefill as vllm", "vllm", "sglang_h200_prefill.jsonl", H200,
+     ("sglang_h200_prefill.jsonl", "import-profile vllm expects a vLLM bench serve JSON",
+      "found an SGLang bench_serving JSONL", "dataset_name", "backend 'sglang'",
+      "run import-profile sglang")),
+    ("SGLang without details keys as vllm", "vllm",
+     lambda tmp: _write(tmp, "r.json", {k: v for k, v in _sglang_sample().items()
+                                        if k != "dataset_name"}), H200,
+     ("r.json", "found an SGLang bench_serving JSONL", "concurrency")),
+    ("vLLM statistics only as sglang", "sglang",
+     lambda tmp: _write(tmp, "r.jsonl", _jsonl({"backend": "vllm", "mean_e2el_ms": 5.0,
+                                                "input_lens": [1000], "ttfts": [0.4]})), H200,
+     ("r.jsonl:1", "found a vLLM bench serve JSON", "mean_e2el_ms")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "fmt, sample, flags, fragments", [w[1:] for w in WRONG_FORMAT], ids=[w[0] for w in WRONG_FORMAT]
+)
+def test_a_format_that_does_not_match_the_file_is_refused(tmp_path, fmt, sample, flags, fragments):
+    path = sample(tmp_path) if callable(sample) else SAMPLES / sample
+    result = run("import-profile", fmt, path, *flags, "--data-dir", tmp_path / "d", "--force")
+    assert_clean_error(result, 3, *fragments)
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize(
+    "fmt, document, engine",
+    [
+        ("vllm", lambda: json.dumps(_vllm_sample(backend="sglang")), "vLLM (vllm bench serve), backend sglang"),
+        ("sglang", lambda: _jsonl(_sglang_sample(backend="vllm")), "SGLang (sglang.bench_serving), backend vllm"),
+    ],
+    ids=["vLLM client on an SGLang server", "SGLang client on a vLLM server"],
+)  # fmt: skip
+def test_the_backend_benchmarked_does_not_decide_the_format(tmp_path, fmt, document, engine):
+    """meta.yaml records the tool that measured and the server it measured."""
+    import yaml
+
+    path = tmp_path / "run.json"
+    path.write_text(document())
+    data = tmp_path / "d"
+    result = _import(fmt, [path], data, *H200, "--force")
+    assert result.returncode == 0, result.stderr
+    meta = yaml.safe_load(
+        (data / "profiles/internal-1t-hybrid/prefill/h200-x8/meta.yaml").read_text()
+    )
+    assert meta["engine"].startswith(engine)

@@ -30,6 +30,10 @@ from prfaas_plan.analytic.normal import (
 from prfaas_plan.errors import ConfigError
 
 MOMENT_ORDERS = 3  # k = 0, 1, 2 by default: enough for a quadratic latency fit
+# banded prefix-cache hit-rates: bisection steps of a non-monotone U's quantile, on ln U
+# (64 halve a ratio of up to 1e9 well below double precision), and cells of its mesh
+_QUANTILE_BISECTIONS = 64
+UNCACHED_MESH_CELLS = 4096
 
 
 def _mesh_of(moments: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -304,48 +308,161 @@ class ObservedLengths(LengthDistribution):
 
 @dataclass(frozen=True, eq=False)
 class UncachedLengths(LengthDistribution):
-    """U = (1 − h)·L: the part of each request a prefix cache with hit-rate h does not hold
-    (every request has the same share h of its tokens cached). Its moments follow from L's:
-    E[U^k ; a < U <= b] = (1 − h)^k · E[L^k ; a/(1 − h) < L <= b/(1 − h)]."""
+    """U = (1 − h(L))·L: the part of each request a prefix cache does not hold, the hit-rate
+    h(L) constant in each band of the full input length L. Band i holds
+    band_max_tokens[i − 1] < L <= band_max_tokens[i] (the first band from 0, the last open-ended),
+    so `hit_rates` has one entry more than `band_max_tokens`; one band is the constant form
+    (every request has the same share h of its tokens cached). With c_i = 1 − h_i and e_i the
+    band edges, the moments follow from L's, band by band:
+        E[U^k ; a < U <= b] = Σ_i c_i^k · E[L^k ; max(a/c_i, e_(i−1)) < L <= min(b/c_i, e_i)].
+    The map L -> U drops at an edge where the hit-rate rises, so U is not monotone in L: the
+    quantile is then the inverse of that CDF (bisection), not the image of L's quantile. For
+    observed lengths U is itself observed lengths (each request's), used as such. Samples are drawn as L's and mapped (each request keeps its
+    own full length; with `stratified`, L's strata)."""
 
     full: LengthDistribution
-    hit_rate: float  # h in [0, 1)
+    hit_rates: tuple[float, ...]  # h_i in [0, 1), one per band
+    band_max_tokens: tuple[float, ...] = ()  # strictly increasing upper edges of all but the last
+
+    def __post_init__(self) -> None:
+        if len(self.hit_rates) != len(self.band_max_tokens) + 1:
+            raise ConfigError(
+                f"prefix-cache bands: expected one hit-rate per band ({len(self.band_max_tokens) + 1}), "
+                f"got {len(self.hit_rates)}"
+            )
+
+    @cached_property
+    def _shares(self) -> FloatArray:
+        """c_i = 1 − h_i per band."""
+        return 1.0 - np.asarray(self.hit_rates, float)
+
+    @cached_property
+    def _edges(self) -> tuple[FloatArray, FloatArray]:
+        """(lower, upper) edge of each band of L: (−inf, e_0], (e_0, e_1], ..., (e_(n−2), inf)."""
+        inner = np.asarray(self.band_max_tokens, float)
+        return np.concatenate([[-np.inf], inner]), np.concatenate([inner, [np.inf]])
+
+    def uncached_tokens(self, full_tokens: ArrayLike) -> FloatArray:
+        """U = (1 − h(L))·L for lengths L (vectorised)."""
+        tokens = np.asarray(full_tokens, float)
+        band = np.searchsorted(np.asarray(self.band_max_tokens, float), tokens, side="left")
+        uncached: FloatArray = self._shares[band] * tokens
+        return uncached
+
+    @property
+    def _monotone(self) -> bool:
+        """U non-decreasing in L: hit-rates never rise from one band to the next."""
+        return bool(np.all(np.diff(self._shares) >= 0))
+
+    @cached_property
+    def _mapped(self) -> ObservedLengths | None:
+        """For observed lengths L, U's own observed lengths (each request's U), else None: U's
+        moments are then sums over them, exact at every threshold (the division a/c_i of the
+        band formula could put a length equal to t on the wrong side)."""
+        if not isinstance(self.full, ObservedLengths):
+            return None
+        return ObservedLengths(self.uncached_tokens(self.full.lengths_tokens), self.full.source)
+
+    @cached_property
+    def _range(self) -> tuple[float, float]:
+        """(inf U, sup U) over the bands that hold mass."""
+        if self._mapped is not None:
+            return self._mapped.min_tokens, self._mapped.max_tokens
+        lower, upper = self._edges
+        lo = np.maximum(lower, self.full.min_tokens)
+        hi = np.minimum(upper, self.full.max_tokens)
+        held = self.full.partial_moments(lo, hi, max_order=0)[0] > 0
+        c = self._shares
+        return float(np.min((c * lo)[held])), float(np.max((c * hi)[held]))
 
     @property
     def min_tokens(self) -> float:  # type: ignore[override]
-        return self._share * self.full.min_tokens
+        return self._range[0]
 
     @property
     def max_tokens(self) -> float:  # type: ignore[override]
-        return self._share * self.full.max_tokens
+        return self._range[1]
 
     @property
-    def _share(self) -> float:
-        return 1.0 - self.hit_rate
+    def hit_rate(self) -> float:
+        """The share of all input tokens cached, 1 − E[U]/E[L] (h itself for one band)."""
+        if len(self.hit_rates) == 1:
+            return self.hit_rates[0]
+        return 1.0 - self.mean_tokens / self.full.mean_tokens
 
     def partial_moments(self, a: ArrayLike, b: ArrayLike, max_order: int = 2) -> FloatArray:
-        c = self._share
-        moments = self.full.partial_moments(
-            np.asarray(a, float) / c, np.asarray(b, float) / c, max_order
-        )
-        scale = c ** np.arange(max_order + 1, dtype=float)
-        scaled: FloatArray = moments * scale.reshape((-1,) + (1,) * (moments.ndim - 1))
-        return scaled
+        if self._mapped is not None:
+            return self._mapped.partial_moments(a, b, max_order)
+        a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
+        c = self._shares.reshape((-1,) + (1,) * a.ndim)
+        lower, upper = (e.reshape(c.shape) for e in self._edges)
+        lo = np.maximum(a / c, lower)
+        hi = np.maximum(lo, np.minimum(b / c, upper))
+        moments = self.full.partial_moments(lo, hi, max_order)  # (order, band, *shape)
+        scale = c[None] ** np.arange(max_order + 1, dtype=float).reshape((-1,) + (1,) * c.ndim)
+        # over the bands' total mass (1 up to rounding), so that every request counts exactly
+        # once: P(U > t) is exactly 1 below the shortest uncached length, as for L
+        summed: FloatArray = (moments * scale).sum(axis=1) / self._band_mass
+        return summed
+
+    @cached_property
+    def _band_mass(self) -> float:
+        """Σ_i P(L in band i), summed as partial_moments sums it."""
+        lower, upper = self._edges
+        return float(self.full.partial_moments(lower, upper, max_order=0)[0].sum())
 
     def quantile(self, u: ArrayLike) -> FloatArray:
-        q: FloatArray = self._share * self.full.quantile(u)
-        return q
+        q = np.asarray(u, dtype=float)
+        if self._mapped is not None:
+            return self._mapped.quantile(q)
+        if self._monotone:
+            return self.uncached_tokens(self.full.quantile(q))
+        lo = np.full(q.shape, self.min_tokens)
+        hi = np.full(q.shape, self.max_tokens)
+        for _ in range(_QUANTILE_BISECTIONS):  # on ln U: relative precision ~1e-15 of the range
+            mid = np.sqrt(lo * hi)
+            below = self.partial_moments(-np.inf, mid, max_order=0)[0] < q
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        return hi
+
+    def sample(
+        self, rng: np.random.Generator, count: int, *, stratified: bool = False
+    ) -> FloatArray:
+        return self.uncached_tokens(self.full.sample(rng, count, stratified=stratified))
 
     def mesh(self) -> tuple[FloatArray, FloatArray]:
-        values, weights = self.full.mesh()
-        return self._share * values, weights
+        return self._mesh
+
+    @cached_property
+    def _mesh(self) -> tuple[FloatArray, FloatArray]:
+        """L's mesh mapped where that is exact (one band, or observed lengths); else cells of U
+        itself on a geometric grid that also holds the image of every band edge."""
+        if self._mapped is not None:
+            return self._mapped.mesh()
+        if len(self.hit_rates) == 1:
+            values, weights = self.full.mesh()
+            return self.uncached_tokens(values), weights
+        c, (lower, upper) = self._shares, self._edges
+        images = np.concatenate([c * lower, c * upper])
+        grid = np.geomspace(self.min_tokens, self.max_tokens, UNCACHED_MESH_CELLS + 1)
+        edges = np.unique(np.clip(np.concatenate([grid, images]), self.min_tokens, self.max_tokens))
+        cumulative = self.partial_moments(-np.inf, np.concatenate([[-np.inf], edges]))
+        return _mesh_of(np.diff(cumulative, axis=1))
 
     def threshold_candidates(self) -> FloatArray | None:
-        candidates = self.full.threshold_candidates()
-        return None if candidates is None else self._share * candidates
+        return None if self._mapped is None else self._mapped.threshold_candidates()
 
     def describe(self) -> str:
+        if len(self.hit_rates) == 1:
+            h = self.hit_rates[0]
+            return (
+                f"uncached {1 - h:.0%} (prefix-cache hit-rate {h:.0%}) of " + self.full.describe()
+            )
+        bands = ", ".join(
+            f"{h:.0%} up to {e:,.0f}"
+            for h, e in zip(self.hit_rates, self.band_max_tokens, strict=False)
+        )
         return (
-            f"uncached {1 - self.hit_rate:.0%} (prefix-cache hit-rate {self.hit_rate:.0%}) of "
-            + self.full.describe()
+            f"uncached part (prefix-cache hit-rate {bands}, {self.hit_rates[-1]:.0%} above; "
+            f"{self.hit_rate:.1%} of all tokens) of " + self.full.describe()
         )

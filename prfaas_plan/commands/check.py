@@ -271,7 +271,7 @@ def check_tables(catalog: Catalog) -> tuple[int, list[Finding]]:
 class _Expectations(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    scenarios: dict[str, dict[str, float | None]]
+    scenarios: dict[str, dict[str, int | float | None]]  # int: instance counts
     inputs: dict[str, dict[str, str]] = {}  # scenario -> {input file: sha256}
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from prfaas_plan import bounds, units
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem, evaluate
+from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
 from prfaas_plan.choices import ArrivalProcess, Mode, RoutingPolicy
 from prfaas_plan.commands.numerics import model_numerics
@@ -184,13 +185,20 @@ def _requests(
     return arrival_s, input_tokens, _output_tokens(problem, rng, arrival_s.size), None
 
 
-def _output_tokens(problem: Problem, rng: np.random.Generator, count: int) -> np.ndarray:
+def _output_tokens(
+    problem: Problem, rng: np.random.Generator, count: int, *, stratified: bool = False
+) -> np.ndarray:
     """Each request's own output length: drawn from workload.output_tokens when it is a
     distribution (independently of the input length), else the constant."""
-    lengths = problem.output_lengths
-    if lengths is None or lengths.distribution is None:
+    distribution = _output_distribution(problem)
+    if distribution is None:
         return np.full(count, problem.system.output_tokens)
-    return lengths.distribution.sample(rng, count)
+    return distribution.sample(rng, count, stratified=stratified)
+
+
+def _output_distribution(problem: Problem) -> LengthDistribution | None:
+    """The scenario's output-length distribution, None where every request has the mean."""
+    return None if problem.output_lengths is None else problem.output_lengths.distribution
 
 
 def _empty_window(spec: ArrivalSpec, rate_rps: float) -> ConfigError:
@@ -210,7 +218,9 @@ def _sustainable(
     trace: RequestTrace | None,
 ) -> SustainableRate:
     """sim/sustainable.sustainable_rate on Poisson arrivals with stratified lengths (sampling noise
-    in the pools' capacity otherwise moves the answer by ~0.7% between seeds)."""
+    in the pools' capacity otherwise moves the answer by ~0.7% between seeds): each request's
+    own output length, as `simulate` draws it (a trace's requests drawn whole, input and
+    output together)."""
     from prfaas_plan.sim.arrivals import poisson_arrivals
     from prfaas_plan.sim.sustainable import sustainable_rate
 
@@ -218,11 +228,13 @@ def _sustainable(
     count = request.arrivals.requests or DEFAULT_REQUESTS
     unit_arrival_s = poisson_arrivals(1.0, rng=rng, count=count)
     if trace is not None:
-        input_tokens = rng.choice(trace.input_tokens, size=count)
+        drawn = rng.integers(0, trace.requests, size=count)
+        input_tokens, output_tokens = trace.input_tokens[drawn], trace.output_tokens[drawn]
     else:
         input_tokens = problem.workload.sample(rng, count, stratified=True)
+        output_tokens = _output_tokens(problem, rng, count, stratified=True)
     return sustainable_rate(
-        problem.system, configuration, unit_arrival_s, input_tokens,
+        problem.system, configuration, unit_arrival_s, input_tokens, output_tokens,
         low_rps=0.9 * exact_rps, high_rps=1.1 * exact_rps, link_latency_s=request.link_latency_s,
     )  # fmt: skip
 
@@ -412,6 +424,6 @@ def compare_policies_for(
     comparison = compare_policies(
         problem.system, problem.workload, configuration, load_fraction=spec.load_fraction,
         requests=spec.requests, seed=spec.seed,
-        trace=trace, progress=progress,
+        trace=trace, output_lengths=_output_distribution(problem), progress=progress,
     )  # fmt: skip
     return ComparisonReport(problem, plan_mode, comparison)

@@ -17,6 +17,11 @@ Field names as the tools write them (read in their source, December 2026):
   concurrency` (the measured mean number in flight) and the details `input_lens, output_lens,
   ttfts, itls, generated_texts, errors` (seconds; nested under `details` in some forks). The file
   names no model.
+
+Which tool wrote a result is told by the run settings only that tool writes (`_SHAPES`), not by
+`backend`: that names the server benchmarked, and each tool can benchmark the other's server
+(vLLM's `--backend sglang`, SGLang's `--backend vllm`). A file that carries the other tool's
+settings and none of its own is refused.
 - Dynamo, `benchmarks/profiler/utils/profile_prefill.py` and `profile_decode.py`
   (ai-dynamo/dynamo): `np.savez(raw_data.npz, prefill_isl, prefill_ttft (ms),
   prefill_thpt_per_gpu)` and `np.savez(raw_data.npz, x_kv_usage, y_context_length, z_itl (ms),
@@ -197,6 +202,45 @@ def _run(record: dict[str, object], where: str, engine: str) -> BenchmarkRun:
     )
 
 
+# run settings and statistics only one tool writes: vLLM names the model and its run
+# (`date, model_id, tokenizer_id, num_prompts, burstiness, endpoint_type`) and its end-to-end
+# statistics `*_e2el_ms`; SGLang its dataset arguments and `*_e2e_latency_ms`, and measures
+# `concurrency`
+_SHAPES = {
+    "vllm": (
+        "a vLLM bench serve JSON",
+        ("date", "model_id", "tokenizer_id", "num_prompts", "burstiness", "endpoint_type"),
+        "_e2el_ms",
+    ),
+    "sglang": (
+        "an SGLang bench_serving JSONL",
+        ("dataset_name", "random_input_len", "random_output_len", "random_range_ratio",
+         "total_output_tokens_retokenized", "concurrency"),
+        "_e2e_latency_ms",
+    ),
+}  # fmt: skip
+
+
+def _markers(record: dict[str, object], fmt: str) -> list[str]:
+    """The keys of `record` only the tool of format `fmt` writes."""
+    _, keys, suffix = _SHAPES[fmt]
+    return [k for k in record if k in keys or k.endswith(suffix)]
+
+
+def check_shape(record: dict[str, object], where: str, fmt: str) -> None:
+    """Refuse a result of the other tool: one that has the other tool's settings and none of
+    `fmt`'s (a file with neither, or both, is read as `fmt`)."""
+    other = "sglang" if fmt == "vllm" else "vllm"
+    found = _markers(record, other)
+    if found and not _markers(record, fmt):
+        raise ConfigError(
+            f"{where}: import-profile {fmt} expects {_SHAPES[fmt][0]}, found "
+            f"{_SHAPES[other][0]} (it has {', '.join(found[:4])}"
+            f"{', backend ' + bounds.quoted(record['backend']) if 'backend' in record else ''}); "
+            f"run import-profile {other}"
+        )
+
+
 def _json_object(text: str, where: str, what: str) -> dict[str, object]:
     try:
         record = json.loads(text)
@@ -212,7 +256,9 @@ def read_vllm(path: Path) -> list[BenchmarkRun]:
     text = read_text(path, "vLLM result", limit_bytes=bounds.MAX_BENCHMARK_BYTES)
     if text.lstrip().startswith("{") and "\n{" in text.strip():
         raise ConfigError(f"{path}: several JSON objects: a JSONL file (sglang format?)")
-    return [_run(_json_object(text, str(path), "vLLM result JSON"), str(path), "vLLM bench serve")]
+    record = _json_object(text, str(path), "vLLM result JSON")
+    check_shape(record, str(path), "vllm")
+    return [_run(record, str(path), "vLLM bench serve")]
 
 
 def read_sglang(path: Path) -> list[BenchmarkRun]:
@@ -224,6 +270,7 @@ def read_sglang(path: Path) -> list[BenchmarkRun]:
             if line.strip():
                 where = f"{path}:{number}"
                 record = _json_object(line, where, "SGLang bench_serving JSONL line")
+                check_shape(record, where, "sglang")
                 runs.append(_run(record, where, "SGLang bench_serving"))
     if not runs:
         raise ConfigError(f"{path}: no runs found (an empty SGLang result file)")

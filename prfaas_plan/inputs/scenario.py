@@ -5,6 +5,7 @@ Units are in every key: `bandwidth_gbps` is 10^9 bit/s (the paper's unit), lengt
 (SI units inside).
 """
 
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import NAME_PATTERN, Catalog, DecodeTable
 from prfaas_plan.inputs.reading import Strict, parse, read_yaml
 from prfaas_plan.inputs.resources import default_scenario_file
-from prfaas_plan.inputs.traces import prefix_hit_rate, read_observed_trace
+from prfaas_plan.inputs.traces import prefix_hit_rates_by_band, read_observed_trace
 from prfaas_plan.sim.arrivals import MOONCAKE_BLOCK_TOKENS
 
 _MIN_GBPS = units.bytes_per_s_to_gbps(bounds.MIN_BANDWIDTH_BYTES_PER_S)
@@ -149,16 +150,113 @@ OutputLengthsSpec = Annotated[
 ]
 
 
+HitRate = Annotated[float, Field(ge=0, le=bounds.MAX_PREFIX_CACHE_HIT_RATE)]
+
+
+class HitRateBand(Strict):
+    # requests of at most this many input tokens (above the previous band's) find `hit_rate`
+    # of them cached; the last band has no bound (it holds every longer request)
+    max_input_tokens: Tokens | None = None
+    hit_rate: HitRate
+
+
+def _band_edges_problem(edges: list[float], field: str) -> str | None:
+    """Why a list of band upper edges (tokens), named `field`, is not strictly increasing."""
+    for i, (a, b) in enumerate(itertools.pairwise(edges)):
+        if b <= a:
+            return (
+                f"{field} must be strictly increasing from band to band, "
+                f"got {b:g} after {a:g} (band {i + 1})"
+            )
+    return None
+
+
+class BandedHitRates(Strict):
+    """A hit-rate per band of the full input length, bands in increasing order, the last
+    open-ended: `{bands: [{max_input_tokens: 8000, hit_rate: 0.1}, {hit_rate: 0.5}]}`."""
+
+    bands: list[HitRateBand] = Field(min_length=1, max_length=bounds.MAX_PREFIX_CACHE_BANDS)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "BandedHitRates":
+        *bounded, last = self.bands
+        if last.max_input_tokens is not None:
+            raise ValueError(
+                "the last band must be open-ended (no max_input_tokens: it holds every longer "
+                f"request), got max_input_tokens {last.max_input_tokens:g}"
+            )
+        for i, band in enumerate(bounded):
+            if band.max_input_tokens is None:
+                raise ValueError(
+                    f"band {i} needs max_input_tokens (only the last band is open-ended)"
+                )
+        problem = _band_edges_problem(
+            [b.max_input_tokens or 0.0 for b in bounded], "max_input_tokens"
+        )
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    @property
+    def band_max_tokens(self) -> tuple[float, ...]:
+        return tuple(float(b.max_input_tokens or 0.0) for b in self.bands[:-1])
+
+
+class BandedHitRatesFromTrace(Strict):
+    """Per-band hit-rates measured on the observed trace's hash_ids: the band upper edges
+    (tokens), the last band open-ended above them."""
+
+    from_trace_band_max_input_tokens: list[Tokens] = Field(
+        min_length=1, max_length=bounds.MAX_PREFIX_CACHE_BANDS - 1
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "BandedHitRatesFromTrace":
+        edges = self.from_trace_band_max_input_tokens
+        problem = _band_edges_problem(edges, "from_trace_band_max_input_tokens")
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+
+def _hit_rate_form(value: object) -> str | None:
+    """Which form of workload.prefix_cache_hit_rate a value is (a mapping by its key); None
+    for a value of no form (a list, a mapping with neither key)."""
+    keys = type(value).model_fields if isinstance(value, Strict) else value
+    if isinstance(keys, dict):
+        if "bands" in keys:
+            return "banded"
+        return "banded_from_trace" if "from_trace_band_max_input_tokens" in keys else None
+    if isinstance(value, list | tuple):
+        return None
+    return "from_trace" if isinstance(value, str) else "constant"
+
+
+HitRateSpec = Annotated[
+    Annotated[HitRate, Tag("constant")]
+    | Annotated[Literal["from_trace"], Tag("from_trace")]
+    | Annotated[BandedHitRates, Tag("banded")]
+    | Annotated[BandedHitRatesFromTrace, Tag("banded_from_trace")],
+    Discriminator(
+        _hit_rate_form,
+        custom_error_type="prefix_cache_hit_rate_form",
+        custom_error_message=f"expected a hit-rate in [0, {bounds.MAX_PREFIX_CACHE_HIT_RATE:g}], "
+        "from_trace, a mapping {bands: [{max_input_tokens, hit_rate}, ..., {hit_rate}]} or "
+        "{from_trace_band_max_input_tokens: [...]}",
+    ),
+]
+
+
 class WorkloadSpec(Strict):
     input_tokens: InputLengths
     # a constant (every request, >= 1), a distribution, or `from_trace`
     output_tokens: OutputLengthsSpec
     # share h of every request's input tokens found in a prefix cache (in both clusters): prefill,
-    # routing and the KV transfer use the uncached (1 - h)·L, decode the full context
-    # or `from_trace`: measured on the observed trace's hash_ids (inputs/traces.prefix_hit_rate)
-    prefix_cache_hit_rate: (
-        Annotated[float, Field(ge=0, le=bounds.MAX_PREFIX_CACHE_HIT_RATE)] | Literal["from_trace"]
-    ) = 0.0
+    # routing and the KV transfer use the uncached (1 - h)·L, decode the full context. h is a
+    # constant, `from_trace` (measured on the observed trace's hash_ids,
+    # inputs/traces.prefix_hit_rate), a rate per band of the input length
+    # ({bands: [...]}), or per band measured on the trace ({from_trace_band_max_input_tokens: [...]})
+    prefix_cache_hit_rate: HitRateSpec = 0.0
 
 
 @dataclass(frozen=True)
@@ -331,26 +429,36 @@ def build_workload(
     return ObservedLengths(trace.input_tokens, source=trace.source)
 
 
-def _hit_rate(workload: WorkloadSpec, base_dir: Path, where: str) -> float:
-    """workload.prefix_cache_hit_rate; `from_trace` measures it on the observed trace's hash_ids
+def _hit_rates(
+    workload: WorkloadSpec, base_dir: Path, where: str
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """workload.prefix_cache_hit_rate as (hit-rate per band, band upper edges in tokens): one
+    band for a constant; `from_trace` forms measure the rates on the observed trace's hash_ids
     (Mooncake JSONL), bounded like a given rate."""
     spec, inputs = workload.prefix_cache_hit_rate, workload.input_tokens
-    if spec != "from_trace":
-        return float(spec)
-    field = f"{where}workload.prefix_cache_hit_rate: from_trace"
+    if isinstance(spec, float | int):
+        return (float(spec),), ()
+    if isinstance(spec, BandedHitRates):
+        return tuple(b.hit_rate for b in spec.bands), spec.band_max_tokens
+    edges = () if spec == "from_trace" else tuple(spec.from_trace_band_max_input_tokens)
+    field = f"{where}workload.prefix_cache_hit_rate: " + (
+        "from_trace" if spec == "from_trace" else "from_trace_band_max_input_tokens"
+    )
     need = "needs workload.input_tokens to be an observed trace with hash_ids (Mooncake JSONL)"
     if not isinstance(inputs, ObservedLengthsFile):
         raise ConfigError(f"{field} {need}, found {inputs.distribution}")
     trace = read_observed_trace((base_dir / inputs.file).resolve(), TraceFormat(inputs.format))
     if trace.prefix_blocks.values.size == 0:
         raise ConfigError(f"{field} {need}, found {inputs.file} without hash_ids")
-    rate = prefix_hit_rate(trace, MOONCAKE_BLOCK_TOKENS)
-    if rate > bounds.MAX_PREFIX_CACHE_HIT_RATE:
-        raise ConfigError(
-            f"{field}: {inputs.file} gives {rate:.4f}, expected <= "
-            f"{bounds.MAX_PREFIX_CACHE_HIT_RATE:g} (the closed form's bound)"
-        )
-    return rate
+    rates = prefix_hit_rates_by_band(trace, MOONCAKE_BLOCK_TOKENS, edges)
+    for i, rate in enumerate(rates):
+        if rate > bounds.MAX_PREFIX_CACHE_HIT_RATE:
+            band = f" in band {i}" if edges else ""
+            raise ConfigError(
+                f"{field}: {inputs.file} gives {rate:.4f}{band}, expected <= "
+                f"{bounds.MAX_PREFIX_CACHE_HIT_RATE:g} (the closed form's bound)"
+            )
+    return rates, edges
 
 
 def decode_point(
@@ -409,8 +517,8 @@ def build_problem(
             bounds.MAX_BANDWIDTH_GBPS, "Gbps",
         )  # fmt: skip
     full = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
-    hit_rate = _hit_rate(scenario.workload, source.parent, f"{source}: ")
-    workload = UncachedLengths(full, hit_rate) if hit_rate > 0 else full
+    hit_rates, band_max_tokens = _hit_rates(scenario.workload, source.parent, f"{source}: ")
+    workload = UncachedLengths(full, hit_rates, band_max_tokens) if max(hit_rates) > 0 else full
     output = build_output_lengths(
         scenario.workload.output_tokens, scenario.workload.input_tokens, source.parent,
         f"{source}: ",

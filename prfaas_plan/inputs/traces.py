@@ -393,11 +393,24 @@ def prefix_hit_rate(trace: RequestTrace, block_tokens: int) -> float:
     as cached when an earlier request carried the same id (ids are prefix hashes, so the cached
     blocks are a prefix of the prompt), each worth `block_tokens`, capped at the request's length.
     The closed form's `prefix_cache_hit_rate: from_trace`."""
+    return prefix_hit_rates_by_band(trace, block_tokens, ())[0]
+
+
+def prefix_hit_rates_by_band(
+    trace: RequestTrace, block_tokens: int, band_max_tokens: tuple[float, ...]
+) -> tuple[float, ...]:
+    """`prefix_hit_rate` within each band of the input length: band i holds the requests with
+    band_max_tokens[i − 1] < input_tokens <= band_max_tokens[i] (the last band open-ended), and
+    its rate is their cached tokens over their input tokens (0 for a band with no request). Token
+    weighting makes the closed form's uncached work of every band match the trace's."""
     blocks = trace.prefix_blocks
     counts = np.diff(blocks.offsets)
     owner = np.repeat(np.arange(counts.size), counts)  # the request each block belongs to
     _, first, inverse = np.unique(blocks.values, return_index=True, return_inverse=True)
     cached_blocks = np.bincount(owner[owner[first][inverse] < owner], minlength=counts.size)
     cached_tokens = np.minimum(cached_blocks * float(block_tokens), trace.input_tokens)
-    total = float(np.sum(trace.input_tokens))
-    return float(np.sum(cached_tokens)) / total if total > 0 else 0.0
+    band = np.searchsorted(np.asarray(band_max_tokens, float), trace.input_tokens, side="left")
+    bands = len(band_max_tokens) + 1
+    total = np.bincount(band, weights=trace.input_tokens, minlength=bands)
+    cached = np.bincount(band, weights=cached_tokens, minlength=bands)
+    return tuple(float(c / t) if t > 0 else 0.0 for c, t in zip(cached, total, strict=True))

@@ -127,6 +127,7 @@ def compare_policies(
     drift_at: float = 0.5,
     drift_output_factor: float = 1.6,
     trace: RequestTrace | None = None,
+    output_lengths: LengthDistribution | None = None,
     policy_options: Mapping[str, Policy] | None = None,
     progress: Progress | None = None,
 ) -> PolicyComparison:
@@ -134,7 +135,9 @@ def compare_policies(
 
     `requests` per scenario; with `trace`, its first `requests` requests supply the input and
     output lengths and prefix blocks (in trace order), and the scenario supplies the arrival
-    times (the load stays a fraction of the workload's Λ_max). `policy_options` maps a policy
+    times (the load stays a fraction of the workload's Λ_max). Without a trace, each request's
+    output length is drawn from `output_lengths` (independently of its input length; None:
+    `system.output_tokens` for every request). `policy_options` maps a policy
     name to the policy object to use instead of its default. `progress(fraction)` is called as the runs advance. Reproducible: the same
     arguments give the same rows."""
     _check_arguments(
@@ -164,6 +167,7 @@ def compare_policies(
             drift_at=drift_at,
             drift_output_factor=drift_output_factor,
             trace=trace,
+            output_lengths=output_lengths,
         )
         duration = float(req.arrival_s[-1])
         infos.append(ScenarioInfo(scenario, req.description, duration, *req.window_s))
@@ -242,6 +246,7 @@ def _scenario_requests(
     drift_at: float,
     drift_output_factor: float,
     trace: RequestTrace | None,
+    output_lengths: LengthDistribution | None,
 ) -> _Requests:
     if name == "burst":
         arrival = gamma_arrivals(rate_rps, burst_cv, rng=rng, count=count)
@@ -264,7 +269,11 @@ def _scenario_requests(
         description += f", lengths and prefixes of {trace.source}"
     else:
         input_tokens = workload.sample(rng, count)
-        output_tokens = np.full(count, float(system.output_tokens))
+        output_tokens = (
+            np.full(count, float(system.output_tokens))
+            if output_lengths is None
+            else output_lengths.sample(rng, count)
+        )
         prefix = None
     bandwidth = BandwidthTrace.constant(system.link_bandwidth_bytes_per_s)
     expected_s = count / rate_rps
