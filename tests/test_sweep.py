@@ -295,6 +295,37 @@ def test_a_procure_sweep_row_is_the_procure_report(tmp_path):
         assert row["served_rps"] >= row["axis.target_rps"]
 
 
+def test_a_procure_sweep_takes_a_ttft_target(tmp_path):
+    """`procure` rows with a TTFT target equal the command's JSON with the same target (its
+    load defaulting to the target rate, as on the command line)."""
+    from prfaas_plan.commands.plan import TtftTarget
+    from prfaas_plan.commands.procure import procure
+    from prfaas_plan.inputs.pricing import resolve_pricing
+    from prfaas_plan.render.procure import procure_to_json
+
+    text = (
+        "name: p\nscenario: {root}/examples/case_study.yaml\ncommand: procure\n"
+        "parameters: {{max_instances_per_site: 4, target_rps: 2}}\n"
+        "axes:\n  ttft_target_s: {{values: [8, 30]}}\n"
+    )
+    path = _sweep_file(tmp_path, text)
+    assert run("sweep", str(path), str(tmp_path / "out"), "--workers", "1").returncode == 0
+    rows = _frame(tmp_path / "out")
+    catalog = _catalog(None)
+    scenario = scenario_of(load_sweep(path, parameter_names), {}, 0)
+    problem = build_problem(scenario, ROOT / "examples" / "case_study.yaml", catalog)
+    pricing = resolve_pricing(catalog, problem.scenario, problem.source)
+    assert len(rows) == 2
+    tight, loose = sorted(rows, key=lambda r: r["axis.ttft_target_s"])
+    assert tight["bound"] == "ttft" and tight["usd_per_hour_total"] > loose["usd_per_hour_total"]
+    for row in rows:
+        assert row["error_class"] is None
+        report = procure(catalog, problem, pricing, target_rps=2.0, max_instances_per_site=4,
+                         ttft=TtftTarget(row["axis.ttft_target_s"], load_fraction=1.0))  # fmt: skip
+        expected = flatten(procure_to_json(report))
+        assert {k: row[k] for k in expected} == pytest.approx(expected)
+
+
 def test_planning_a_group_in_blocks_equals_one_pass(tmp_path, monkeypatch):
     """`optimize_group` plans BLOCK scenarios at a time: blocks of 3 give the one-pass columns."""
     sweep = load_sweep(_sweep_file(tmp_path), parameter_names)
