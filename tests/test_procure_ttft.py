@@ -4,6 +4,7 @@ the route split of the TTFT model against its whole CDF and mean, and the CLI.""
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,7 +78,11 @@ def test_search_matches_brute_force(case, target, goal, idx):
     exact = brute_force_with_ttft(small, problem.system, q, problem.workload, target, goal)
     if exact is None:
         assert search.point is None
-        assert search.pairs_evaluated == search.pairs  # nothing was pruned: the reach is global
+        # a bound on what any plan reaches, short of the target
+        if goal.metric == "mean":
+            assert search.best_reach > goal.target_s
+        else:
+            assert search.best_reach < float(goal.metric) / 100
         return
     point = search.point
     assert point is not None
@@ -230,20 +235,25 @@ def test_loaded_frontier_against_every_plan(case):
 
 
 def test_pareto_at_a_load_cli(tmp_path):
-    result = run("procure", "--pareto", "--target-rps", "4", "--ttft-load-rps", "4",
-                 "--max-instances-per-site", "6", "-f", "json")  # fmt: skip
+    scenario = tmp_path / "one_site.yaml"
+    scenario.write_text(
+        (Path(__file__).parent.parent / "examples" / "case_study.yaml").read_text()
+        + "procurement:\n  max_pd_instances: 16\n  sites:\n"
+        "    - {name: east, gpu: h200, link_offering: aws-dx-100g, max_instances: 6}\n"
+    )
+    args = ("procure", str(scenario), "--pareto", "--target-rps", "2", "-f", "json")
+    result = run(*args, "--ttft-load-rps", "1.8")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["ttft_load_rps"] == 4.0
+    assert doc["ttft_load_rps"] == 1.8
     frontier = doc["ttft_frontier"]
     assert len(frontier) >= 3
     costs = [r["usd_per_hour"] for r in frontier]
     p90s = [r["p90_ttft_s"] for r in frontier]
     assert costs == sorted(costs) and p90s == sorted(p90s, reverse=True)
-    assert all(r["capacity_rps"] >= 4.0 * (1 - 1e-9) for r in frontier)
-    unloaded = json.loads(run("procure", "--pareto", "--target-rps", "4",
-                              "--max-instances-per-site", "6", "-f", "json").stdout)  # fmt: skip
-    # queueing only adds: the cheapest plan's P90 at the load is above any unloaded P90 of it
+    assert all(r["capacity_rps"] >= 2.0 * (1 - 1e-9) for r in frontier)
+    unloaded = json.loads(run(*args).stdout)
+    # queueing only adds: no plan's P90 at the load is below the best unloaded P90
     assert min(p90s) >= min(r["p90_ttft_s"] for r in unloaded["ttft_frontier"])
     assert_clean_error(
         run("procure", "--pareto", "--target-rps", "4", "--ttft-target-s", "5"),

@@ -350,7 +350,7 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
                 what = (f"P(TTFT <= {ttft.target_s:g} s) reaches at most "
                         f"{search.best_reach:.1%} (needs {float(metric):g}%)")  # fmt: skip
             else:
-                what = f"the lowest mean TTFT is {search.best_reach:.3g} s"
+                what = f"no plan's mean TTFT is below {search.best_reach:.3g} s"
             raise InfeasibleError(
                 f"no deployment with at most one PrfaaS site reaches target_rps {target_rps:g} "
                 f"req/s with {_metric_name(metric)} TTFT <= {ttft.target_s:g} s at "

@@ -46,8 +46,8 @@ class SiteQueues:
 @dataclass(frozen=True)
 class TtftSearch:
     point: ProcurePoint | None  # None: no single-site deployment meets the target
-    # the most any evaluated plan reaches: P(TTFT <= target) for a percentile, or the lowest
-    # mean TTFT (s); over the whole space when point is None (nothing was pruned then)
+    # when point is None, a bound over the whole space: no plan reaches a higher
+    # P(TTFT <= target) (percentile), or a lower mean TTFT (s) (the mean)
     best_reach: float
     pairs_evaluated: int
     pairs: int
@@ -88,10 +88,9 @@ def cheapest_with_ttft(
     pd_mesh = ttft_mesh(pd_system, workload) if percentile else None
     p = space.offload_fraction
 
-    # the local route's part for every t_k and n_p: it bounds n_p from below at every pair,
-    # as the offloaded route adds at most its share of requests (or, for the mean, nothing)
-    local_parts: dict[int, tuple[FloatArray, FloatArray]] = {}  # per k: (n_p, local part)
-    n_p_least = np.full(k_count, np.inf)
+    # the local route's part at t_k for each n_p, computed when a pair of t_k is first reached;
+    # it bounds n_p from below at every pair of t_k, the offloaded route adding at most its share
+    # of requests (or, for the mean, nothing)
     counts = [
         np.arange(n_p_min[k], space.max_pd_instances - n_d + 1)
         if np.isfinite(n_p_min[k]) else np.zeros(0)
@@ -102,26 +101,26 @@ def cheapest_with_ttft(
         queues[("local",)] = loads(pd_system, workload, space.thresholds_tokens[ks], 1,
                                    np.concatenate(counts), n_d, lam, 0.0)  # fmt: skip
     every = queues[("local",)]
-    end = 0
-    for k in range(k_count):
-        t = float(space.thresholds_tokens[k])
-        n_p = counts[k]
-        end += n_p.size
-        if n_p.size == 0:
-            continue
-        keep = np.zeros(every.offload_fraction.size, bool)
-        keep[end - n_p.size : end] = True
-        state = every.take(keep)
-        local = route_part(pd_system, pd_mesh, state, np.full(n_p.size, t), 0.0,
-                           goal.target_s, offloaded=False)  # fmt: skip
-        local_parts[k] = (n_p, local)
-        most_remote = float(pd_mesh.weights[pd_mesh.tokens > t].sum()) if pd_mesh else 0.0
-        reachable = np.flatnonzero(local + most_remote >= need - 1e-12)
-        if reachable.size:
-            n_p_least[k] = n_p[reachable[0]]
+    ends = np.cumsum([c.size for c in counts])
+    most_remote = (  # the offloaded route's share of requests at each t_k (0 for the mean)
+        np.array([pd_mesh.weights[pd_mesh.tokens > t].sum() for t in space.thresholds_tokens])
+        if pd_mesh else np.zeros(k_count)
+    )  # fmt: skip
+    local_parts: dict[int, tuple[FloatArray, FloatArray, float]] = {}  # (n_p, part, least n_p)
 
-    # every pair (k, j) with a lower bound on its cost: the fewest instances reaching X, and
-    # the fewest PD-P instances whose route could meet the target
+    def local_part(k: int) -> tuple[FloatArray, FloatArray, float]:
+        if k not in local_parts:
+            t, n_p = float(space.thresholds_tokens[k]), counts[k]
+            keep = np.zeros(every.offload_fraction.size, bool)
+            keep[ends[k] - n_p.size : ends[k]] = True
+            local = route_part(pd_system, pd_mesh, every.take(keep), np.full(n_p.size, t), 0.0,
+                               goal.target_s, offloaded=False)  # fmt: skip
+            reachable = np.flatnonzero(local + most_remote[k] >= need - 1e-12)
+            least = float(n_p[reachable[0]]) if reachable.size else math.inf
+            local_parts[k] = (n_p, local, least)
+        return local_parts[k]
+
+    # every pair (k, j) with a lower bound on its cost: the fewest instances reaching X
     pairs: list[tuple[float, int, int]] = []
     for j, site in enumerate((None, *space.sites), start=-1):
         if site is None:
@@ -135,36 +134,46 @@ def cheapest_with_ttft(
                 site.usd_per_instance_hour * n_min + site.fixed_usd_per_hour
                 + units.per_s_to_per_hour(site.usd_per_offloaded_request) * p * x
             )  # fmt: skip
-        usd = price_pd * (n_p_least + n_d) + extra
-        usd = np.where(np.isfinite(n_p_least) & np.isfinite(n_min), usd, np.inf)
+        usd = price_pd * (n_p_min + n_d) + extra
+        usd = np.where((n_p_min + n_d <= space.max_pd_instances) & np.isfinite(n_min), usd, np.inf)
         pairs += [(float(usd[k]), int(k), j) for k in np.flatnonzero(np.isfinite(usd))]
     pairs.sort()
+
+    def grid(k: int, j: int) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """(n_j, n_p, reach on the (n_j, n_p) grid, $/h of the site's instances and port)."""
+        n_p, local, _ = local_part(k)
+        if j < 0:
+            return np.zeros(1), n_p, local[None, :], np.zeros(1)
+        t = float(space.thresholds_tokens[k])
+        site, site_queues = space.sites[j], sites[j]
+        n = np.arange(int(site_counts(space, site, np.full(k_count, x))[k]),
+                      site.max_instances + 1, dtype=float)  # fmt: skip
+        ts = np.full(n.size, t)
+        if ("remote", k, j) not in queues:
+            queues[("remote", k, j)] = loads(site_queues.system, workload, ts, n, 1, n_d,
+                                             lam, site_queues.rtt_s)  # fmt: skip
+        remote = route_part(site_queues.system, meshes[j], queues[("remote", k, j)], ts,
+                            site_queues.rtt_s, goal.target_s, offloaded=True)  # fmt: skip
+        usd_site = site.usd_per_instance_hour * n + site.fixed_usd_per_hour
+        return n, n_p, remote[:, None] + local[None, :], usd_site
 
     best: ProcurePoint | None = None
     best_reach = best_point_reach = -math.inf
     evaluated = 0
+    hopeless: list[tuple[int, int]] = []  # pairs no count of which can meet the target
     for bound, k, j in pairs:
         if best is not None and bound >= best.usd_per_hour * (1 - 1e-12):
             break
+        least = local_part(k)[2]
+        # the same bound with the fewest PD-P instances whose route could meet the target
+        refined = bound + price_pd * (least - n_p_min[k])
+        if not math.isfinite(refined):
+            hopeless.append((k, j))
+            continue
+        if best is not None and refined >= best.usd_per_hour * (1 - 1e-12):
+            continue
         evaluated += 1
-        t = float(space.thresholds_tokens[k])
-        n_p, local = local_parts[k]
-        if j < 0:
-            n = np.zeros(1)
-            remote = np.zeros(1)
-            usd_site = np.zeros(1)
-        else:
-            site, site_queues = space.sites[j], sites[j]
-            n = np.arange(int(site_counts(space, site, np.full(k_count, x))[k]),
-                          site.max_instances + 1, dtype=float)  # fmt: skip
-            ts = np.full(n.size, t)
-            if ("remote", k, j) not in queues:
-                queues[("remote", k, j)] = loads(site_queues.system, workload, ts, n, 1, n_d,
-                                                 lam, site_queues.rtt_s)  # fmt: skip
-            remote = route_part(site_queues.system, meshes[j], queues[("remote", k, j)], ts,
-                                site_queues.rtt_s, goal.target_s, offloaded=True)  # fmt: skip
-            usd_site = site.usd_per_instance_hour * n + site.fixed_usd_per_hour
-        reach = remote[:, None] + local[None, :]  # (n_j, n_p)
+        n, n_p, reach, usd_site = grid(k, j)
         best_reach = max(best_reach, float(reach.max()))
         ok = reach >= need - 1e-12
         if not ok.any():
@@ -192,6 +201,9 @@ def cheapest_with_ttft(
             shares = tuple(float(p[k] * x) if i == j else 0.0 for i in range(len(space.sites)))
             best = ProcurePoint(k, instances, shares, int(n_p[b]), n_d, x, float(usd[a, b]))
             best_point_reach = float(reach[a, b])
+    if best is None:  # the most any plan reaches, for the caller's message: every pair
+        for k, j in hopeless:
+            best_reach = max(best_reach, float(grid(k, j)[2].max()))
     return TtftSearch(best, best_reach if percentile else -best_reach, evaluated, len(pairs))
 
 
