@@ -91,10 +91,10 @@ class Rates(NamedTuple):
 
 
 def _per_share(capacity_rps: FloatArray, share: FloatArray) -> FloatArray:
-    """capacity / share, with capacity / 0 = inf (a role that serves nobody never binds)."""
+    """capacity / share, with capacity / 0 = inf (a role that serves nobody never binds).
+    Called under np.errstate(divide="ignore", invalid="ignore")."""
     serves = share > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        limit: FloatArray = np.where(serves, capacity_rps / np.where(serves, share, 1.0), np.inf)
+    limit: FloatArray = np.where(serves, capacity_rps / np.where(serves, share, 1.0), np.inf)
     return limit
 
 
@@ -103,15 +103,15 @@ def _service_times(
 ) -> tuple[FloatArray, list[FloatArray]]:
     """The mean length of the requests described by `moments` and the mean value of each of
     `curves` over them (service time, KV size), nan where there are none: at the mean length
-    (Mode.PAPER) or the conditional mean E[y(L) | A] (Mode.EXACT)."""
+    (Mode.PAPER) or the conditional mean E[y(L) | A] (Mode.EXACT). Called under
+    np.errstate(divide="ignore", invalid="ignore")."""
     m0 = moments[0]
     serves = m0 > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean_tokens = moments[1] / m0
-        values = [
-            curve(mean_tokens) if mode is Mode.PAPER else curve.expectation(moments) / m0
-            for curve in curves
-        ]
+    mean_tokens = moments[1] / m0
+    values = [
+        curve(mean_tokens) if mode is Mode.PAPER else curve.expectation(moments) / m0
+        for curve in curves
+    ]
     return np.where(serves, mean_tokens, np.nan), [np.where(serves, v, np.nan) for v in values]
 
 
@@ -131,11 +131,12 @@ def rates(
     numpy call's fixed cost is the cost: hence one call per quantity, no more."""
     short, long = workload.split(threshold_tokens)
     p = long[0]
-    # S_kv is affine, so E[S_kv(L) | L > t] = S_kv(l_long): both modes agree on the link term.
-    l_long, (t_long, s_long) = _service_times(
-        (system.prfaas_prefill_latency, system.kv_cache_size), long, mode
-    )
-    l_short, (t_short,) = _service_times((system.pd_prefill_latency,), short, mode)
+    with np.errstate(divide="ignore", invalid="ignore"):  # nan where a role serves nobody
+        # S_kv is affine, so E[S_kv(L) | L > t] = S_kv(l_long): both modes agree on the link term.
+        l_long, (t_long, s_long) = _service_times(
+            (system.prfaas_prefill_latency, system.kv_cache_size), long, mode
+        )
+        l_short, (t_short,) = _service_times((system.pd_prefill_latency,), short, mode)
     # nan where a role serves nobody (p = 0 or p = 1): its capacity is then undefined
     compute = np.asarray(prfaas_instances, float) / t_long
     bandwidth = (
@@ -146,7 +147,13 @@ def rates(
     link = np.asarray(bandwidth, float) / s_long
     pd_prefill = np.asarray(pd_prefill_instances, float) / t_short
     decode = np.asarray(pd_decode_instances, float) * system.decode_rps_per_instance
-    terms = (_per_share(compute, p), _per_share(link, p), _per_share(pd_prefill, short[0]), decode)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = (
+            _per_share(compute, p),
+            _per_share(link, p),
+            _per_share(pd_prefill, short[0]),
+            decode,
+        )
     limits = np.empty((len(terms), *np.broadcast_shapes(*(term.shape for term in terms))))
     for row, term in enumerate(terms):
         limits[row] = term

@@ -143,7 +143,8 @@ class TruncatedLogNormal(LengthDistribution):
         same array operations (one numpy call each, not one per order: the arrays are small,
         so the calls' fixed cost is the cost); element by element the same arithmetic as
         `_z`, `small_tail` and `mass_between` per order."""
-        t = np.clip(np.asarray(threshold_tokens, float), self.min_tokens, self.max_tokens)
+        # clip as min(max(.)): np.clip's dispatch costs more than the arithmetic here
+        t = np.minimum(np.maximum(threshold_tokens, self.min_tokens), self.max_tokens)
         scale, offset, z_min, tail_min, z_max, tail_max = self._split_constants
         column = (MOMENT_ORDERS,) + (1,) * t.ndim
         with np.errstate(divide="ignore"):
