@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
+from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.analytic.profiles import DecodePoint, FittedCurve
 from prfaas_plan.choices import Mode
@@ -99,19 +99,23 @@ def _per_share(capacity_rps: FloatArray, share: FloatArray) -> FloatArray:
 
 
 def _service_times(
-    curves: tuple[FittedCurve, ...], moments: FloatArray, mode: Mode
+    curves: tuple[FittedCurve, ...], moments: FloatArray, mode: Mode | BoolArray
 ) -> tuple[FloatArray, list[FloatArray]]:
     """The mean length of the requests described by `moments` and the mean value of each of
     `curves` over them (service time, KV size), nan where there are none: at the mean length
-    (Mode.PAPER) or the conditional mean E[y(L) | A] (Mode.EXACT). Called under
-    np.errstate(divide="ignore", invalid="ignore")."""
+    (Mode.PAPER) or the conditional mean E[y(L) | A] (Mode.EXACT); `mode` an array: per
+    element, True where EXACT. Called under np.errstate(divide="ignore", invalid="ignore")."""
     m0 = moments[0]
     serves = m0 > 0
     mean_tokens = moments[1] / m0
-    values = [
-        curve(mean_tokens) if mode is Mode.PAPER else curve.expectation(moments) / m0
-        for curve in curves
-    ]
+    if mode is Mode.PAPER:
+        values = [curve(mean_tokens) for curve in curves]
+    elif mode is Mode.EXACT:
+        values = [curve.expectation(moments) / m0 for curve in curves]
+    else:
+        values = [
+            np.where(mode, curve.expectation(moments) / m0, curve(mean_tokens)) for curve in curves
+        ]
     return np.where(serves, mean_tokens, np.nan), [np.where(serves, v, np.nan) for v in values]
 
 
@@ -122,11 +126,12 @@ def rates(
     prfaas_instances: ArrayLike,
     pd_prefill_instances: ArrayLike,
     pd_decode_instances: ArrayLike,
-    mode: Mode,
+    mode: Mode | BoolArray,
     link_bandwidth_bytes_per_s: ArrayLike | None = None,
 ) -> Rates:
     """All capacity terms of equations (3)-(6), broadcast over the inputs; `link_bandwidth_bytes_per_s`
-    (default: the system's) may be an array too, for many deployments of one system at once.
+    (default: the system's) may be an array too, for many deployments of one system at once,
+    and so may `mode` (True where Mode.EXACT: both modes' rows in one call).
     The optimiser calls this in its inner loop on arrays of a few dozen elements, where each
     numpy call's fixed cost is the cost: hence one call per quantity, no more."""
     short, long = workload.split(threshold_tokens)
