@@ -457,5 +457,14 @@ def test_the_readmes_curl_lines_answer(client, path, body, upload):
 
 
 def test_the_readme_shows_every_curl_kind():
-    kinds = "plan evaluate kv egress simulate procure procure/pareto scenario".split()
+    kinds = [
+        "plan",
+        "evaluate",
+        "kv",
+        "egress",
+        "simulate",
+        "procure",
+        "procure/pareto",
+        "scenario",
+    ]
     assert {path.split("?")[0] for path, _, _ in README_CURLS} == {f"/api/v1/{k}" for k in kinds}
