@@ -362,7 +362,7 @@ function drawFrontier(svg, rows, references, xKey, xLabel, xMax, where, targetRp
   axes(svg, xLabel, "cost ($/h)", yMax, ticks);
   if (targetRps !== null) {
     svg.append(el("line", { x1: x(targetRps), y1: BOX.top, x2: x(targetRps), y2: BOX.bottom, stroke: "#8c959f", "stroke-dasharray": "2 3" }));
-    svg.append(el("text", { x: x(targetRps) + 4, y: BOX.bottom - 6 }, `${Number(targetRps.toPrecision(6))} req/s`));
+    svg.append(el("text", { x: x(targetRps) + 4, y: BOX.bottom - 6 }, `${Number(targetRps.toPrecision(4))} req/s`));
   }
   const path = [];
   shown.forEach((r, i) => {
@@ -411,7 +411,7 @@ function drawPareto(pareto) {
   $("pareto-capacity-caption").textContent = `Cost against Λ_max (${pareto.cost_model} prices, priced at Λ_max): ${capacity.length} non-dominated deployments of ${pareto.candidates.toLocaleString("en")} candidates`
     + (beyond ? `, ${beyond} beyond ${capMax.toFixed(1)} req/s not drawn (up to ${Math.max(...capacity.map((r) => r.capacity_rps)).toFixed(1)} req/s at ${usd(Math.max(...capacity.map((r) => r.usd_per_hour)), 0)} $/h)` : "")
     + "; the baselines and the scenario's deployment marked.";
-  $("pareto-ttft-caption").textContent = `Cost against unloaded P90 TTFT: ${ttft.length} non-dominated deployments among those reaching ${Number(pareto.target_rps.toPrecision(6))} req/s; the same deployments marked (at their own Λ_max).`;
+  $("pareto-ttft-caption").textContent = `Cost against unloaded P90 TTFT: ${ttft.length} non-dominated deployments among those reaching ${Number(pareto.target_rps.toPrecision(4))} req/s; the same deployments marked (at their own Λ_max).`;
   $("pareto-capacity").dataset.plans = String(capacity.length);
   $("pareto-ttft").dataset.plans = String(ttft.length);
 }
