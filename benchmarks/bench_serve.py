@@ -14,10 +14,14 @@ Starts a real uvicorn (`prfaas-plan serve` on a free 127.0.0.1 port) and stops i
 2. The page: in Debian's headless Chromium (playwright), the time from a key press on the
    bandwidth slider to the table showing the new plan (the debounce, 150 ms, included),
    `--slider-moves` times.
+3. `--server-cpu`: instead, what one /plan request costs the server: the ASGI application
+   driven in this process (FastAPI included; no client, no socket), CPU time per request,
+   the least of 3 batches of 150, for each set of bodies.
 """
 
 import argparse
 import asyncio
+import json
 import random
 import statistics
 import sys
@@ -36,11 +40,18 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def bodies(url: str, kind: str, count: int) -> list[dict[str, object]]:
-    """`count` request bodies of the set `kind` (see the module's docstring)."""
+def bodies(url: str | None, kind: str, count: int) -> list[dict[str, object]]:
+    """`count` request bodies of the set `kind` (see the module's docstring); the default
+    scenario from the server at `url`, or read here (url None)."""
     if kind == "bandwidth":
         return [{"bandwidth_gbps": 5 + (i % 196)} for i in range(count)]
-    default = httpx.get(url + "/api/v1/scenario/default").json()
+    if url is None:
+        from prfaas_plan.inputs.resources import default_scenario_file
+        from prfaas_plan.inputs.scenario import load_scenario
+
+        default = load_scenario(default_scenario_file()).model_dump(mode="json")
+    else:
+        default = httpx.get(url + "/api/v1/scenario/default").json()
     rng = random.Random(13)
     out: list[dict[str, object]] = []
     for _ in range(count):
@@ -81,6 +92,51 @@ async def load(
     return latencies, time.perf_counter() - start, failures
 
 
+async def server_cpu_ms(kind: str, batches: int = 3, size: int = 150) -> float:
+    """CPU ms per /plan request of the app itself, driven as uvicorn drives it (ASGI calls)."""
+    from prfaas_plan.server.app import create_app
+
+    app = create_app()
+
+    async def call(body: dict[str, object]) -> None:
+        raw = json.dumps(body).encode()
+        messages = [{"type": "http.request", "body": raw, "more_body": False}]
+        status: list[int] = []
+
+        async def receive() -> dict[str, object]:
+            if messages:
+                return messages.pop()
+            await asyncio.sleep(3600)  # the app never waits for a disconnect here
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, object]) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(str(message["status"])))
+
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+            "scheme": "http", "path": "/api/v1/plan", "raw_path": b"/api/v1/plan",
+            "query_string": b"", "root_path": "", "server": ("127.0.0.1", 8000),
+            "client": ("127.0.0.1", 1),
+            "headers": [(b"content-type", b"application/json"),
+                        (b"content-length", str(len(raw)).encode())],
+        }  # fmt: skip
+        await app(scope, receive, send)
+        if status != [200]:
+            raise RuntimeError(f"/plan answered {status} to {body}")
+
+    work = bodies(None, kind, 50 + batches * size)
+    for body in work[:50]:  # warm-up: imports, first calls
+        await call(body)
+    costs = []
+    for b in range(batches):
+        start = time.process_time()
+        for body in work[50 + b * size : 50 + (b + 1) * size]:
+            await call(body)
+        costs.append((time.process_time() - start) / size * 1000)
+    return min(costs)
+
+
 def slider_seconds(url: str, moves: int) -> list[float]:
     times = []
     with chromium_page() as page:
@@ -103,8 +159,14 @@ def main() -> None:
     parser.add_argument("--slider-moves", type=int, default=20, help="0: no page timing")
     parser.add_argument("--bodies", choices=["bandwidth", "varied", "both"], default="both")
     parser.add_argument("--serve-args", default="", help="e.g. '--workers 1'")
+    parser.add_argument("--server-cpu", action="store_true", help="only the server's CPU/request")
     args = parser.parse_args()
     kinds = ["bandwidth", "varied"] if args.bodies == "both" else [args.bodies]
+    if args.server_cpu:
+        for kind in kinds:
+            ms = asyncio.run(server_cpu_ms(kind))
+            print(f"/api/v1/plan, {kind} bodies: server CPU {ms:.2f} ms per request (in-process)")
+        return
     with served(*args.serve_args.split()) as url:
         print(f"serve {args.serve_args or '(defaults)'}")
         for kind in kinds:

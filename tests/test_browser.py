@@ -92,6 +92,31 @@ def test_moving_the_bandwidth_slider_replans_as_the_api(tmp_path):
         markdown = Path(download.value.path()).read_text()
         assert markdown.startswith("## prfaas-plan · paper-case-study") and "| Λ_max" in markdown
 
+        # the Procure panel, by keyboard: the cheapest deployment for 4 req/s and the frontiers
+        target = page.get_by_label("Target (req/s)")
+        target.fill("4")
+        target.press("Enter")
+        page.wait_for_selector("#procure[data-runs='1']", timeout=60_000)
+        assert page.inner_text("#procure-status").startswith("procured in")
+        procured = {"scenario": scenario_10, "mode": "paper"}
+        chosen = api(url, "/api/v1/procure", {**procured, "target_rps": 4})
+        shown_usd = float(page.get_attribute("#procure-summary", "data-usd-per-hour"))
+        assert shown_usd == chosen["usd_per_hour_total"]
+        summary = page.inner_text("#procure-summary")
+        assert f"{chosen['usd_per_hour_total']:,.1f} $/h" in summary
+        assert f"bound by {chosen['bound'].replace('_', ' ', 1)}" in summary
+        total_row = page.eval_on_selector_all(
+            "#procure-table tbody tr", "rows => [...rows.at(-1).cells].map(c => c.textContent)"
+        )
+        assert total_row[0] == "total" and total_row[-1] == f"{chosen['usd_per_hour_total']:,.1f}"
+        pareto = api(url, "/api/v1/procure/pareto", {**procured, "target_rps": 4})
+        for chart, frontier in (("capacity", "capacity_frontier"), ("ttft", "ttft_frontier")):
+            svg = f"#pareto-{chart}"
+            assert int(page.get_attribute(svg, "data-plans")) == len(pareto[frontier])
+            drawn = page.eval_on_selector_all(f"{svg} circle.frontier-plan", "c => c.length")
+            assert drawn == int(page.get_attribute(svg, "data-shown")) > 0
+            assert page.locator(f"{svg} polygon title").count() >= 3  # baselines, scenario
+
         shot = tmp_path / "serve.png"
         page.screenshot(path=str(shot), full_page=True)
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -328,3 +328,27 @@ def test_check_reports_a_missing_golden_scenario_and_a_bad_expectations_file(tmp
     expectations.write_text("scenarios: [a, b]\n")
     code, findings, _ = check_findings(data)
     assert code == 8 and any("expectations.yaml" in f and "scenarios" in f for f in findings)
+
+
+def test_cached_catalog_reads_each_file_once_and_answers_as_the_catalog(monkeypatch):
+    """A server's catalog (inputs/cached_catalog.py) reads each GPU file and link offering
+    once (pricing a plan asks for every offering on each request) and gives the same values."""
+    from prfaas_plan.inputs import catalog as catalog_module
+    from prfaas_plan.inputs.cached_catalog import CachedCatalog
+
+    reads: list[str] = []
+    real_read = catalog_module.read_yaml
+
+    def counted(path, what):
+        reads.append(str(path))
+        return real_read(path, what)
+
+    monkeypatch.setattr(catalog_module, "read_yaml", counted)
+    cached = CachedCatalog.open()
+    names = cached.link_offering_names()
+    assert names == CATALOG.link_offering_names() and len(names) >= 2
+    for _ in range(3):
+        assert [cached.link_offering(n) for n in names] == [CATALOG.link_offering(n) for n in names]
+        assert cached.gpu("h200") == CATALOG.gpu("h200")
+    cached_reads = [r for r in reads if "/links/" in r or r.endswith("gpus/h200.yaml")]
+    assert len(cached_reads) == 3 * (len(names) + 1) + len(names) + 1  # 3 plain passes, 1 cached

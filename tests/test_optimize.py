@@ -188,3 +188,34 @@ def test_search_helpers_against_closed_forms():
     assert continuous.size == 65 and continuous[0] == 128 and continuous[-1] == 131072
     observed = threshold_grid(ObservedLengths(np.array([5.0, 3.0, 3.0, 9.0])), 65)
     np.testing.assert_array_equal(observed, [2.0, 3.0, 5.0, 9.0])  # below all, then each length
+
+
+def test_both_modes_solved_together_are_each_mode_alone_to_the_last_bit():
+    """A plan solves the paper and exact modes in one pass (optimize_fixed_hardware_modes):
+    each mode's search must move as it would alone, so the optima are bit for bit the same,
+    also when the two modes' root searches converge after different numbers of steps; and a
+    batch of deployments answers each as one call would."""
+    from prfaas_plan.solve.threshold import (
+        optimize_fixed_hardware_batch,
+        optimize_fixed_hardware_modes,
+    )
+
+    rng = np.random.default_rng(13)
+    for _ in range(40):
+        system, workload = random_case(rng)
+        space = SearchSpace(int(rng.integers(0, 10)), int(rng.integers(1, 16)))
+        together = optimize_fixed_hardware_modes(system, workload, space)
+        for mode in Mode:  # repr: every float to the last bit, and nan equal to nan
+            assert repr(together[mode]) == repr(
+                optimize_fixed_hardware(system, workload, space, mode)
+            )
+        prfaas, pd = rng.integers(0, 10, size=5), rng.integers(1, 40, size=5)
+        links = rng.uniform(1e8, 5e10, size=5)
+        modes = [Mode.EXACT if x else Mode.PAPER for x in rng.random(5) < 0.5]
+        t, n_p, _ = optimize_fixed_hardware_batch(system, workload, prfaas, pd, links, None, modes)
+        for i in range(5):
+            alone = optimize_fixed_hardware_batch(
+                system, workload, prfaas[i : i + 1], pd[i : i + 1], links[i : i + 1], None,
+                modes[i],
+            )  # fmt: skip
+            assert repr((t[i], n_p[i])) == repr((alone[0][0], alone[1][0]))

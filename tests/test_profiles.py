@@ -208,3 +208,24 @@ def test_samples_are_reproducible_and_a_negative_count_is_refused():
     assert d.sample(np.random.default_rng(1), 0).size == 0
     with pytest.raises(Exception, match="the number of requests must be >= 0, got -1"):
         d.sample(np.random.default_rng(1), -1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    coefficients=st.lists(
+        st.floats(-1e3, 1e3, allow_nan=False, allow_subnormal=False), min_size=1, max_size=4
+    ),
+    tokens=st.lists(st.floats(0, 1e6, allow_nan=False), min_size=0, max_size=6),
+)
+def test_a_curve_is_numpys_polyval_bit_for_bit(coefficients, tokens):
+    """FittedCurve.__call__ is Horner's rule written out (the optimiser's inner loop); it must
+    give numpy's polyval to the last bit, on arrays, on scalars and at an infinite length."""
+    from prfaas_plan.analytic.profiles import FittedCurve
+
+    curve = FittedCurve("y", tuple(coefficients), 1.0, 2.0, 0.0, "measured", "t.csv")
+    for x in (np.array(tokens), np.array(tokens).reshape(-1, 1), 7.5, np.inf):
+        with np.errstate(invalid="ignore"):  # inf · 0 in both
+            expected = np.polynomial.polynomial.polyval(np.asarray(x, float), coefficients)
+            got = curve(x)
+        assert np.shape(got) == np.shape(expected)
+        assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()

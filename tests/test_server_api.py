@@ -86,6 +86,11 @@ SAME_AS_CLI = [
                  "max_instances_per_site": 8},
      ["procure", "--budget-usd-per-hour", "500", "--gpu-price", "h200=2.4",
       "--max-instances-per-site", "8"]),
+    ("procure/pareto", {"target_rps": 4}, ["procure", "--pareto", "--target-rps", "4"]),
+    ("procure/pareto", {"target_rps": 3, "cost_model": "tco", "max_instances_per_site": 6,
+                        "gpu_prices_usd_per_gpu_hour": {"h20": 1.1}, "mode": "exact"},
+     ["procure", "--pareto", "--target-rps", "3", "--cost-model", "tco",
+      "--max-instances-per-site", "6", "--gpu-price", "h20=1.1", "--mode", "exact"]),
 ]  # fmt: skip
 
 
@@ -95,6 +100,16 @@ def test_every_endpoint_answers_as_the_cli(client, name, body, args):
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "application/json"
     assert response.json() == cli_json(*args)
+
+
+def test_the_pareto_endpoint_is_the_clis_json_and_markdown_byte_for_byte(client):
+    args = ("procure", "--pareto", "--target-rps", "4", "--max-instances-per-site", "4")
+    body = {"target_rps": 4, "max_instances_per_site": 4}
+    response = post(client, "procure/pareto", body)
+    assert response.status_code == 200
+    assert response.text == run(*args, "--format", "json").stdout
+    markdown = client.post("/api/v1/procure/pareto?format=markdown", json=body)
+    assert markdown.text == run(*args, "--format", "markdown").stdout
 
 
 def test_a_scenario_in_the_body_plans_as_the_same_scenario_file(client, tmp_path):
@@ -164,6 +179,16 @@ ERRORS = [
      "export_model: extra inputs are not permitted"),
     ("procure", {"target_rps": 4, "scenario": {**CASE, "procurement": {"max_pd_instances": 65}}},
      422, "ConfigError", "scenario.procurement.max_pd_instances must be <= 64 on this server"),
+    ("procure/pareto", {}, 422, "ConfigError", "request: target_rps: field required"),
+    ("procure/pareto", {"target_rps": 0}, 422, "ConfigError", "target_rps must be in"),
+    ("procure/pareto", {"target_rps": 4, "budget_usd_per_hour": 300}, 422, "ConfigError",
+     "budget_usd_per_hour: extra inputs are not permitted"),
+    ("procure/pareto", {"target_rps": 4, "max_instances_per_site": 65}, 422, "ConfigError",
+     "max_instances_per_site: input should be less than or equal to 64"),
+    ("procure/pareto", {"target_rps": 4, "scenario": {**CASE, "procurement": {"max_pd_instances": 65}}},
+     422, "ConfigError", "scenario.procurement.max_pd_instances must be <= 64 on this server"),
+    ("procure/pareto", {"target_rps": 4, "gpu_prices_usd_per_gpu_hour": {"b200": 3}}, 422,
+     "ConfigError", "b200"),
     ("kv", {"lengths_tokens": []}, 422, "ConfigError", "lengths_tokens: list should have at least 1 item"),
     ("kv", {"gpu": "../../etc"}, 422, "ConfigError", "unknown GPU"),
     ("egress", {"link_gbps": 0}, 422, "ConfigError", "link_gbps must be a finite number > 0"),
@@ -351,7 +376,7 @@ def test_a_scenario_yaml_is_read_with_the_strict_loader(client):
 
 def test_openapi_documents_every_endpoint_with_its_body(client):
     paths = client.get("/openapi.json").json()["paths"]
-    for name in ("plan", "evaluate", "kv", "egress", "simulate", "whatif"):
+    for name in ("plan", "evaluate", "kv", "egress", "simulate", "procure/pareto", "whatif"):
         body = paths[f"/api/v1/{name}"]["post"]["requestBody"]["content"]["application/json"]
         assert "properties" in body["schema"]
     assert client.get("/docs").status_code == 200
@@ -432,7 +457,14 @@ def test_the_readmes_curl_lines_answer(client, path, body, upload):
 
 
 def test_the_readme_shows_every_curl_kind():
-    assert {path.split("?")[0] for path, _, _ in README_CURLS} == {
-        f"/api/v1/{name}"
-        for name in ("plan", "evaluate", "kv", "egress", "simulate", "procure", "scenario")
-    }
+    kinds = [
+        "plan",
+        "evaluate",
+        "kv",
+        "egress",
+        "simulate",
+        "procure",
+        "procure/pareto",
+        "scenario",
+    ]
+    assert {path.split("?")[0] for path, _, _ in README_CURLS} == {f"/api/v1/{k}" for k in kinds}

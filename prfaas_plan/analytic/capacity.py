@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
+from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.analytic.profiles import DecodePoint, FittedCurve
 from prfaas_plan.choices import Mode
@@ -90,23 +90,33 @@ class Rates(NamedTuple):
         return lowest
 
 
-def _per_share(capacity_rps: ArrayLike, share: FloatArray) -> FloatArray:
-    """capacity / share, with capacity / 0 = inf (a role that serves nobody never binds)."""
-    capacity, share = np.broadcast_arrays(np.asarray(capacity_rps, float), share)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        limit: FloatArray = np.where(share > 0, capacity / np.where(share > 0, share, 1.0), np.inf)
+def _per_share(capacity_rps: FloatArray, share: FloatArray) -> FloatArray:
+    """capacity / share, with capacity / 0 = inf (a role that serves nobody never binds).
+    Called under np.errstate(divide="ignore", invalid="ignore")."""
+    serves = share > 0
+    limit: FloatArray = np.where(serves, capacity_rps / np.where(serves, share, 1.0), np.inf)
     return limit
 
 
-def _service_time(
-    curve: FittedCurve, moments: FloatArray, mode: Mode
-) -> tuple[FloatArray, FloatArray]:
-    """Mean service time of the requests described by `moments` (nan if there are none)."""
+def _service_times(
+    curves: tuple[FittedCurve, ...], moments: FloatArray, mode: Mode | BoolArray
+) -> tuple[FloatArray, list[FloatArray]]:
+    """The mean length of the requests described by `moments` and the mean value of each of
+    `curves` over them (service time, KV size), nan where there are none: at the mean length
+    (Mode.PAPER) or the conditional mean E[y(L) | A] (Mode.EXACT); `mode` an array: per
+    element, True where EXACT. Called under np.errstate(divide="ignore", invalid="ignore")."""
     m0 = moments[0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean_tokens = moments[1] / m0
-        value = curve(mean_tokens) if mode is Mode.PAPER else curve.expectation(moments) / m0
-    return np.where(m0 > 0, value, np.nan), np.where(m0 > 0, mean_tokens, np.nan)
+    serves = m0 > 0
+    mean_tokens = moments[1] / m0
+    if mode is Mode.PAPER:
+        values = [curve(mean_tokens) for curve in curves]
+    elif mode is Mode.EXACT:
+        values = [curve.expectation(moments) / m0 for curve in curves]
+    else:
+        values = [
+            np.where(mode, curve.expectation(moments) / m0, curve(mean_tokens)) for curve in curves
+        ]
+    return np.where(serves, mean_tokens, np.nan), [np.where(serves, v, np.nan) for v in values]
 
 
 def rates(
@@ -116,31 +126,42 @@ def rates(
     prfaas_instances: ArrayLike,
     pd_prefill_instances: ArrayLike,
     pd_decode_instances: ArrayLike,
-    mode: Mode,
+    mode: Mode | BoolArray,
     link_bandwidth_bytes_per_s: ArrayLike | None = None,
 ) -> Rates:
     """All capacity terms of equations (3)-(6), broadcast over the inputs; `link_bandwidth_bytes_per_s`
-    (default: the system's) may be an array too, for many deployments of one system at once."""
+    (default: the system's) may be an array too, for many deployments of one system at once,
+    and so may `mode` (True where Mode.EXACT: both modes' rows in one call).
+    The optimiser calls this in its inner loop on arrays of a few dozen elements, where each
+    numpy call's fixed cost is the cost: hence one call per quantity, no more."""
     short, long = workload.split(threshold_tokens)
     p = long[0]
-    t_long, l_long = _service_time(system.prfaas_prefill_latency, long, mode)
-    t_short, l_short = _service_time(system.pd_prefill_latency, short, mode)
-    # S_kv is affine, so E[S_kv(L) | L > t] = S_kv(l_long): both modes agree on the link term.
-    s_long, _ = _service_time(system.kv_cache_size, long, mode)
+    with np.errstate(divide="ignore", invalid="ignore"):  # nan where a role serves nobody
+        # S_kv is affine, so E[S_kv(L) | L > t] = S_kv(l_long): both modes agree on the link term.
+        l_long, (t_long, s_long) = _service_times(
+            (system.prfaas_prefill_latency, system.kv_cache_size), long, mode
+        )
+        l_short, (t_short,) = _service_times((system.pd_prefill_latency,), short, mode)
     # nan where a role serves nobody (p = 0 or p = 1): its capacity is then undefined
     compute = np.asarray(prfaas_instances, float) / t_long
-    bandwidth = system.link_bandwidth_bytes_per_s
-    link = (
-        np.asarray(
-            bandwidth if link_bandwidth_bytes_per_s is None else link_bandwidth_bytes_per_s, float
-        )
-        / s_long
+    bandwidth = (
+        system.link_bandwidth_bytes_per_s
+        if link_bandwidth_bytes_per_s is None
+        else link_bandwidth_bytes_per_s
     )
+    link = np.asarray(bandwidth, float) / s_long
     pd_prefill = np.asarray(pd_prefill_instances, float) / t_short
     decode = np.asarray(pd_decode_instances, float) * system.decode_rps_per_instance
-    limits = np.broadcast_arrays(
-        _per_share(compute, p), _per_share(link, p), _per_share(pd_prefill, short[0]), decode
-    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = (
+            _per_share(compute, p),
+            _per_share(link, p),
+            _per_share(pd_prefill, short[0]),
+            decode,
+        )
+    limits = np.empty((len(terms), *np.broadcast_shapes(*(term.shape for term in terms))))
+    for row, term in enumerate(terms):
+        limits[row] = term
     return Rates(
         offload_fraction=p,
         long_mean_tokens=l_long,
@@ -152,7 +173,7 @@ def rates(
         prfaas_link_rps=link,
         pd_prefill_rps=pd_prefill,
         pd_decode_rps=decode,
-        limits_rps=np.stack(limits),
+        limits_rps=limits,
     )
 
 

@@ -48,9 +48,12 @@ class FittedCurve:
     source: str
 
     def __call__(self, tokens: ArrayLike) -> FloatArray:
-        values: FloatArray = np.polynomial.polynomial.polyval(
-            np.asarray(tokens, dtype=float), self.coefficients
-        )
+        """Horner's rule as numpy's `polyval` computes it (c_n + 0·x, then c_k + y·x), without
+        its per-call set-up: the optimiser evaluates curves on a few dozen lengths at a time."""
+        x = np.asarray(tokens, dtype=float)
+        values: FloatArray = self.coefficients[-1] + x * 0
+        for coefficient in self.coefficients[-2::-1]:
+            values = coefficient + values * x
         return values
 
     def expectation(self, moments: FloatArray) -> FloatArray:

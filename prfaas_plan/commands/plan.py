@@ -22,7 +22,7 @@ from prfaas_plan.solve.threshold import (
     SearchSpace,
     homogeneous_baseline,
     naive_heterogeneous,
-    optimize_fixed_hardware,
+    optimize_fixed_hardware_modes,
 )
 
 if TYPE_CHECKING:  # queueing is imported only when a TTFT target is given
@@ -327,7 +327,7 @@ def plan(
         sizing = _size(problem, mode, target_rps, max_prfaas_gpus, solver or Solver.HIGHS)
         prfaas_instances = sizing.evaluation.configuration.prfaas_instances
     space = SearchSpace(prfaas_instances, problem.pd_instances, threshold_tokens)
-    optimum = {m: optimize_fixed_hardware(system, workload, space, m) for m in Mode}
+    optimum = optimize_fixed_hardware_modes(system, workload, space)
     chosen = sizing.evaluation if sizing is not None else optimum[mode]
     loaded = None
     if ttft is not None:

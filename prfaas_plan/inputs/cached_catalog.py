@@ -1,5 +1,5 @@
 """The catalog for many plans in one process (a long-running server, a sweep's workers): each
-GPU file and profile table read, validated and fitted once, then served from memory (a plan
+GPU file, link offering and profile table read, validated and fitted once, then served from memory (a plan
 otherwise spends two thirds of its time re-reading the same YAML and CSV files). The data
 directory is taken to stay as it was when the catalog was opened: restart `serve` after editing
 it."""
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from prfaas_plan.analytic.profiles import FittedCurve
-from prfaas_plan.inputs.catalog import Catalog, DecodeTable, GpuSpec
+from prfaas_plan.inputs.catalog import Catalog, DecodeTable, GpuSpec, LinkOffering
 
 T = TypeVar("T")
 MAX_ENTRIES = (
@@ -41,6 +41,17 @@ class CachedCatalog(Catalog):
             ("gpu", name, where, parameter),
             lambda: super(CachedCatalog, self).gpu(name, where, parameter),
         )
+
+    def link_offering(
+        self, name: str, where: str = "", parameter: str | None = None
+    ) -> LinkOffering:
+        return self._once(
+            ("link", name, where, parameter),
+            lambda: super(CachedCatalog, self).link_offering(name, where, parameter),
+        )
+
+    def link_offering_names(self) -> tuple[str, ...]:
+        return self._once(("links",), lambda: super(CachedCatalog, self).link_offering_names())
 
     def prefill_latency(
         self,

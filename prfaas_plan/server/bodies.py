@@ -120,13 +120,26 @@ class ExplainBody(ScenarioBody):
     mode: ModeName = Mode.PAPER.value
 
 
-class ProcureBody(ScenarioBody):
-    """`procure`'s flags: no `export_model` (the server writes no file), no link offering or
-    utilization (each candidate site brings its own offering, as in the CLI)."""
+class ProcurePricesBody(ScenarioBody):
+    """What `procure` and `procure --pareto` share: prices, the candidate space's bound, the
+    mode. No `export_model` (the server writes no file), no link offering or utilization (each
+    candidate site brings its own offering, as in the CLI)."""
 
     gpu_prices_usd_per_gpu_hour: dict[str, float] | None = None  # --gpu-price GPU=USD
     cost_model: Literal["on-demand", "tco"] | None = None
-    target_rps: float | None = None
-    budget_usd_per_hour: float | None = None
     max_instances_per_site: Annotated[int, Field(ge=0, le=MAX_PROCURE_INSTANCES)] | None = None
     mode: ModeName = Mode.PAPER.value
+
+
+class ProcureBody(ProcurePricesBody):
+    """`procure`'s flags: a target rate or a budget."""
+
+    target_rps: float | None = None
+    budget_usd_per_hour: float | None = None
+
+
+class ParetoBody(ProcurePricesBody):
+    """`procure --pareto`'s flags: the target rate of the latency frontier (required, as
+    --pareto needs --target-rps)."""
+
+    target_rps: float

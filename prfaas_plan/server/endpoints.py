@@ -226,15 +226,14 @@ def sensitivity_endpoint(body: bodies.SensitivityBody, catalog: Catalog) -> tupl
     return sensitivity_view(report), sensitivity_to_json(report)
 
 
-@endpoint("procure", bodies.ProcureBody)
-def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> tuple[View, Document]:
-    """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget."""
-    from prfaas_plan.commands.procure import procure, procure_pricing
-    from prfaas_plan.render.procure import procure_to_json, procure_view
+def procure_inputs(body: bodies.ProcurePricesBody, catalog: Catalog) -> tuple[Problem, "Pricing"]:
+    """The Problem and the prices of a /procure or /procure/pareto body: the body's own
+    candidate space bounded as max_instances_per_site (the server's MAX_PROCURE_INSTANCES)."""
+    from prfaas_plan.commands.procure import procure_pricing
 
     problem = problem_of(body, catalog)
     spec = problem.scenario.procurement
-    if spec is not None:  # a body's own candidate space, bounded as max_instances_per_site
+    if spec is not None:
         limits = [("procurement.max_pd_instances", spec.max_pd_instances)]
         if body.max_instances_per_site is None:
             limits += [(f"procurement.sites[{s.name}].max_instances", s.max_instances)
@@ -251,12 +250,37 @@ def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> tuple[View, 
         cost_model=None if body.cost_model is None else CostModel(body.cost_model),
         parameter="gpu_prices_usd_per_gpu_hour",
     )  # fmt: skip
+    return problem, pricing
+
+
+@endpoint("procure", bodies.ProcureBody)
+def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> tuple[View, Document]:
+    """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget."""
+    from prfaas_plan.commands.procure import procure
+    from prfaas_plan.render.procure import procure_to_json, procure_view
+
+    problem, pricing = procure_inputs(body, catalog)
     report = procure(
         catalog, problem, pricing, target_rps=body.target_rps,
         budget_usd_per_hour=body.budget_usd_per_hour, gpu_prices=body.gpu_prices_usd_per_gpu_hour,
         max_instances_per_site=body.max_instances_per_site, mode=Mode(body.mode),
     )  # fmt: skip
     return procure_view(report), procure_to_json(report)
+
+
+@endpoint("procure/pareto", bodies.ParetoBody)
+def procure_pareto_endpoint(body: bodies.ParetoBody, catalog: Catalog) -> tuple[View, Document]:
+    """`procure --pareto`: cost against Λ_max and, reaching target_rps, against P90 TTFT."""
+    from prfaas_plan.commands.procure_pareto import procure_pareto
+    from prfaas_plan.render.procure import pareto_to_json, pareto_view
+
+    problem, pricing = procure_inputs(body, catalog)
+    report = procure_pareto(
+        catalog, problem, pricing, target_rps=body.target_rps,
+        gpu_prices=body.gpu_prices_usd_per_gpu_hour,
+        max_instances_per_site=body.max_instances_per_site, mode=Mode(body.mode),
+    )  # fmt: skip
+    return pareto_view(report), pareto_to_json(report)
 
 
 @endpoint("explain", bodies.ExplainBody)

@@ -13,11 +13,13 @@ piecewise-constant Λ, so there every distinct length is evaluated exactly inste
 brute-force oracle for tests and benchmarks.
 """
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
-from prfaas_plan.analytic.arrays import ArrayLike, FloatArray, IntArray
+from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray, IntArray
 from prfaas_plan.analytic.capacity import (
     Configuration,
     Evaluation,
@@ -71,23 +73,34 @@ class Splits:
     n_d: IntArray
     link_bytes_per_s: FloatArray
     per_deployment: int
+    # every row's service-time mode: one Mode, or per row True where Mode.EXACT
+    mode: Mode | BoolArray = Mode.PAPER
 
     @property
     def valid(self) -> "np.ndarray[tuple[int, ...], np.dtype[np.bool_]]":
         return self.n_d >= 1
 
-    def take(self, rows: IntArray | FloatArray) -> "Splits":
+    def take(self, rows: IntArray | FloatArray | BoolArray) -> "Splits":
+        mode = self.mode if isinstance(self.mode, Mode) else self.mode[rows]
         return Splits(
             self.prfaas_instances[rows], self.n_p[rows], self.n_d[rows],
-            self.link_bytes_per_s[rows], self.per_deployment,
+            self.link_bytes_per_s[rows], self.per_deployment, mode,
         )  # fmt: skip
 
     def column(self) -> "Splits":
         """The rows as a column, to broadcast against a row of thresholds."""
+        mode = self.mode if isinstance(self.mode, Mode) else self.mode[:, None]
         return Splits(
             self.prfaas_instances[:, None], self.n_p[:, None], self.n_d[:, None],
-            self.link_bytes_per_s[:, None], self.per_deployment,
+            self.link_bytes_per_s[:, None], self.per_deployment, mode,
         )  # fmt: skip
+
+    def per_deployment_all(self, values: BoolArray) -> BoolArray:
+        """Each row's deployment: are `values` true on all its rows? (one value per row)"""
+        every: BoolArray = np.repeat(
+            values.reshape(-1, self.per_deployment).all(axis=1), self.per_deployment
+        )
+        return every
 
     def per_deployment_max(self, values: FloatArray) -> FloatArray:
         """Each row's deployment maximum of `values` (one value per row)."""
@@ -97,15 +110,11 @@ class Splits:
 
 
 def _limits(
-    system: ServingSystem,
-    workload: LengthDistribution,
-    t: ArrayLike,
-    rows: Splits,
-    mode: Mode,
+    system: ServingSystem, workload: LengthDistribution, t: ArrayLike, rows: Splits
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Λ and the two prefill terms for thresholds `t` broadcast against splits."""
     r = rates(
-        system, workload, t, rows.prfaas_instances, rows.n_p, rows.n_d, mode,
+        system, workload, t, rows.prfaas_instances, rows.n_p, rows.n_d, rows.mode,
         link_bandwidth_bytes_per_s=rows.link_bytes_per_s,
     )  # fmt: skip
     prfaas_term = r.limits_rps[:2].min(axis=0)
@@ -116,7 +125,6 @@ def _balance_point(
     system: ServingSystem,
     workload: LengthDistribution,
     rows: Splits,
-    mode: Mode,
     grid: FloatArray,
     f: FloatArray,
     g: FloatArray,
@@ -129,7 +137,9 @@ def _balance_point(
     min(f(t_i+1), g(t_i), Θ_pd-d).
     Returns thresholds, their Λ and the prefill capacity there (min of the two terms), or
     (nan, -inf, -inf) for splits without such a bracket. An infinite end (p = 0 or p = 1 there)
-    is handled by bisecting until both ends are finite."""
+    is handled by bisecting until both ends are finite. Each deployment's splits stop moving
+    once all of them have converged, so a deployment's answer does not depend on the others
+    solved alongside it."""
     n_p, n_d = rows.n_p, rows.n_d
     with np.errstate(invalid="ignore"):
         gap = f - g
@@ -149,15 +159,18 @@ def _balance_point(
     a, b = grid[first], grid[first + 1]
     ga, gb = gap[index, first], gap[index, first + 1]
     last_side = np.zeros(a.shape)
+    idle = ~crosses
+    moving = crosses  # splits of deployments still converging
     for _ in range(ROOT_MAX_STEPS):
         finite = np.isfinite(ga) & np.isfinite(gb)
         with np.errstate(invalid="ignore", divide="ignore"):
             falsi = (a * gb - b * ga) / (gb - ga)
         c = np.where(finite, falsi, 0.5 * (a + b))
-        _, f, g = _limits(system, workload, c, rows, mode)
+        _, f, g = _limits(system, workload, c, rows)
         gc = f - g
-        move_a = crosses & (gc < 0)  # the crossing is right of c
-        move_b = crosses & ~(gc < 0)
+        right = gc < 0  # the crossing is right of c
+        move_a = moving & right
+        move_b = moving & ~right
         # Illinois: when the same end moves twice, halve the stale end's value
         gb = np.where(move_a & (last_side == -1) & finite, gb / 2, gb)
         ga = np.where(move_b & (last_side == 1) & finite, ga / 2, ga)
@@ -165,10 +178,12 @@ def _balance_point(
         b, gb = np.where(move_b, c, b), np.where(move_b, gc, gb)
         last_side = np.where(move_a, -1, np.where(move_b, 1, 0))
         # converged: a bracket of relative width ROOT_RTOL, or a gap at rounding level
-        if np.all((b - a <= ROOT_RTOL * b) | (np.abs(gc) <= 1e-13 * np.abs(f)) | ~crosses):
+        done = (b - a <= ROOT_RTOL * b) | (np.abs(gc) <= 1e-13 * np.abs(f)) | idle
+        moving = moving & ~rows.per_deployment_all(done)
+        if not moving.any():
             break
     t = np.where(np.abs(ga) < np.abs(gb), a, b)
-    lam, f, g = _limits(system, workload, t, rows, mode)
+    lam, f, g = _limits(system, workload, t, rows)
     prefill = np.minimum(f, g)
     return (
         np.where(crosses, t, np.nan),
@@ -190,15 +205,11 @@ def _pick(lam: FloatArray, headroom: FloatArray) -> IntArray:
 
 
 def _optimize_splits(
-    system: ServingSystem,
-    workload: LengthDistribution,
-    grid: FloatArray,
-    rows: Splits,
-    mode: Mode,
+    system: ServingSystem, workload: LengthDistribution, grid: FloatArray, rows: Splits
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Best threshold, its Λ and prefill headroom for every split (row): the coarse grid, then
     the balance point and, where Λ peaks away from it, a golden-section polish."""
-    lam, f, g = _limits(system, workload, grid[None, :], rows.column(), mode)
+    lam, f, g = _limits(system, workload, grid[None, :], rows.column())
     best_index = lam.argmax(axis=1)
     index = np.arange(rows.n_p.size)
     thresholds = grid[best_index]
@@ -206,7 +217,7 @@ def _optimize_splits(
     headroom = np.minimum(f, g)[index, best_index]
     if grid.size > 1 and workload.threshold_candidates() is None:
         balance_t, balance_lam, balance_prefill = _balance_point(
-            system, workload, rows, mode, grid, f, g, rows.per_deployment_max(best_lam)
+            system, workload, rows, grid, f, g, rows.per_deployment_max(best_lam)
         )
         # where Λ peaks away from the balance point (a prefill term that is not monotone in t),
         # polish the best grid point too; not where decode already binds there (Λ cannot exceed
@@ -225,7 +236,7 @@ def _optimize_splits(
             hi = grid[np.clip(best_index + 1, 0, last)][away]
             polished = rows.take(away)
             t_polished, lam_polished = golden_section_max(
-                lambda t: _limits(system, workload, t, polished, mode)[0], lo, hi, GOLDEN_STEPS
+                lambda t: _limits(system, workload, t, polished)[0], lo, hi, GOLDEN_STEPS
             )
             better = lam_polished > best_lam[away]
             thresholds[away] = np.where(better, t_polished, thresholds[away])
@@ -245,11 +256,12 @@ def optimize_fixed_hardware_batch(
     pd_instances: IntArray,
     link_bytes_per_s: FloatArray,
     threshold_tokens: float | None = None,
-    mode: Mode = Mode.PAPER,
+    mode: Mode | Sequence[Mode] = Mode.PAPER,
 ) -> tuple[FloatArray, IntArray, IntArray]:
     """`optimize_fixed_hardware` for many deployments of one system and workload at once, which
-    differ in instance counts and link bandwidth: (t, N_p, N_d) per deployment, the same choice
-    as one call each, in a handful of array operations over every deployment's splits."""
+    differ in instance counts, link bandwidth and (`mode` a sequence, one per deployment) the
+    service-time mode: (t, N_p, N_d) per deployment, the same choice as one call each, in a
+    handful of array operations over every deployment's splits."""
     prfaas = np.asarray(prfaas_instances, int)
     pd = np.asarray(pd_instances, int)
     link = np.asarray(link_bytes_per_s, float)
@@ -258,6 +270,7 @@ def optimize_fixed_hardware_batch(
             "pd_cluster.instances must be >= 1 and prfaas_cluster.instances >= 0 in every "
             f"deployment, got {int(pd.min())} and {int(prfaas.min())}"
         )
+    exact = None if isinstance(mode, Mode) else np.array([m is Mode.EXACT for m in mode])
     t_out = np.empty(pd.size)
     n_p_out = np.empty(pd.size, int)
     # a fixed threshold, no PrfaaS (nothing can be offloaded), or the coarse grid
@@ -285,13 +298,52 @@ def optimize_fixed_hardware_batch(
             prfaas_instances=np.repeat(prfaas[members], width).astype(float),
             n_p=np.where(valid, n_p, 0), n_d=np.where(valid, n_d, 0),
             link_bytes_per_s=np.repeat(link[members], width), per_deployment=width,
+            mode=_row_modes(mode, exact, members, width),
         )  # fmt: skip
-        thresholds, lam, headroom = _optimize_splits(system, workload, grid, rows, mode)
+        thresholds, lam, headroom = _optimize_splits(system, workload, grid, rows)
         chosen = _pick(lam.reshape(-1, width), headroom.reshape(-1, width))
         flat = np.arange(members.size) * width + chosen
         t_out[members] = thresholds[flat]
         n_p_out[members] = rows.n_p[flat]
     return t_out, n_p_out, pd - n_p_out
+
+
+def _row_modes(
+    mode: Mode | Sequence[Mode], exact: BoolArray | None, members: IntArray, width: int
+) -> Mode | BoolArray:
+    """The Splits mode of `members`' rows: one Mode when they share it (the cheaper path)."""
+    if isinstance(mode, Mode):
+        return mode
+    assert exact is not None
+    chosen = exact[members]
+    if chosen.all() or not chosen.any():
+        return Mode.EXACT if chosen.all() else Mode.PAPER
+    rows: BoolArray = np.repeat(chosen, width)
+    return rows
+
+
+def optimize_fixed_hardware_modes(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    space: SearchSpace,
+    modes: Sequence[Mode] = tuple(Mode),
+) -> dict[Mode, Evaluation]:
+    """`optimize_fixed_hardware` in each of `modes` (a plan compares both), solved together:
+    one pass of the optimiser over both modes' splits instead of one each; the same optima
+    to the last bit (each mode's search moves as it would alone)."""
+    count = len(modes)
+    t, n_p, n_d = optimize_fixed_hardware_batch(
+        system, workload, np.full(count, space.prfaas_instances), np.full(count, space.pd_instances),
+        np.full(count, system.link_bandwidth_bytes_per_s), space.threshold_tokens, modes,
+    )  # fmt: skip
+    configurations = [
+        Configuration(space.prfaas_instances, int(n_p[i]), int(n_d[i]), float(t[i]))
+        for i in range(count)
+    ]
+    return {
+        mode: evaluate(system, workload, configuration, mode)
+        for mode, configuration in zip(modes, configurations, strict=True)
+    }
 
 
 def optimize_fixed_hardware(
@@ -343,8 +395,26 @@ def homogeneous_baseline(
     system: ServingSystem, workload: LengthDistribution, pd_instances: int, mode: Mode = Mode.PAPER
 ) -> Evaluation:
     """Ordinary PD on `pd_instances` local instances (no PrfaaS), best prefill/decode split."""
+    configuration = _homogeneous_configuration(
+        replace(system, link_bandwidth_bytes_per_s=UNUSED_LINK_BYTES_PER_S),
+        workload, pd_instances, mode,
+    )  # fmt: skip
+    return evaluate(system, workload, configuration, mode)
+
+
+UNUSED_LINK_BYTES_PER_S = 1.0  # the homogeneous split's memo key: no request crosses a link
+
+
+@lru_cache(maxsize=64)
+def _homogeneous_configuration(
+    system: ServingSystem, workload: LengthDistribution, pd_instances: int, mode: Mode
+) -> Configuration:
+    """The split `homogeneous_baseline` evaluates, memoised per process on exact inputs (all
+    frozen values): it does not depend on the link (nothing is offloaded: t = inf, no PrfaaS
+    instance), so a server planning the same PD cluster and workload at many link bandwidths
+    or PrfaaS sizes (the what-if page's sliders; a sweep over links) searches it once."""
     space = SearchSpace(prfaas_instances=0, pd_instances=pd_instances, threshold_tokens=np.inf)
-    return optimize_fixed_hardware(system, workload, space, mode)
+    return optimize_fixed_hardware(system, workload, space, mode).configuration
 
 
 def naive_heterogeneous(

@@ -1,6 +1,8 @@
 // The what-if page: the form is a scenario (the scenario file's schema); each change, debounced,
 // POSTs it to /api/v1/whatif and draws the plan table (the CLI's view), the threshold-balance
-// curve and the unloaded TTFT percentiles. No library, no build step.
+// curve and the unloaded TTFT percentiles. The Procure panel, on demand (it solves a MILP),
+// POSTs the same scenario to /api/v1/procure and /api/v1/procure/pareto and shows the cheapest
+// deployment and the cost frontiers. No library, no build step.
 "use strict";
 
 const API = "/api/v1";
@@ -112,6 +114,7 @@ async function update() {
 
 function schedule() {
   showSliders();
+  procureStale();
   clearTimeout(timer);
   timer = setTimeout(update, DEBOUNCE_MS);
 }
@@ -230,6 +233,189 @@ function drawTtft(plan) {
   });
 }
 
+// --- procurement: the cheapest deployment and the cost frontiers -------------------------
+let procureSequence = 0;
+
+function procureStatus(text, error = false) {
+  $("procure-status").textContent = text;
+  $("procure-status").className = error ? "error" : "";
+}
+
+function procureStale() {
+  if ($("procure").dataset.runs && !$("procure-status").className) {
+    procureStatus("The scenario changed since: press Procure to update.");
+  }
+}
+
+function usd(v, digits = 1) {
+  return v === null || v === undefined ? "—" : v.toLocaleString("en", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+function goal() {
+  return document.querySelector("input[name=goal]:checked").value;
+}
+
+function procureBase() {
+  const request = { scenario: scenarioOfForm(), mode: $("mode").value };
+  if ($("procure_max").value !== "") request.max_instances_per_site = num("procure_max");
+  if ($("procure_prices").value) request.cost_model = $("procure_prices").value;
+  return request;
+}
+
+async function procureRun() {
+  const mine = ++procureSequence;
+  const request = procureBase();
+  const asked = goal() === "target" ? { target_rps: num("procure_target") } : { budget_usd_per_hour: num("procure_budget") };
+  const started = performance.now();
+  $("procure").setAttribute("aria-busy", "true");
+  procureStatus("procuring… (the procurement MILP, a few seconds)");
+  try {
+    const chosen = await post("/procure", JSON.stringify({ ...request, ...asked }));
+    if (mine !== procureSequence) return;
+    renderProcure(chosen);
+    procureStatus("enumerating the cost frontiers…");
+    // the latency frontier's rate: the target, or what the budget serves
+    const pareto = await post("/procure/pareto", JSON.stringify({ ...request, target_rps: chosen.served_rps }));
+    if (mine !== procureSequence) return;
+    drawPareto(pareto);
+    $("procure").dataset.runs = String(Number($("procure").dataset.runs || 0) + 1);
+    procureStatus(`procured in ${Math.round(performance.now() - started)} ms`);
+  } catch (error) {
+    if (mine !== procureSequence) return;
+    procureStatus(`error: ${error.message}`, true);
+  } finally {
+    if (mine === procureSequence) $("procure").removeAttribute("aria-busy");
+  }
+}
+
+function renderProcure(chosen) {
+  const total = chosen.usd_per_hour_total;
+  const routing = chosen.sites.length
+    ? `threshold ${(chosen.threshold_tokens / 1000).toFixed(1)}K tokens, ${(100 * chosen.offload_fraction).toFixed(1)}% of requests offloaded`
+    : "nothing offloaded (homogeneous PD is the cheapest)";
+  const goalText = chosen.goal.target_rps !== null ? `Cheapest deployment reaching ${chosen.goal.target_rps} req/s` : `Highest throughput within ${chosen.goal.budget_usd_per_hour} $/h`;
+  const summary = $("procure-summary");
+  summary.replaceChildren(
+    `${goalText}: `,
+    Object.assign(document.createElement("strong"), { textContent: `${usd(total)} $/h` }),
+    ` (${usd(chosen.usd_per_month_total, 0)} $/month, ${usd(chosen.usd_per_million_output_tokens, 2)} $ per million output tokens) serving ${chosen.served_rps.toFixed(3)} req/s; `
+      + `capacity ${chosen.capacity_rps.toFixed(3)} req/s, bound by ${chosen.bound.replace("_", " ")}; ${routing}; ${chosen.cost_model} prices.`,
+  );
+  summary.dataset.usdPerHour = String(total);
+  summary.dataset.bound = chosen.bound;
+  const rows = chosen.sites.map((s) => [s.name, s.gpu, `${s.instances} (${s.gpus} GPUs)`, `${s.link_offering}, ${s.link_bandwidth_gbps} Gbps, RTT ${(1000 * s.rtt_s).toFixed(0)} ms`,
+    usd(s.usd_per_hour.gpus + s.usd_per_hour.link_fixed + s.usd_per_hour.link_volume)]);
+  const pd = chosen.pd_cluster;
+  rows.push(["PD cluster", pd.gpu, `${pd.pd_prefill_instances} PD-P + ${pd.pd_decode_instances} PD-D`, "—", usd(pd.usd_per_hour)]);
+  rows.push(["total", "", "", "", usd(total)]);
+  const head = document.createElement("tr");
+  for (const c of ["", "GPU", "instances", "link", "$/h"]) head.append(Object.assign(document.createElement("th"), { scope: "col", textContent: c }));
+  $("procure-table").tHead.replaceChildren(head);
+  $("procure-table").tBodies[0].replaceChildren(...rows.map(([label, ...cells]) => {
+    const tr = document.createElement("tr");
+    tr.append(Object.assign(document.createElement("th"), { scope: "row", textContent: label }),
+      ...cells.map((cell) => Object.assign(document.createElement("td"), { textContent: cell })));
+    return tr;
+  }));
+}
+
+// A round step dividing [0, max] into at most `parts` intervals.
+function niceStep(max, parts = 5) {
+  const raw = max / parts;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  return [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10].map((m) => m * power).find((s) => raw <= s);
+}
+
+// Every key of a frontier row, so fields added to the JSON later are shown too.
+function describe(row) {
+  return Object.entries(row).map(([k, v]) => `${k}: ${typeof v === "number" ? Number(v.toPrecision(6)) : v}`).join("\n");
+}
+
+const MARKERS = {
+  homogeneous_pd: ["Homogeneous PD", "#8c959f", "square"],
+  naive_heterogeneous: ["Naive heterogeneous", "#c2410c", "triangle"],
+  scenario: ["Scenario's deployment", "#0b5cad", "diamond"],
+};
+
+function marker(shape, x, y, color) {
+  const r = 6;
+  const points = {
+    square: [[-r, -r], [r, -r], [r, r], [-r, r]],
+    triangle: [[0, -r - 1], [r, r], [-r, r]],
+    diamond: [[0, -r - 2], [r + 1, 0], [0, r + 2], [-r - 1, 0]],
+  }[shape] || [[-r, -r], [r, -r], [r, r], [-r, r]];
+  return el("polygon", { points: points.map(([dx, dy]) => `${(x + dx).toFixed(1)},${(y + dy).toFixed(1)}`).join(" "), fill: color, stroke: "#fff", "stroke-width": 1 });
+}
+
+// One frontier chart: cost (y) against `xKey` of the frontier's rows, the reference
+// deployments marked; `xMax` clips the x axis (points beyond are counted in the caption).
+function drawFrontier(svg, rows, references, xKey, xLabel, xMax, where, targetRps, legendRight) {
+  svg.replaceChildren();
+  const shown = rows.filter((r) => r[xKey] <= xMax);
+  const marks = references.filter((m) => m.usd_per_hour !== null && m[xKey] !== null && m[xKey] <= xMax);
+  const yMax = 4 * niceStep(1.05 * Math.max(1, ...shown.map((r) => r.usd_per_hour), ...marks.map((m) => m.usd_per_hour)), 4);
+  const x = (v) => BOX.left + (v / xMax) * (BOX.right - BOX.left);
+  const y = (v) => BOX.bottom - (v / yMax) * (BOX.bottom - BOX.top);
+  const step = niceStep(xMax);
+  const ticks = [];
+  for (let v = 0; v <= xMax * 1.0001; v += step) ticks.push([x(v), String(Number(v.toPrecision(3)))]);
+  axes(svg, xLabel, "cost ($/h)", yMax, ticks);
+  if (targetRps !== null) {
+    svg.append(el("line", { x1: x(targetRps), y1: BOX.top, x2: x(targetRps), y2: BOX.bottom, stroke: "#8c959f", "stroke-dasharray": "2 3" }));
+    svg.append(el("text", { x: x(targetRps) + 4, y: BOX.bottom - 6 }, `${Number(targetRps.toPrecision(4))} req/s`));
+  }
+  const path = [];
+  shown.forEach((r, i) => {
+    const px = x(r[xKey]).toFixed(1);
+    const py = y(r.usd_per_hour).toFixed(1);
+    if (i > 0) path.push(where === "pre" ? `${path[path.length - 1].split(",")[0]},${py}` : `${px},${path[path.length - 1].split(",")[1]}`);
+    path.push(`${px},${py}`);
+  });
+  svg.append(el("polyline", { points: path.join(" "), fill: "none", stroke: "#1b1f24", "stroke-width": 1.5 }));
+  for (const r of shown) {
+    const dot = el("circle", { cx: x(r[xKey]), cy: y(r.usd_per_hour), r: 2.5, fill: "#1b1f24", class: "frontier-plan" });
+    dot.append(el("title", {}, describe(r)));
+    svg.append(dot);
+  }
+  // the legend, one entry a line, in the corner the frontier leaves empty
+  const lx = legendRight ? BOX.right - 175 : BOX.left + 14;
+  let ly = BOX.top + 4;
+  const entry = (symbol, label) => {
+    svg.append(symbol);
+    svg.append(el("text", { x: lx + 12, y: ly + 4 }, label));
+    ly += 16;
+  };
+  entry(el("circle", { cx: lx, cy: ly, r: 3, fill: "#1b1f24" }), "non-dominated deployments");
+  for (const m of marks) {
+    const [label, color, shape] = MARKERS[m.name] || [m.name, "#6e40c9", "square"];
+    const node = marker(shape, x(m[xKey]), y(m.usd_per_hour), color);
+    node.append(el("title", {}, `${label}\n${describe(m)}`));
+    svg.append(node);
+    entry(marker(shape, lx, ly, color), label);
+  }
+  svg.dataset.shown = String(shown.length);
+  return rows.length - shown.length;
+}
+
+function drawPareto(pareto) {
+  const refs = pareto.reference_deployments;
+  const capacity = pareto.capacity_frontier;
+  // Λ up to 2.5x the rate asked for (or past every reference deployment): the frontier goes on
+  // to far larger (and dearer) deployments, counted in the caption
+  const capMax = Math.min(Math.max(...capacity.map((r) => r.capacity_rps)),
+    Math.max(2.5 * pareto.target_rps, ...refs.map((m) => 1.3 * m.capacity_rps)));
+  const beyond = drawFrontier($("pareto-capacity"), capacity, refs, "capacity_rps", "Λ_max (req/s)", capMax, "pre", pareto.target_rps, false);
+  const ttft = pareto.ttft_frontier;
+  const p90Max = 1.1 * Math.max(1, ...ttft.map((r) => r.p90_ttft_s), ...refs.map((m) => m.p90_ttft_s));
+  drawFrontier($("pareto-ttft"), ttft, refs, "p90_ttft_s", "unloaded P90 TTFT (s)", p90Max, "post", null, true);
+  $("pareto-capacity-caption").textContent = `Cost against Λ_max (${pareto.cost_model} prices, priced at Λ_max): ${capacity.length} non-dominated deployments of ${pareto.candidates.toLocaleString("en")} candidates`
+    + (beyond ? `, ${beyond} beyond ${capMax.toFixed(1)} req/s not drawn (up to ${Math.max(...capacity.map((r) => r.capacity_rps)).toFixed(1)} req/s at ${usd(Math.max(...capacity.map((r) => r.usd_per_hour)), 0)} $/h)` : "")
+    + "; the baselines and the scenario's deployment marked.";
+  $("pareto-ttft-caption").textContent = `Cost against unloaded P90 TTFT: ${ttft.length} non-dominated deployments among those reaching ${Number(pareto.target_rps.toPrecision(4))} req/s; the same deployments marked (at their own Λ_max).`;
+  $("pareto-capacity").dataset.plans = String(capacity.length);
+  $("pareto-ttft").dataset.plans = String(ttft.length);
+}
+
 // --- downloads and upload ----------------------------------------------------------------
 function download(name, text, type) {
   const link = document.createElement("a");
@@ -265,6 +451,13 @@ async function start() {
   $("scenario").addEventListener("input", (event) => { if (event.target.id !== "file") schedule(); });
   $("scenario").addEventListener("submit", (event) => { event.preventDefault(); update(); });
   $("file").addEventListener("change", (event) => { if (event.target.files[0]) upload(event.target.files[0]); });
+  $("procure-form").addEventListener("submit", (event) => { event.preventDefault(); procureRun(); });
+  $("procure-form").addEventListener("change", (event) => {
+    if (event.target.name === "goal") {
+      $("procure_target").disabled = goal() !== "target";
+      $("procure_budget").disabled = goal() !== "budget";
+    }
+  });
   $("download-json").addEventListener("click", () => latest && download("plan.json", JSON.stringify(latest.plan, null, 2) + "\n", "application/json"));
   $("download-md").addEventListener("click", () => latest && download("plan.md", latest.markdown, "text/markdown"));
   await update();
