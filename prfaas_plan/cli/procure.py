@@ -98,8 +98,7 @@ def procure_command(
     threshold) reaching --target-rps, or the highest throughput within --budget-usd-per-hour.
     Each site brings its own link offering (procurement.sites), so there is no --link-offering.
     --pareto: the cost frontiers instead (needs --target-rps for the latency frontier)."""
-    from prfaas_plan.commands.plan import ttft_target
-    from prfaas_plan.commands.procure import procure, procure_pricing
+    from prfaas_plan.commands.procure import procure, procure_pricing, procure_ttft_target
     from prfaas_plan.errors import ConfigError
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.pricing import parse_gpu_prices
@@ -124,9 +123,7 @@ def procure_command(
     ttft = None
     if not pareto:
         chosen = percentile(ttft_percentile) if ttft_percentile is not None else None
-        if ttft_target_s is not None and ttft_load is None and ttft_load_rps is None:
-            ttft_load = 1.0  # at the target rate itself
-        ttft = ttft_target(ttft_target_s, chosen, ttft_load_rps, ttft_load)
+        ttft = procure_ttft_target(ttft_target_s, chosen, ttft_load_rps, ttft_load)
     problem = load_problem(scenario, data_dir, None)
     pricing = procure_pricing(
         Catalog.open(data_dir), problem, gpu_prices=parse_gpu_prices(gpu_price or []),

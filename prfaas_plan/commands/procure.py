@@ -20,7 +20,7 @@ from prfaas_plan.analytic.loaded_ttft import LoadedTtft, Metric, check_metric, l
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import CostModel, Mode
 from prfaas_plan.commands.numerics import model_numerics
-from prfaas_plan.commands.plan import TtftTarget
+from prfaas_plan.commands.plan import TtftTarget, ttft_target
 from prfaas_plan.errors import ConfigError, InfeasibleError
 from prfaas_plan.inputs.catalog import Catalog, LinkOffering
 from prfaas_plan.inputs.files import write_atomically
@@ -310,6 +310,19 @@ def procure(
     capacity, bound = binding(space, point)
     return ProcureReport(problem, pricing, sites, space, target_rps, budget_usd_per_hour, point,
                          capacity, bound)  # fmt: skip
+
+
+def procure_ttft_target(
+    target_s: float | None,
+    percentile: int | str | None = None,
+    load_rps: float | None = None,
+    load_fraction: float | None = None,
+) -> TtftTarget | None:
+    """`commands.plan.ttft_target` with procure's default load: the target rate itself
+    (load_fraction 1 of target_rps) when neither load is given."""
+    if target_s is not None and load_rps is None and load_fraction is None:
+        load_fraction = 1.0
+    return ttft_target(target_s, percentile, load_rps, load_fraction)
 
 
 def _loaded(problem: Problem, sites: tuple[Site, ...], systems: tuple[ServingSystem, ...],

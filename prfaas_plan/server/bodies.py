@@ -42,17 +42,28 @@ class PricedBody(ScenarioBody):
     utilization: float | None = None
 
 
-class PlanBody(PricedBody):
+class TtftFields(Strict):
+    """A TTFT target under load (--ttft-target-s, --ttft-percentile, --ttft-load,
+    --ttft-load-rps)."""
+
+    ttft_target_s: float | None = None
+    ttft_percentile: Literal["mean", "50", "90", "99"] | None = None
+    ttft_load: float | None = None
+    ttft_load_rps: float | None = None
+
+    def ttft_percentile_value(self) -> int | str | None:
+        """The percentile as the library takes it: 'mean' or an int."""
+        p = self.ttft_percentile
+        return p if p is None or p == "mean" else int(p)
+
+
+class PlanBody(PricedBody, TtftFields):
     mode: ModeName = Mode.PAPER.value
     threshold_tokens: float | None = None
     target_rps: float | None = None
     max_prfaas_gpus: int | None = None
     solver: Literal["highs", "cbc"] | None = None
     out_of_range: Literal["extrapolate", "error"] = RangePolicy.EXTRAPOLATE.value
-    ttft_target_s: float | None = None
-    ttft_percentile: Literal["mean", "50", "90", "99"] | None = None
-    ttft_load: float | None = None
-    ttft_load_rps: float | None = None
 
 
 class EvaluateBody(PricedBody):
@@ -131,8 +142,8 @@ class ProcurePricesBody(ScenarioBody):
     mode: ModeName = Mode.PAPER.value
 
 
-class ProcureBody(ProcurePricesBody):
-    """`procure`'s flags: a target rate or a budget."""
+class ProcureBody(ProcurePricesBody, TtftFields):
+    """`procure`'s flags: a target rate or a budget, and a TTFT target with the rate."""
 
     target_rps: float | None = None
     budget_usd_per_hour: float | None = None
@@ -143,3 +154,4 @@ class ParetoBody(ProcurePricesBody):
     --pareto needs --target-rps)."""
 
     target_rps: float
+    ttft_load_rps: float | None = None  # the latency frontier at this load (else unloaded)

@@ -94,12 +94,9 @@ def plan_report(body: bodies.PlanBody, catalog: Catalog) -> "PlanReport":
     """The PlanReport of `optimize` for this body."""
     from prfaas_plan.commands.plan import plan, ttft_target
 
-    chosen = None
-    if body.ttft_percentile is not None:
-        chosen = (
-            body.ttft_percentile if body.ttft_percentile == "mean" else int(body.ttft_percentile)
-        )
-    ttft = ttft_target(body.ttft_target_s, chosen, body.ttft_load_rps, body.ttft_load)
+    ttft = ttft_target(
+        body.ttft_target_s, body.ttft_percentile_value(), body.ttft_load_rps, body.ttft_load
+    )
     problem = problem_of(body, catalog)
     return plan(
         problem, mode=Mode(body.mode), threshold_tokens=body.threshold_tokens,
@@ -256,14 +253,17 @@ def procure_inputs(body: bodies.ProcurePricesBody, catalog: Catalog) -> tuple[Pr
 @endpoint("procure", bodies.ProcureBody)
 def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> tuple[View, Document]:
     """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget."""
-    from prfaas_plan.commands.procure import procure
+    from prfaas_plan.commands.procure import procure, procure_ttft_target
     from prfaas_plan.render.procure import procure_to_json, procure_view
 
+    ttft = procure_ttft_target(
+        body.ttft_target_s, body.ttft_percentile_value(), body.ttft_load_rps, body.ttft_load
+    )
     problem, pricing = procure_inputs(body, catalog)
     report = procure(
         catalog, problem, pricing, target_rps=body.target_rps,
         budget_usd_per_hour=body.budget_usd_per_hour, gpu_prices=body.gpu_prices_usd_per_gpu_hour,
-        max_instances_per_site=body.max_instances_per_site, mode=Mode(body.mode),
+        max_instances_per_site=body.max_instances_per_site, mode=Mode(body.mode), ttft=ttft,
     )  # fmt: skip
     return procure_view(report), procure_to_json(report)
 
@@ -279,6 +279,7 @@ def procure_pareto_endpoint(body: bodies.ParetoBody, catalog: Catalog) -> tuple[
         catalog, problem, pricing, target_rps=body.target_rps,
         gpu_prices=body.gpu_prices_usd_per_gpu_hour,
         max_instances_per_site=body.max_instances_per_site, mode=Mode(body.mode),
+        ttft_load_rps=body.ttft_load_rps,
     )  # fmt: skip
     return pareto_view(report), pareto_to_json(report)
 

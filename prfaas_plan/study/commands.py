@@ -115,15 +115,13 @@ def _sensitivity(problem: Problem, p: Parameters, catalog: Catalog) -> Document:
 def _procure(problem: Problem, p: Parameters, catalog: Catalog) -> Document:
     """Prices as the CLI's without --gpu-price: the scenario's `cost:` block (a sweep can set
     or sweep `cost.gpu_prices_usd_per_gpu_hour.h200`), else the catalog's."""
-    from prfaas_plan.commands.plan import ttft_target
-    from prfaas_plan.commands.procure import procure, procure_pricing
+    from prfaas_plan.commands.procure import procure, procure_pricing, procure_ttft_target
     from prfaas_plan.render.procure import procure_to_json
 
     model = p.get("cost_model")
-    load, load_rps = p.get("ttft_load"), p.get("ttft_load_rps")
-    if p.get("ttft_target_s") is not None and load is None and load_rps is None:
-        load = 1.0  # as the CLI: at the target rate itself
-    ttft = ttft_target(p.get("ttft_target_s"), p.get("ttft_percentile"), load_rps, load)
+    ttft = procure_ttft_target(
+        p.get("ttft_target_s"), p.get("ttft_percentile"), p.get("ttft_load_rps"), p.get("ttft_load")
+    )
     pricing = procure_pricing(
         catalog, problem, cost_model=None if model is None else CostModel(model),
         parameter="cost.gpu_prices_usd_per_gpu_hour",
