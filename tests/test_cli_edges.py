@@ -104,7 +104,7 @@ def test_kv_notes_what_it_extrapolates():
         (["egress", "--scenario", "examples/case_study.yaml", "--prfaas-gpus", "12"], 3,
          "--prfaas-gpus must be a positive multiple of --gpus-per-instance, got 12 and 8"),
         (["optimize", "--ttft-target-s", "5", "--ttft-load", "-0.5"], 3,
-         "the TTFT target's load must be a finite number > 0, got -0.5"),
+         "--ttft-load (the TTFT target's load) must be a finite number > 0, got -0.5"),
         (["optimize", "--ttft-target-s", "5", "--ttft-load", "0.5", "--ttft-load-rps", "1"], 3,
          "exactly one of --ttft-load-rps and --ttft-load"),
         (["optimize", "--max-prfaas-gpus", "-8"], 3, "e.g. 0 or 8"),

@@ -317,7 +317,7 @@ def test_a_procure_sweep_takes_a_ttft_target(tmp_path):
     pricing = resolve_pricing(catalog, problem.scenario, problem.source)
     assert len(rows) == 2
     tight, loose = sorted(rows, key=lambda r: r["axis.ttft_target_s"])
-    assert tight["bound"] == "ttft" and tight["usd_per_hour_total"] > loose["usd_per_hour_total"]
+    assert tight["ttft.binds"] and tight["usd_per_hour_total"] > loose["usd_per_hour_total"]
     for row in rows:
         assert row["error_class"] is None
         report = procure(catalog, problem, pricing, target_rps=2.0, max_instances_per_site=4,

@@ -101,7 +101,11 @@ class TtftTarget:
                 parameter="ttft.load_rps",
             )
         if not (load > 0 and math.isfinite(load)):
-            raise ConfigError(f"the TTFT target's load must be a finite number > 0, got {load:g}")
+            name = "ttft.load_rps" if self.load_rps is not None else "ttft.load_fraction"
+            raise ConfigError(
+                f"{name} (the TTFT target's load) must be a finite number > 0, got {load:g}",
+                parameter=name,
+            )
         bounds.check_in_range("ttft.target_s", self.target_s, 0, bounds.MAX_SECONDS, "s")
         if self.load_rps is not None:
             bounds.check_in_range(

@@ -60,9 +60,7 @@ class ProcureReport:
     budget_usd_per_hour: float | None
     point: ProcurePoint
     capacity_rps: float  # Λ_max of the chosen counts at the chosen threshold
-    # what sets the cost: the capacity's limit (pd_decode, pd_prefill, prfaas_compute/link) or
-    # ttft (the TTFT target made the cheapest capacity-only deployment dearer)
-    bound: str
+    bound: str  # what limits that capacity: pd_decode, pd_prefill or prfaas (site compute/link)
     ttft: "ProcureTtft | None" = None
 
     @property
@@ -78,7 +76,7 @@ class ProcureTtft:
     load_rps: float
     loaded: LoadedTtft  # the chosen deployment at load_rps (its site's link and RTT)
     capacity_only_usd_per_hour: float  # the cheapest deployment reaching the target rate alone
-    capacity_bound: str  # what limits the chosen deployment's capacity
+    binds: bool  # the TTFT target makes the deployment dearer than capacity_only_usd_per_hour
     pairs_evaluated: int  # (threshold, site) pairs the TTFT search evaluated, of `pairs`
     pairs: int
 
@@ -357,13 +355,14 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
                                     goal)  # fmt: skip
         evaluated, pairs = search.pairs_evaluated, search.pairs
         if search.point is None:
-            if not math.isfinite(search.best_reach):
-                what = f"every candidate is overloaded at {load:g} req/s"
-            elif metric != "mean":
+            if math.isfinite(search.best_met_fraction):
                 what = (f"P(TTFT <= {ttft.target_s:g} s) reaches at most "
-                        f"{search.best_reach:.1%} (needs {float(metric):g}%)")  # fmt: skip
+                        f"{search.best_met_fraction:.1%} (needs {float(metric):g}%)")  # fmt: skip
+            elif math.isfinite(search.lowest_mean_s):
+                what = f"no plan's mean TTFT is below {search.lowest_mean_s:.3g} s"
             else:
-                what = f"no plan's mean TTFT is below {search.best_reach:.3g} s"
+                what = (f"every candidate is overloaded at {load:g} req/s (lower the load, or "
+                        "allow more PD instances)")  # fmt: skip
             raise InfeasibleError(
                 f"no deployment with at most one PrfaaS site reaches target_rps {target_rps:g} "
                 f"req/s with {_metric_name(metric)} TTFT <= {ttft.target_s:g} s at "
@@ -374,10 +373,9 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
         point = search.point
         state = _loaded(problem, sites, systems, space, point, load)
     assert state is not None
-    capacity, capacity_bound = binding(space, point)
-    bound = capacity_bound if meets else "ttft"
-    extra = ProcureTtft(ttft, load, state, cheapest.usd_per_hour, capacity_bound, evaluated,
-                        pairs)  # fmt: skip
+    capacity, bound = binding(space, point)
+    binds = point.usd_per_hour > cheapest.usd_per_hour * (1 + 1e-9)
+    extra = ProcureTtft(ttft, load, state, cheapest.usd_per_hour, binds, evaluated, pairs)
     return ProcureReport(problem, pricing, sites, space, target_rps, None, point, capacity, bound,
                          extra)  # fmt: skip
 

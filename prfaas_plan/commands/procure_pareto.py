@@ -9,8 +9,8 @@ the offloaded traffic over several sites are not candidates here (the MILP of `p
 handles those). The unloaded P90 TTFT adds the site's RTT to offloaded requests. Baselines
 (homogeneous PD, naive heterogeneous) and the scenario's own deployment come from `optimize`'s
 use-case with the same prices. At a load, the TTFT frontier's plans come from the
-ε-constraint search of solve/procure_ttft.py (the same single-site space, the PD split and
-decode count chosen for latency), and the reference deployments' P90 is their own at that
+ε-constraint search of solve/procure_ttft.py (the same single-site space, with the PD-P count
+chosen for latency and the fewest decode instances stable at the load), and the reference deployments' P90 is their own at that
 load (inf when it overloads them). Units: req/s, $/h, s.
 """
 
@@ -34,8 +34,7 @@ from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.procure_milp import ProcureSpace
 from prfaas_plan.solve.procure_ttft import SiteQueues, ttft_frontier
 
-PARETO_PERCENTILE = 90.0
-PARETO_PERCENTILE_METRIC: Metric = 90
+PARETO_PERCENTILE: Metric = 90
 LOADED_FRONTIER_STEP = 0.02  # consecutive plans of the loaded TTFT frontier differ by >= 2%
 
 
@@ -152,11 +151,11 @@ def procure_pareto(
     )
     grid = space.thresholds_tokens
     p90 = np.array([
-        unloaded_percentile_by_threshold(system, problem.workload, grid, PARETO_PERCENTILE, site.rtt_s)
+        unloaded_percentile_by_threshold(system, problem.workload, grid, float(PARETO_PERCENTILE), site.rtt_s)
         for site, system in zip(sites, systems, strict=True)
     ])  # fmt: skip
     pd_p90 = unloaded_percentile_by_threshold(
-        problem.system, problem.workload, np.full(1, np.inf), PARETO_PERCENTILE
+        problem.system, problem.workload, np.full(1, np.inf), float(PARETO_PERCENTILE)
     )
     plans = enumerate_plans(space, p90, float(pd_p90[0]))
 
@@ -206,7 +205,7 @@ def _loaded_frontier(sites: tuple[Site, ...], space: ProcureSpace,
     """The cost-P90 frontier at `load_rps` (solve/procure_ttft.ttft_frontier) as ParetoPlans."""
     queues = tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))
     found = ttft_frontier(space, problem.system, queues, problem.workload, target_rps, load_rps,
-                          PARETO_PERCENTILE_METRIC, step=LOADED_FRONTIER_STEP)  # fmt: skip
+                          PARETO_PERCENTILE, step=LOADED_FRONTIER_STEP)  # fmt: skip
     out = []
     for f in found:
         point = f.point

@@ -8,7 +8,7 @@ import numpy as np
 
 from prfaas_plan import __version__, units
 from prfaas_plan.commands.procure import ProcureReport, ProcureTtft
-from prfaas_plan.commands.procure_pareto import ParetoPlan, ParetoReport
+from prfaas_plan.commands.procure_pareto import LOADED_FRONTIER_STEP, ParetoPlan, ParetoReport
 from prfaas_plan.render.views import Document, View, fmt, number
 
 
@@ -85,7 +85,7 @@ def _ttft_json(ttft: ProcureTtft | None) -> Document | None:
         "p50_s": number(loaded.p50_s),
         "p90_s": number(loaded.p90_s),
         "p99_s": number(loaded.p99_s),
-        "capacity_bound": ttft.capacity_bound,
+        "binds": ttft.binds,
         "capacity_only_usd_per_hour": float(ttft.capacity_only_usd_per_hour),
         "search": {"pairs_evaluated": ttft.pairs_evaluated, "pairs": ttft.pairs},
     }
@@ -103,12 +103,11 @@ def _ttft_notes(report: ProcureReport) -> list[str]:
         f"the TTFT target raises the cost from {ttft.capacity_only_usd_per_hour:,.1f} $/h (the "
         f"cheapest deployment reaching {report.target_rps:g} req/s alone) to "
         f"{float(report.point.usd_per_hour):,.1f} $/h"
-        if report.bound == "ttft"
+        if ttft.binds
         else "the cheapest deployment reaching the rate already meets it"
     )
     return [
-        f"Capacity of this deployment: {report.capacity_rps:.3f} req/s, bound by "
-        f"{ttft.capacity_bound}.",
+        f"Capacity of this deployment: {report.capacity_rps:.3f} req/s, bound by {report.bound}.",
         f"{name} TTFT at {ttft.load_rps:g} req/s (Poisson): {figure:.3f} s, target "
         f"{ttft.target.target_s:g} s (P50/P90/P99 {ttft.loaded.p50_s:.3f} / "
         f"{ttft.loaded.p90_s:.3f} / {ttft.loaded.p99_s:.3f} s); {cost}. With a TTFT target "
@@ -175,8 +174,8 @@ PARETO_COLUMNS = (
 )  # fmt: skip
 PARETO_NOTE = (
     "Candidates: every threshold x one PrfaaS site (or none) x its instances x PD split; cost "
-    "at Λ_max (GPUs, link port if bought, link volume at Λ_max); P90 TTFT unloaded, the site's "
-    "RTT added to offloaded requests. Reference deployments (the baselines and the scenario's own deployment) are priced the same way, their P90 without an RTT."
+    "at Λ_max (GPUs, link port if bought, link volume at Λ_max); P90 TTFT unloaded (unless at a "
+    "load below), the site's RTT added to offloaded requests. Reference deployments (the baselines and the scenario's own deployment) are priced the same way, their P90 without an RTT."
 )
 
 
@@ -258,12 +257,18 @@ def pareto_view(report: ParetoReport, max_rows: int = 12) -> View:
         f"Reference deployments: {refs}.",
         PARETO_NOTE,
     ]
+    if report.ttft_load_rps is not None and not report.ttft_frontier:
+        notes.append(
+            f"No plan reaching {report.target_rps:g} req/s is stable at {report.ttft_load_rps:g} "
+            "req/s in the candidate space: lower the load or allow more instances."
+        )
     if report.ttft_load_rps is not None:
         notes.append(
             f"The cost-P90 frontier and the reference deployments' P90 are at "
             f"{report.ttft_load_rps:g} req/s (Poisson arrivals; M/G/c prefill pools and a "
-            "processor-sharing link), each plan the cheapest whose P90 is at least 2% below "
-            "the previous one's, its link volume at its Λ_max; the cost-Λ_max frontier's P90 "
+            f"processor-sharing link), each plan the cheapest whose P90 is at least "
+            f"{LOADED_FRONTIER_STEP:.0%} below "
+            f"the previous one's, its link volume at its Λ_max; the cost-Λ_max frontier's P90 "
             "stays unloaded."
         )
     title = f"prfaas-plan procure --pareto · {report.problem.scenario.name}"
@@ -277,7 +282,8 @@ def _p90_label(report: ParetoReport) -> str:
 
 
 def plot_pareto(report: ParetoReport, plot_path: Path) -> None:
-    """Left: cost against Λ_max; right: cost against unloaded P90 TTFT (plans reaching the
+    """Left: cost against Λ_max; right: cost against P90 TTFT, unloaded or at the report's load
+    (plans reaching the
     target); the reference deployments marked on both."""
     from prfaas_plan.inputs.files import write_atomically
     from prfaas_plan.render.plot import _check_suffix, _pyplot

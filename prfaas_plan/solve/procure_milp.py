@@ -227,19 +227,23 @@ def build_procure_milp(
 
 
 def point_from_solution(space: ProcureSpace, x: FloatArray) -> ProcurePoint:
+    """The point of a MILP solution: counts rounded, and Λ and each site's share clamped to what
+    the rounded counts serve (a solver's tolerance may leave ~1e-7 above it, or on a site with
+    no instance)."""
     j_count, k = len(space.sites), space.thresholds_tokens.size
     n = tuple(round(v) for v in x[:j_count])
     n_p, n_d = (round(v) for v in x[2 * j_count : 2 * j_count + 2])
     y = x[2 * j_count + 2 : 2 * j_count + 2 + k]
     kk = int(np.argmax(y))
-    served = float(x[2 * j_count + 2 + k + kk])
+    served = min(float(x[2 * j_count + 2 + k + kk]), capacity_rps(space, kk, n, n_p, n_d))
     lam_jk = x[2 * j_count + 2 + 2 * k :].reshape(j_count, k)[:, kk]
+    lam_jk = np.where(np.array(n) > 0, np.clip(lam_jk, 0.0, _site_caps(space, kk, n)), 0.0)
     volume = sum(
         units.per_s_to_per_hour(s.usd_per_offloaded_request[kk]) * r
         for s, r in zip(space.sites, lam_jk, strict=True)
     )
     cost = _cost_terms(space, kk, n, n_p, n_d) + volume
-    return ProcurePoint(kk, n, tuple(float(v) for v in lam_jk), n_p, n_d, served, cost)
+    return ProcurePoint(kk, n, tuple(float(v) for v in lam_jk), n_p, n_d, max(served, 0.0), cost)
 
 
 def _at(space: ProcureSpace, k: int) -> ProcureSpace:
@@ -412,31 +416,29 @@ def _target_lower_bounds(space: ProcureSpace, target_rps: float) -> FloatArray:
     (instances fractional; its link's fixed price spread over what it can carry of D_k, at most
     D_k), and at least one instance and one link. inf where the PD cluster cannot reach X."""
     x = target_rps
-    per_rps = _pd_rates_needed(space)
-    decode = math.ceil(x / space.decode_rps_per_instance * (1 - 1e-12))
-    with np.errstate(invalid="ignore"):
-        prefill = np.ceil(
-            np.nan_to_num((per_rps - 1 / space.decode_rps_per_instance) * x, nan=np.inf)
-            * (1 - 1e-12)
-        )
+    decode, prefill = pd_counts(space, np.full(space.thresholds_tokens.size, float(x)))
     bound = space.pd_usd_per_instance_hour * (decode + prefill)
     demand = space.offload_fraction * x
     if space.sites:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_site = [
-                np.where(s.compute_rps_per_instance > 0,
-                         s.usd_per_instance_hour / s.compute_rps_per_instance, np.inf)
-                + units.per_s_to_per_hour(s.usd_per_offloaded_request)
-                + s.fixed_usd_per_hour / np.minimum.reduce(
-                    [s.compute_rps_per_instance * s.max_instances, s.link_rps, demand])
-                for s in space.sites
-            ]  # fmt: skip
+        per_site = []
+        for s in space.sites:
+            # what the site can carry of D_k; a site that can carry nothing costs inf per req/s
+            carry = np.minimum.reduce([s.compute_rps_per_instance * s.max_instances, s.link_rps,
+                                       demand])  # fmt: skip
+            with np.errstate(divide="ignore", invalid="ignore"):
+                unit = (
+                    s.usd_per_instance_hour / s.compute_rps_per_instance
+                    + units.per_s_to_per_hour(s.usd_per_offloaded_request)
+                    + s.fixed_usd_per_hour / carry
+                )
+            per_site.append(np.where(carry > 0, unit, np.inf))
         with np.errstate(invalid="ignore"):  # 0 x inf where nothing is offloaded
             offload = np.where(demand > 0, demand * np.min(per_site, axis=0), 0.0)
     else:
         offload = np.where(demand > 0, np.inf, 0.0)
     bound = bound + np.maximum(offload, _first_instance_usd_per_hour(space))
     bound[decode + prefill > space.max_pd_instances] = np.inf
+    bound = np.nan_to_num(bound, nan=0.0)  # a bound that is not a number prunes nothing
     return bound
 
 
@@ -446,15 +448,17 @@ def _budget_upper_bounds(space: ProcureSpace, budget_usd_per_hour: float) -> Flo
     F_j + p_k Λ u_j over the sites (u_j: $ per offloaded req/s with fractional instances,
     volume included; F_j: the link's fixed price) fit the budget and the pools' reach."""
     p = space.offload_fraction
-    caps = np.array([np.minimum(s.compute_rps_per_instance * s.max_instances, s.link_rps)
-                     for s in space.sites]).reshape(len(space.sites), -1).sum(axis=0)  # fmt: skip
+    caps = sum(
+        (np.minimum(s.compute_rps_per_instance * s.max_instances, s.link_rps) for s in space.sites),
+        start=np.zeros(p.size),
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         hi = np.minimum(
             space.max_pd_instances / _pd_rates_needed(space),
             np.where(p > 0, caps / p, np.inf),
         )
         per_site = [
-            np.where(s.compute_rps_per_instance > 0,
+            np.where(np.minimum(s.compute_rps_per_instance * s.max_instances, s.link_rps) > 0,
                      s.usd_per_instance_hour / s.compute_rps_per_instance, np.inf)
             + units.per_s_to_per_hour(s.usd_per_offloaded_request)
             for s in space.sites

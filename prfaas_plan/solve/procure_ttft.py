@@ -13,6 +13,7 @@ cost first and the search stops once that bound reaches the best plan meeting th
 Units: req/s, $/h, s.
 """
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -46,9 +47,11 @@ class SiteQueues:
 @dataclass(frozen=True)
 class TtftSearch:
     point: ProcurePoint | None  # None: no single-site deployment meets the target
-    # when point is None, a bound over the whole space: no plan reaches a higher
-    # P(TTFT <= target) (percentile), or a lower mean TTFT (s) (the mean)
-    best_reach: float
+    # when point is None, over the whole space (nan for the other metric, and both where every
+    # plan is overloaded): the highest P(TTFT <= target) of a percentile target, the lowest
+    # mean TTFT of a mean target
+    best_met_fraction: float
+    lowest_mean_s: float
     pairs_evaluated: int
     pairs: int
 
@@ -69,11 +72,12 @@ def cheapest_with_ttft(
     volume_at_capacity: bool = False,
     queues: "dict[tuple[object, ...], Loads] | None" = None,
 ) -> TtftSearch:
-    """The cheapest (k, j, n_j, n_p, n_d) of the module docstring, the one nearest the target
-    among equally cheap ones. The link volume is billed at X, as in the MILP's target mode, or
+    """The cheapest (k, j, n_j, n_p, n_d) of the module docstring; among equally cheap plans
+    the one that meets the target by the widest margin (highest P(TTFT <= target), or lowest
+    mean), across pairs too. The link volume is billed at X, as in the MILP's target mode, or
     with `volume_at_capacity` at the plan's Λ_max (as `procure --pareto` prices plans).
-    `queues` memoises the pools' states, which depend on the counts and the load but not on
-    the TTFT target (several searches of one X and λ may share it)."""
+    `queues` memoises the pools' states, which depend on the counts, X and the load but not on
+    the TTFT target (several searches may share it: its keys carry X and λ)."""
     queues = {} if queues is None else queues
     x, lam = float(target_rps), float(goal.load_rps)
     k_count = space.thresholds_tokens.size
@@ -96,11 +100,11 @@ def cheapest_with_ttft(
         if np.isfinite(n_p_min[k]) else np.zeros(0)
         for k in range(k_count)
     ]  # fmt: skip
-    if ("local",) not in queues:  # one vectorised call for every (t_k, n_p)
+    if ("local", x, lam) not in queues:  # one vectorised call for every (t_k, n_p)
         ks = np.repeat(np.arange(k_count), [c.size for c in counts])
-        queues[("local",)] = loads(pd_system, workload, space.thresholds_tokens[ks], 1,
+        queues[("local", x, lam)] = loads(pd_system, workload, space.thresholds_tokens[ks], 1,
                                    np.concatenate(counts), n_d, lam, 0.0)  # fmt: skip
-    every = queues[("local",)]
+    every = queues[("local", x, lam)]
     ends = np.cumsum([c.size for c in counts])
     most_remote = (  # the offloaded route's share of requests at each t_k (0 for the mean)
         np.array([pd_mesh.weights[pd_mesh.tokens > t].sum() for t in space.thresholds_tokens])
@@ -149,10 +153,11 @@ def cheapest_with_ttft(
         n = np.arange(int(site_counts(space, site, np.full(k_count, x))[k]),
                       site.max_instances + 1, dtype=float)  # fmt: skip
         ts = np.full(n.size, t)
-        if ("remote", k, j) not in queues:
-            queues[("remote", k, j)] = loads(site_queues.system, workload, ts, n, 1, n_d,
+        key = ("remote", k, j, x, lam)
+        if key not in queues:
+            queues[key] = loads(site_queues.system, workload, ts, n, 1, n_d,
                                              lam, site_queues.rtt_s)  # fmt: skip
-        remote = route_part(site_queues.system, meshes[j], queues[("remote", k, j)], ts,
+        remote = route_part(site_queues.system, meshes[j], queues[key], ts,
                             site_queues.rtt_s, goal.target_s, offloaded=True)  # fmt: skip
         usd_site = site.usd_per_instance_hour * n + site.fixed_usd_per_hour
         return n, n_p, remote[:, None] + local[None, :], usd_site
@@ -162,7 +167,7 @@ def cheapest_with_ttft(
     evaluated = 0
     hopeless: list[tuple[int, int]] = []  # pairs no count of which can meet the target
     for bound, k, j in pairs:
-        if best is not None and bound >= best.usd_per_hour * (1 - 1e-12):
+        if best is not None and bound > best.usd_per_hour + 1e-9:
             break
         least = local_part(k)[2]
         # the same bound with the fewest PD-P instances whose route could meet the target
@@ -170,7 +175,7 @@ def cheapest_with_ttft(
         if not math.isfinite(refined):
             hopeless.append((k, j))
             continue
-        if best is not None and refined >= best.usd_per_hour * (1 - 1e-12):
+        if best is not None and refined > best.usd_per_hour + 1e-9:
             continue
         evaluated += 1
         n, n_p, reach, usd_site = grid(k, j)
@@ -204,7 +209,14 @@ def cheapest_with_ttft(
     if best is None:  # the most any plan reaches, for the caller's message: every pair
         for k, j in hopeless:
             best_reach = max(best_reach, float(grid(k, j)[2].max()))
-    return TtftSearch(best, best_reach if percentile else -best_reach, evaluated, len(pairs))
+    finite = math.isfinite(best_reach)
+    return TtftSearch(
+        best,
+        best_reach if percentile and finite else math.nan,
+        -best_reach if not percentile and finite else math.nan,
+        evaluated,
+        len(pairs),
+    )
 
 
 @dataclass(frozen=True)
@@ -251,7 +263,10 @@ def ttft_frontier(
         state = loaded_ttft(system, workload, configuration, load_rps, link_latency_s=rtt)
         limit = state.metric(percentile)
         found.append(FrontierPoint(point, limit))
-    return tuple(found)
+    # a plan as cheap as the next one found (whose TTFT is lower) is dominated by it
+    kept = [f for f, after in itertools.zip_longest(found, found[1:])
+            if after is None or after.point.usd_per_hour > f.point.usd_per_hour + 1e-9]  # fmt: skip
+    return tuple(kept)
 
 
 def _capacity_grid(space: ProcureSpace, k: int, j: int, n: FloatArray, n_p: FloatArray,
