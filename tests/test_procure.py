@@ -205,6 +205,29 @@ def test_scenario_sites(tmp_path):
     assert math.isfinite(doc["usd_per_hour_total"])
 
 
+def test_a_site_that_can_carry_nothing_changes_nothing(tmp_path):
+    """A site allowed no instance, on a link with no fixed price, once made every offloading
+    threshold's lower bound NaN (0/0), which read as infeasible: 3 req/s, which needs both
+    H200 sites, exited 6. With or without the idle site, the same plan."""
+    text = Path("examples/case_study.yaml").read_text() + (
+        "procurement:\n  max_pd_instances: 12\n  sites:\n"
+        "    - {name: east, gpu: h200, link_offering: aws-dx-100g, max_instances: 1}\n"
+        "    - {name: west, gpu: h200, link_offering: aws-dx-10g, max_instances: 1}\n"
+    )
+    docs = []
+    for idle in (
+        "",
+        "    - {name: idle, gpu: h20, link_offering: aws-internet-egress, max_instances: 0}\n",
+    ):
+        scenario = tmp_path / f"s{len(docs)}.yaml"
+        scenario.write_text(text + idle)
+        result = run("procure", scenario, "--target-rps", "3", "-f", "json")
+        assert result.returncode == 0, result.stderr
+        docs.append(json.loads(result.stdout))
+    assert [s["name"] for s in docs[1]["sites"]] == ["east", "west"]
+    assert docs[1]["usd_per_hour_total"] == pytest.approx(docs[0]["usd_per_hour_total"], rel=1e-9)
+
+
 @pytest.mark.parametrize("suffix", [".mps", ".lp"])
 def test_exported_model_has_the_same_optimum(tmp_path, suffix):
     """--export-model writes the whole MILP; HiGHS reading the file finds procure's optimum."""
