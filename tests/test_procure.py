@@ -355,3 +355,21 @@ def test_pruned_search_matches_brute_force_at_any_price_budget(
         k, n = single.threshold_index, single.site_instances
         assert capacity_rps(small, k, n, single.pd_prefill_instances,
                             single.pd_decode_instances) >= single.served_rps * (1 - 1e-9)  # fmt: skip
+
+
+def test_solver_writes_to_descriptor_1_never_reach_stdout():
+    """HiGHS inside scipy may print a debug line straight to file descriptor 1 during a MILP
+    (seen on budget-mode procure spaces); solves run with descriptor 1 on /dev/null."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os\n"
+        "from prfaas_plan.solve.quiet import solver_output_silenced\n"
+        "print('before', flush=True)\n"
+        "with solver_output_silenced():\n"
+        "    os.write(1, b'HighsMipSolverData::transformNewIntegerFeasibleSolution\\n')\n"
+        "print('after')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout == "before\nafter\n" and out.stderr == ""

@@ -120,21 +120,12 @@ def _silence_highs_banner() -> None:
     global _BANNER_SHOWN
     if _BANNER_SHOWN:
         return
-    import os
-    import sys
-
     import highspy
 
-    sys.stdout.flush()
-    saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
+    from prfaas_plan.solve.quiet import solver_output_silenced
+
+    with solver_output_silenced():
         highspy.Highs()  # type: ignore[no-untyped-call]
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
     _BANNER_SHOWN = True
 
 

@@ -32,6 +32,7 @@ from prfaas_plan.analytic.capacity import ServingSystem, rates
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import SolverError
+from prfaas_plan.solve.quiet import solver_output_silenced
 
 if TYPE_CHECKING:  # pulp is imported only where a problem is built
     import pulp
@@ -174,13 +175,14 @@ def _solve_highs(m: Milp, rel_gap: float = MILP_REL_GAP) -> FloatArray | None:
     from scipy.sparse import coo_array
 
     a = coo_array((m.a_values, (m.a_rows, m.a_cols)), shape=(m.row_lower.size, m.c.size))
-    result = milp(
-        m.c,
-        constraints=LinearConstraint(a.tocsr(), m.row_lower, m.row_upper),
-        integrality=m.integrality,
-        bounds=Bounds(m.var_lower, m.var_upper),
-        options={"time_limit": MILP_TIME_LIMIT_S, "mip_rel_gap": rel_gap, "disp": False},
-    )
+    with solver_output_silenced():  # HiGHS may print a debug line on descriptor 1
+        result = milp(
+            m.c,
+            constraints=LinearConstraint(a.tocsr(), m.row_lower, m.row_upper),
+            integrality=m.integrality,
+            bounds=Bounds(m.var_lower, m.var_upper),
+            options={"time_limit": MILP_TIME_LIMIT_S, "mip_rel_gap": rel_gap, "disp": False},
+        )
     if result.status == 2:  # infeasible
         return None
     if result.status != 0 or result.x is None:
