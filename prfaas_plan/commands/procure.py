@@ -77,6 +77,7 @@ class ProcureTtft:
     loaded: LoadedTtft  # the chosen deployment at load_rps (its site's link and RTT)
     capacity_only_usd_per_hour: float  # the cheapest deployment reaching the target rate alone
     binds: bool  # the TTFT target makes the deployment dearer than capacity_only_usd_per_hour
+    capacity_only_sites: int  # PrfaaS sites that cheapest deployment uses (> 1: not modelled)
     pairs_evaluated: int  # (threshold, site) pairs the TTFT search evaluated, of `pairs`
     pairs: int
 
@@ -361,13 +362,13 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
             elif math.isfinite(search.lowest_mean_s):
                 what = f"no plan's mean TTFT is below {search.lowest_mean_s:.3g} s"
             else:
-                what = (f"every candidate is overloaded at {load:g} req/s (lower the load, or "
-                        "allow more PD instances)")  # fmt: skip
+                what = f"every candidate is overloaded at {load:g} req/s"
             raise InfeasibleError(
                 f"no deployment with at most one PrfaaS site reaches target_rps {target_rps:g} "
                 f"req/s with {_metric_name(metric)} TTFT <= {ttft.target_s:g} s at "
                 f"{load:g} req/s: {what}; allow more instances (--max-instances-per-site, "
-                "procurement.max_pd_instances), a faster or nearer site, or relax the target",
+                "procurement.max_pd_instances), a faster or nearer site, a lower load, or relax "
+                "the target",
                 parameter="ttft.target_s",
             )
         point = search.point
@@ -375,7 +376,8 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
     assert state is not None
     capacity, bound = binding(space, point)
     binds = point.usd_per_hour > cheapest.usd_per_hour * (1 + 1e-9)
-    extra = ProcureTtft(ttft, load, state, cheapest.usd_per_hour, binds, evaluated, pairs)
+    used = sum(n > 0 for n in cheapest.site_instances)
+    extra = ProcureTtft(ttft, load, state, cheapest.usd_per_hour, binds, used, evaluated, pairs)
     return ProcureReport(problem, pricing, sites, space, target_rps, None, point, capacity, bound,
                          extra)  # fmt: skip
 

@@ -86,6 +86,7 @@ def _ttft_json(ttft: ProcureTtft | None) -> Document | None:
         "p90_s": number(loaded.p90_s),
         "p99_s": number(loaded.p99_s),
         "binds": ttft.binds,
+        "capacity_only_sites": ttft.capacity_only_sites,
         "capacity_only_usd_per_hour": float(ttft.capacity_only_usd_per_hour),
         "search": {"pairs_evaluated": ttft.pairs_evaluated, "pairs": ttft.pairs},
     }
@@ -101,8 +102,14 @@ def _ttft_notes(report: ProcureReport) -> list[str]:
     figure = ttft.loaded.metric(ttft.target.percentile)
     cost = (
         f"the TTFT target raises the cost from {ttft.capacity_only_usd_per_hour:,.1f} $/h (the "
-        f"cheapest deployment reaching {report.target_rps:g} req/s alone) to "
-        f"{float(report.point.usd_per_hour):,.1f} $/h"
+        f"cheapest deployment reaching {report.target_rps:g} req/s alone"
+        + (
+            f", which splits the offload over {ttft.capacity_only_sites} sites, a case the TTFT "
+            "model does not cover"
+            if ttft.capacity_only_sites > 1
+            else ""
+        )
+        + f") to {float(report.point.usd_per_hour):,.1f} $/h"
         if ttft.binds
         else "the cheapest deployment reaching the rate already meets it"
     )
