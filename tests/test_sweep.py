@@ -265,23 +265,30 @@ def test_a_sensitivity_sweep_row_is_the_sensitivity_report(tmp_path):
     assert gains[5] > 0 == gains[100]  # the link binds at 5 Gbps, not at 100
 
 
+def _procure_study(tmp_path, parameters: str, axes: str):
+    """Run a `procure` study of the case study; its rows, the catalog and the problem."""
+    text = (
+        "name: p\nscenario: {root}/examples/case_study.yaml\ncommand: procure\n"
+        f"parameters: {{{{{parameters}}}}}\naxes:\n{axes}"
+    )
+    path = _sweep_file(tmp_path, text)
+    assert run("sweep", str(path), str(tmp_path / "out"), "--workers", "1").returncode == 0
+    catalog = _catalog(None)
+    scenario = scenario_of(load_sweep(path, parameter_names), {}, 0)  # no scenario axis
+    problem = build_problem(scenario, ROOT / "examples" / "case_study.yaml", catalog)
+    return _frame(tmp_path / "out"), catalog, problem
+
+
 def test_a_procure_sweep_row_is_the_procure_report(tmp_path):
     """Each row of a `procure` study is the command's JSON for that scenario, flattened."""
     from prfaas_plan.commands.procure import procure
     from prfaas_plan.inputs.pricing import resolve_pricing
     from prfaas_plan.render.procure import procure_to_json
 
-    text = (
-        "name: p\nscenario: {root}/examples/case_study.yaml\ncommand: procure\n"
-        "parameters: {{max_instances_per_site: 8}}\n"
-        "axes:\n  target_rps: {{values: [2, 4]}}\n  cost_model: {{values: [on-demand, tco]}}\n"
-    )
-    path = _sweep_file(tmp_path, text)
-    assert run("sweep", str(path), str(tmp_path / "out"), "--workers", "1").returncode == 0
-    rows = _frame(tmp_path / "out")
-    catalog = _catalog(None)
-    scenario = scenario_of(load_sweep(path, parameter_names), {}, 0)  # no scenario axis
-    problem = build_problem(scenario, ROOT / "examples" / "case_study.yaml", catalog)
+    rows, catalog, problem = _procure_study(
+        tmp_path, "max_instances_per_site: 8",
+        "  target_rps: {{values: [2, 4]}}\n  cost_model: {{values: [on-demand, tco]}}\n",
+    )  # fmt: skip
     assert len(rows) == 4
     for row in rows:
         assert row["error_class"] is None
@@ -303,17 +310,10 @@ def test_a_procure_sweep_takes_a_ttft_target(tmp_path):
     from prfaas_plan.inputs.pricing import resolve_pricing
     from prfaas_plan.render.procure import procure_to_json
 
-    text = (
-        "name: p\nscenario: {root}/examples/case_study.yaml\ncommand: procure\n"
-        "parameters: {{max_instances_per_site: 4, target_rps: 2}}\n"
-        "axes:\n  ttft_target_s: {{values: [8, 30]}}\n"
-    )
-    path = _sweep_file(tmp_path, text)
-    assert run("sweep", str(path), str(tmp_path / "out"), "--workers", "1").returncode == 0
-    rows = _frame(tmp_path / "out")
-    catalog = _catalog(None)
-    scenario = scenario_of(load_sweep(path, parameter_names), {}, 0)
-    problem = build_problem(scenario, ROOT / "examples" / "case_study.yaml", catalog)
+    rows, catalog, problem = _procure_study(
+        tmp_path, "max_instances_per_site: 4, target_rps: 2",
+        "  ttft_target_s: {{values: [8, 30]}}\n",
+    )  # fmt: skip
     pricing = resolve_pricing(catalog, problem.scenario, problem.source)
     assert len(rows) == 2
     tight, loose = sorted(rows, key=lambda r: r["axis.ttft_target_s"])
