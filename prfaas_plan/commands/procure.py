@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from prfaas_plan import bounds, units
-from prfaas_plan.analytic.capacity import Configuration, ServingSystem, rates
-from prfaas_plan.analytic.loaded_ttft import LoadedTtft, Metric, check_metric, loaded_ttft
+from prfaas_plan.analytic.capacity import ServingSystem, rates
+from prfaas_plan.analytic.loaded_ttft import LoadedTtft, Metric, check_metric
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import CostModel, Mode
 from prfaas_plan.commands.numerics import model_numerics
@@ -34,7 +34,7 @@ from prfaas_plan.solve.procure_milp import (
     solve_procure,
     write_model,
 )
-from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft
+from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft, point_ttft
 from prfaas_plan.solve.sizing_milp import milp_threshold_grid
 
 
@@ -324,20 +324,6 @@ def procure_ttft_target(
     return ttft_target(target_s, percentile, load_rps, load_fraction)
 
 
-def _loaded(problem: Problem, sites: tuple[Site, ...], systems: tuple[ServingSystem, ...],
-            space: ProcureSpace, point: ProcurePoint, load_rps: float) -> LoadedTtft | None:  # fmt: skip
-    """The TTFT at `load_rps` of a point offloading to at most one site (None: several)."""
-    used = [j for j, n in enumerate(point.site_instances) if n > 0]
-    if len(used) > 1:
-        return None
-    system, rtt_s = (systems[used[0]], sites[used[0]].rtt_s) if used else (problem.system, 0.0)
-    configuration = Configuration(
-        sum(point.site_instances), point.pd_prefill_instances, point.pd_decode_instances,
-        float(space.thresholds_tokens[point.threshold_index]),
-    )  # fmt: skip
-    return loaded_ttft(system, problem.workload, configuration, load_rps, link_latency_s=rtt_s)
-
-
 def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
                space: ProcureSpace, systems: tuple[ServingSystem, ...], target_rps: float,
                cheapest: ProcurePoint, ttft: TtftTarget) -> ProcureReport:  # fmt: skip
@@ -346,12 +332,12 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
     of solve/procure_ttft.py; InfeasibleError naming the most any plan reaches."""
     load = ttft.rate_rps(target_rps)
     metric = check_metric(ttft.percentile)
-    state = _loaded(problem, sites, systems, space, cheapest, load)
+    queues = tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))
+    state = point_ttft(space, problem.system, queues, problem.workload, cheapest, load)
     meets = state is not None and state.stable and state.metric(metric) <= ttft.target_s
     point, evaluated, pairs = cheapest, 0, 0
     if not meets:
         goal = TtftGoal(metric, ttft.target_s, load)
-        queues = tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))
         search = cheapest_with_ttft(space, problem.system, queues, problem.workload, target_rps,
                                     goal)  # fmt: skip
         evaluated, pairs = search.pairs_evaluated, search.pairs
@@ -372,7 +358,7 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
                 parameter="ttft.target_s",
             )
         point = search.point
-        state = _loaded(problem, sites, systems, space, point, load)
+        state = point_ttft(space, problem.system, queues, problem.workload, point, load)
     assert state is not None
     capacity, bound = binding(space, point)
     binds = point.usd_per_hour > cheapest.usd_per_hour * (1 + 1e-9)

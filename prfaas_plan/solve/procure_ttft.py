@@ -21,11 +21,24 @@ import numpy as np
 
 from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray
-from prfaas_plan.analytic.capacity import ServingSystem
+from prfaas_plan.analytic.capacity import Configuration, ServingSystem
 from prfaas_plan.analytic.deployment_load import Loads, loads
 from prfaas_plan.analytic.distributions import LengthDistribution
-from prfaas_plan.analytic.loaded_ttft import Metric, TtftMesh, route_part, ttft_mesh
-from prfaas_plan.solve.procure_milp import ProcurePoint, ProcureSpace, pd_counts, site_counts
+from prfaas_plan.analytic.loaded_ttft import (
+    LoadedTtft,
+    Metric,
+    TtftMesh,
+    loaded_ttft,
+    route_part,
+    ttft_mesh,
+)
+from prfaas_plan.solve.procure_milp import (
+    ProcurePoint,
+    ProcureSpace,
+    capacity_rps,
+    pd_counts,
+    site_counts,
+)
 
 
 @dataclass(frozen=True)
@@ -126,12 +139,13 @@ def cheapest_with_ttft(
 
     # every pair (k, j) with a lower bound on its cost: the fewest instances reaching X
     pairs: list[tuple[float, int, int]] = []
+    site_least = [site_counts(space, site, np.full(k_count, x)) for site in space.sites]
     for j, site in enumerate((None, *space.sites), start=-1):
         if site is None:
             n_min = np.where(p > 0, np.inf, 0.0)
             extra = np.zeros(k_count)
         else:
-            n_min = site_counts(space, site, np.full(k_count, x))
+            n_min = site_least[j]
             fits = (p > 0) & (p * x <= site.link_rps * (1 + 1e-12)) & (n_min <= site.max_instances)
             n_min = np.where(fits, n_min, np.inf)
             extra = (
@@ -150,8 +164,7 @@ def cheapest_with_ttft(
             return np.zeros(1), n_p, local[None, :], np.zeros(1)
         t = float(space.thresholds_tokens[k])
         site, site_queues = space.sites[j], sites[j]
-        n = np.arange(int(site_counts(space, site, np.full(k_count, x))[k]),
-                      site.max_instances + 1, dtype=float)  # fmt: skip
+        n = np.arange(int(site_least[j][k]), site.max_instances + 1, dtype=float)
         ts = np.full(n.size, t)
         key = ("remote", k, j, x, lam)
         if key not in queues:
@@ -225,6 +238,28 @@ class FrontierPoint:
     ttft_s: float  # the percentile at the load
 
 
+def point_ttft(
+    space: ProcureSpace,
+    pd_system: ServingSystem,
+    sites: tuple[SiteQueues, ...],
+    workload: LengthDistribution,
+    point: ProcurePoint,
+    load_rps: float,
+) -> LoadedTtft | None:
+    """The TTFT at Poisson `load_rps` of a point offloading to at most one site, over that
+    site's link with its RTT (None: the point uses several sites, which the model does not
+    cover)."""
+    used = [j for j, n in enumerate(point.site_instances) if n > 0]
+    if len(used) > 1:
+        return None
+    system, rtt_s = (sites[used[0]].system, sites[used[0]].rtt_s) if used else (pd_system, 0.0)
+    configuration = Configuration(
+        sum(point.site_instances), point.pd_prefill_instances, point.pd_decode_instances,
+        float(space.thresholds_tokens[point.threshold_index]),
+    )  # fmt: skip
+    return loaded_ttft(system, workload, configuration, load_rps, link_latency_s=rtt_s)
+
+
 def ttft_frontier(
     space: ProcureSpace,
     pd_system: ServingSystem,
@@ -241,9 +276,6 @@ def ttft_frontier(
     method: the cheapest stable plan first, then repeatedly the cheapest whose percentile is
     below (1 − step) x the last one's, until none is (or `max_points`). Exact up to `step`:
     a plan within `step` of a found one's TTFT, and dearer, may be missed."""
-    from prfaas_plan.analytic.capacity import Configuration
-    from prfaas_plan.analytic.loaded_ttft import loaded_ttft
-
     found: list[FrontierPoint] = []
     limit = math.inf
     queues: dict[tuple[object, ...], Loads] = {}
@@ -253,16 +285,10 @@ def ttft_frontier(
                                     volume_at_capacity=True, queues=queues)  # fmt: skip
         if search.point is None:
             break
-        point = search.point
-        used = [j for j, c in enumerate(point.site_instances) if c]
-        system, rtt = (sites[used[0]].system, sites[used[0]].rtt_s) if used else (pd_system, 0.0)
-        configuration = Configuration(
-            sum(point.site_instances), point.pd_prefill_instances, point.pd_decode_instances,
-            float(space.thresholds_tokens[point.threshold_index]),
-        )  # fmt: skip
-        state = loaded_ttft(system, workload, configuration, load_rps, link_latency_s=rtt)
+        state = point_ttft(space, pd_system, sites, workload, search.point, load_rps)
+        assert state is not None  # the search offloads to one site at most
         limit = state.metric(percentile)
-        found.append(FrontierPoint(point, limit))
+        found.append(FrontierPoint(search.point, limit))
     # a plan as cheap as the next one found (whose TTFT is lower) is dominated by it
     kept = [f for f, after in itertools.zip_longest(found, found[1:])
             if after is None or after.point.usd_per_hour > f.point.usd_per_hour + 1e-9]  # fmt: skip
@@ -291,10 +317,6 @@ def brute_force_with_ttft(
 ) -> ProcurePoint | None:
     """The same optimum by evaluating every single-site plan's whole TTFT (tests): every
     threshold, site or none, instance count, PD split and decode count reaching X."""
-    from prfaas_plan.analytic.capacity import Configuration
-    from prfaas_plan.analytic.loaded_ttft import loaded_ttft
-    from prfaas_plan.solve.procure_milp import capacity_rps
-
     best: ProcurePoint | None = None
     size = len(space.sites)
     for k in range(space.thresholds_tokens.size):
