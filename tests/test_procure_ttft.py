@@ -171,42 +171,26 @@ def test_procure_ttft_refusals(args, code, fragments):
 def _every_single_site_plan(space, problem, queues, target, load):
     """(cost at Λ_max, P90 at `load`) of every single-site plan reaching `target` (brute force)."""
     from prfaas_plan import units
+    from prfaas_plan.solve.procure_milp import ProcurePoint
+    from prfaas_plan.solve.procure_ttft import point_ttft, single_site_plans
 
     out = []
-    size = len(space.sites)
-    for k in range(space.thresholds_tokens.size):
-        p = space.offload_fraction[k]
-        for j in range(-1, size):
-            if (j < 0) != (p == 0):
-                continue
-            for c in range(1) if j < 0 else range(1, space.sites[j].max_instances + 1):
-                n = tuple(c if i == j else 0 for i in range(size))
-                for n_p in range(space.max_pd_instances):
-                    for n_d in range(1, space.max_pd_instances - n_p + 1):
-                        cap = capacity_rps(space, k, n, n_p, n_d)
-                        if cap < target * (1 - 1e-9):
-                            continue
-                        usd = space.pd_usd_per_instance_hour * (n_p + n_d)
-                        system, rtt = problem.system, 0.0
-                        if j >= 0:
-                            s = space.sites[j]
-                            usd += (
-                                s.usd_per_instance_hour * c
-                                + s.fixed_usd_per_hour
-                                + (
-                                    units.per_s_to_per_hour(s.usd_per_offloaded_request[k])
-                                    * p
-                                    * cap
-                                )
-                            )
-                            system, rtt = queues[j].system, queues[j].rtt_s
-                        state = loaded_ttft(
-                            system, problem.workload,
-                            Configuration(c, n_p, n_d, float(space.thresholds_tokens[k])), load,
-                            link_latency_s=rtt,
-                        )  # fmt: skip
-                        if state.stable:
-                            out.append((usd, state.p90_s))
+    for k, j, n, n_p, n_d in single_site_plans(space):
+        cap = capacity_rps(space, k, n, n_p, n_d)
+        if cap < target * (1 - 1e-9):
+            continue
+        usd = space.pd_usd_per_instance_hour * (n_p + n_d)
+        if j >= 0:
+            s, p = space.sites[j], space.offload_fraction[k]
+            usd += (
+                s.usd_per_instance_hour * n[j]
+                + s.fixed_usd_per_hour
+                + (units.per_s_to_per_hour(s.usd_per_offloaded_request[k]) * p * cap)
+            )
+        point = ProcurePoint(k, n, (0.0,) * len(n), n_p, n_d, target, usd)
+        state = point_ttft(space, problem.system, queues, problem.workload, point, load)
+        if state.stable:
+            out.append((usd, state.p90_s))
     return out
 
 

@@ -324,6 +324,13 @@ def procure_ttft_target(
     return ttft_target(target_s, percentile, load_rps, load_fraction)
 
 
+def site_queues(
+    sites: tuple[Site, ...], systems: tuple[ServingSystem, ...]
+) -> tuple[SiteQueues, ...]:
+    """What the queueing model needs of each candidate site: its serving system and RTT."""
+    return tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))
+
+
 def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
                space: ProcureSpace, systems: tuple[ServingSystem, ...], target_rps: float,
                cheapest: ProcurePoint, ttft: TtftTarget) -> ProcureReport:  # fmt: skip
@@ -332,7 +339,7 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
     of solve/procure_ttft.py; InfeasibleError naming the most any plan reaches."""
     load = ttft.rate_rps(target_rps)
     metric = check_metric(ttft.percentile)
-    queues = tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))
+    queues = site_queues(sites, systems)
     state = point_ttft(space, problem.system, queues, problem.workload, cheapest, load)
     meets = state is not None and state.stable and state.metric(metric) <= ttft.target_s
     point, evaluated, pairs = cheapest, 0, 0

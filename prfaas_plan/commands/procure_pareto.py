@@ -27,12 +27,12 @@ from prfaas_plan.analytic.ttft import unloaded_percentile_by_threshold
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.commands.plan import Deployment, plan
-from prfaas_plan.commands.procure import Site, binding, procure_candidates
+from prfaas_plan.commands.procure import Site, binding, procure_candidates, site_queues
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.procure_milp import ProcureSpace
-from prfaas_plan.solve.procure_ttft import SiteQueues, ttft_frontier
+from prfaas_plan.solve.procure_ttft import ttft_frontier
 
 PARETO_PERCENTILE: Metric = 90
 LOADED_FRONTIER_STEP = 0.02  # consecutive plans of the loaded TTFT frontier differ by >= 2%
@@ -203,7 +203,7 @@ def _loaded_frontier(sites: tuple[Site, ...], space: ProcureSpace,
                      systems: tuple[ServingSystem, ...], problem: Problem, target_rps: float,
                      load_rps: float) -> tuple[ParetoPlan, ...]:  # fmt: skip
     """The cost-P90 frontier at `load_rps` (solve/procure_ttft.ttft_frontier) as ParetoPlans."""
-    queues = tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))
+    queues = site_queues(sites, systems)
     found = ttft_frontier(space, problem.system, queues, problem.workload, target_rps, load_rps,
                           PARETO_PERCENTILE, step=LOADED_FRONTIER_STEP)  # fmt: skip
     out = []

@@ -15,6 +15,7 @@ Units: req/s, $/h, s.
 
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -307,6 +308,20 @@ def _capacity_grid(space: ProcureSpace, k: int, j: int, n: FloatArray, n_p: Floa
     return grid
 
 
+def single_site_plans(space: ProcureSpace) -> Iterator[tuple[int, int, tuple[int, ...], int, int]]:
+    """Every (k, j, n, n_p, n_d) offloading to one site j at most (j = -1: none, only where
+    nothing is offloaded), n the instances per site: the space brute force enumerates."""
+    size = len(space.sites)
+    for k, j in itertools.product(range(space.thresholds_tokens.size), range(-1, size)):
+        if (j < 0) != (space.offload_fraction[k] == 0):
+            continue
+        for c in range(1) if j < 0 else range(1, space.sites[j].max_instances + 1):
+            n = tuple(c if i == j else 0 for i in range(size))
+            for n_p in range(space.max_pd_instances):
+                for n_d in range(1, space.max_pd_instances - n_p + 1):
+                    yield k, j, n, n_p, n_d
+
+
 def brute_force_with_ttft(
     space: ProcureSpace,
     pd_system: ServingSystem,
@@ -318,38 +333,22 @@ def brute_force_with_ttft(
     """The same optimum by evaluating every single-site plan's whole TTFT (tests): every
     threshold, site or none, instance count, PD split and decode count reaching X."""
     best: ProcurePoint | None = None
-    size = len(space.sites)
-    for k in range(space.thresholds_tokens.size):
-        for j in range(-1, size):
-            counts = range(1) if j < 0 else range(1, space.sites[j].max_instances + 1)
-            for c in counts:
-                n = tuple(c if i == j else 0 for i in range(size))
-                for n_p in range(space.max_pd_instances):
-                    for n_d in range(1, space.max_pd_instances - n_p + 1):
-                        if capacity_rps(space, k, n, n_p, n_d) < target_rps * (1 - 1e-9):
-                            continue
-                        if j >= 0 and space.offload_fraction[k] == 0:
-                            continue
-                        site = None if j < 0 else space.sites[j]
-                        usd = space.pd_usd_per_instance_hour * (n_p + n_d)
-                        if site is not None:
-                            usd += (
-                                site.usd_per_instance_hour * c + site.fixed_usd_per_hour
-                                + units.per_s_to_per_hour(site.usd_per_offloaded_request[k])
-                                * space.offload_fraction[k] * target_rps
-                            )  # fmt: skip
-                        if best is not None and usd >= best.usd_per_hour - 1e-9:
-                            continue
-                        system, rtt = (pd_system, 0.0) if j < 0 else (sites[j].system,
-                                                                       sites[j].rtt_s)  # fmt: skip
-                        configuration = Configuration(c, n_p, n_d,
-                                                      float(space.thresholds_tokens[k]))  # fmt: skip
-                        state = loaded_ttft(system, workload, configuration, goal.load_rps,
-                                            link_latency_s=rtt)  # fmt: skip
-                        if state.stable and state.metric(goal.metric) <= goal.target_s:
-                            shares = tuple(
-                                float(space.offload_fraction[k] * target_rps) if i == j else 0.0
-                                for i in range(size)
-                            )
-                            best = ProcurePoint(k, n, shares, n_p, n_d, target_rps, usd)
+    for k, j, n, n_p, n_d in single_site_plans(space):
+        if capacity_rps(space, k, n, n_p, n_d) < target_rps * (1 - 1e-9):
+            continue
+        offloaded = float(space.offload_fraction[k] * target_rps)
+        usd = space.pd_usd_per_instance_hour * (n_p + n_d)
+        if j >= 0:
+            site = space.sites[j]
+            usd += (
+                site.usd_per_instance_hour * n[j] + site.fixed_usd_per_hour
+                + units.per_s_to_per_hour(site.usd_per_offloaded_request[k]) * offloaded
+            )  # fmt: skip
+        if best is not None and usd >= best.usd_per_hour - 1e-9:
+            continue
+        shares = tuple(offloaded if i == j else 0.0 for i in range(len(n)))
+        point = ProcurePoint(k, n, shares, n_p, n_d, target_rps, usd)
+        state = point_ttft(space, pd_system, sites, workload, point, goal.load_rps)
+        if state is not None and state.stable and state.metric(goal.metric) <= goal.target_s:
+            best = point
     return best
