@@ -87,6 +87,19 @@ def test_the_hit_rate_scales_prefill_routing_and_transfer_not_decode(tmp_path):
         )
 
 
+def _trace_of(requests):
+    """A RequestTrace of (input tokens, block ids) pairs, arriving one a second."""
+    from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace
+
+    ids = [b for _, blocks in requests for b in blocks]
+    offsets = np.cumsum([0] + [len(blocks) for _, blocks in requests])
+    lengths = np.array([float(n) for n, _ in requests])
+    return RequestTrace(
+        np.arange(len(requests), dtype=float), lengths, np.ones(len(requests)),
+        PrefixBlocks(np.array(ids, dtype=np.int64), offsets), "t",
+    )  # fmt: skip
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(
@@ -97,21 +110,16 @@ def test_the_hit_rate_scales_prefill_routing_and_transfer_not_decode(tmp_path):
 def test_the_trace_hit_rate_is_the_share_an_unbounded_cache_serves(requests):
     """Oracle: replay the trace through a set of seen block ids, one request at a time."""
     from prfaas_plan.inputs.traces import prefix_hit_rate
-    from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace
 
-    ids = [b for _, blocks in requests for b in blocks]
-    offsets = np.cumsum([0] + [len(blocks) for _, blocks in requests])
-    lengths = np.array([float(n) for n, _ in requests])
-    trace = RequestTrace(
-        np.arange(len(requests), dtype=float), lengths, np.ones(len(requests)),
-        PrefixBlocks(np.array(ids, dtype=np.int64), offsets), "t",
-    )  # fmt: skip
+    trace = _trace_of(requests)
     seen: set[int] = set()
     cached = 0.0
     for n, blocks in requests:
         cached += min(512.0 * sum(b in seen for b in blocks), n)
         seen.update(blocks)
-    assert prefix_hit_rate(trace, 512) == pytest.approx(cached / lengths.sum(), abs=1e-12)
+    assert prefix_hit_rate(trace, 512) == pytest.approx(
+        cached / sum(n for n, _ in requests), abs=1e-12
+    )
 
 
 def test_a_hit_rate_from_the_trace_plans_as_that_rate_given(tmp_path):
@@ -329,15 +337,8 @@ def test_uniform_bands_plan_as_the_constant_rate(tmp_path):
 def test_the_trace_hit_rate_per_band_is_each_bands_share_an_unbounded_cache_serves(requests, edges):
     """Oracle: the same set replay, cached and total tokens summed per band of the length."""
     from prfaas_plan.inputs.traces import prefix_hit_rates_by_band
-    from prfaas_plan.sim.arrivals import RequestTrace
 
-    ids = [b for _, blocks in requests for b in blocks]
-    offsets = np.cumsum([0] + [len(blocks) for _, blocks in requests])
-    lengths = np.array([float(n) for n, _ in requests])
-    trace = RequestTrace(
-        np.arange(len(requests), dtype=float), lengths, np.ones(len(requests)),
-        PrefixBlocks(np.array(ids, dtype=np.int64), offsets), "t",
-    )  # fmt: skip
+    trace = _trace_of(requests)
     seen: set[int] = set()
     cached, total = [0.0] * (len(edges) + 1), [0.0] * (len(edges) + 1)
     for n, blocks in requests:
