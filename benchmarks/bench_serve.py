@@ -2,10 +2,15 @@
 
 Run by hand (not a test):  python benchmarks/bench_serve.py [--requests 1000] [--clients 20]
     [--bodies bandwidth|varied|both] [--serve-args '--workers 1'] [--slider-moves 20]
+    [--client stream|httpx]
 Starts a real uvicorn (`prfaas-plan serve` on a free 127.0.0.1 port) and stops it when done.
-1. /api/v1/plan latency: `--requests` POSTs from `--clients` concurrent clients (asyncio +
-   httpx, one connection each); p50 / p99 / max and the throughput. A bounded load: it stops
-   after `--requests`. Two sets of bodies:
+1. /api/v1/plan latency: `--requests` POSTs from `--clients` concurrent clients, one
+   keep-alive HTTP/1.1 connection each; p50 / p99 / max and the throughput. A bounded load: it
+   stops after `--requests`. The clients share this machine's cores with the server, so the load
+   generator must cost little: by default each is a bare asyncio stream writing the request and
+   reading the status line, headers and Content-Length bytes (~0.3 ms of CPU a request);
+   `--client httpx` uses httpx.AsyncClient instead (~2.7 ms a request, measured: on 2 cores that
+   alone takes the place of a third of the server's plans). Two sets of bodies:
    - `bandwidth`: the case study at bandwidths varied per request (196 values): the slider case;
      the length distribution is the case study's, so its mesh is computed once per process;
    - `varied`: every body a whole scenario with random bandwidth, instance counts and length
@@ -22,6 +27,7 @@ Starts a real uvicorn (`prfaas-plan serve` on a free 127.0.0.1 port) and stops i
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import sys
@@ -67,7 +73,7 @@ def bodies(url: str | None, kind: str, count: int) -> list[dict[str, object]]:
     return out
 
 
-async def load(
+async def load_httpx(
     url: str, requests: list[dict[str, object]], clients: int
 ) -> tuple[list[float], float, int]:
     latencies: list[float] = []
@@ -90,6 +96,83 @@ async def load(
     start = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(clients)))
     return latencies, time.perf_counter() - start, failures
+
+
+async def load_stream(
+    url: str, requests: list[dict[str, object]], clients: int
+) -> tuple[list[float], float, int]:
+    """As load_httpx, each client a bare keep-alive HTTP/1.1 stream (see the docstring)."""
+    host, port = url.removeprefix("http://").split(":")
+    raw = [json.dumps(body).encode() for body in requests]  # encoded before the clock starts
+    latencies: list[float] = []
+    failures = 0
+    pending = list(range(len(requests)))[::-1]
+
+    async def client() -> None:
+        nonlocal failures
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            while pending:
+                body = raw[pending.pop()]
+                head = (
+                    f"POST /api/v1/plan HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                ).encode()
+                start = time.perf_counter()
+                writer.write(head + body)
+                status = await reader.readline()
+                length = None
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                if length is None:
+                    raise RuntimeError(f"no Content-Length in the answer ({status!r})")
+                await reader.readexactly(length)
+                latencies.append(time.perf_counter() - start)
+                failures += not status.startswith(b"HTTP/1.1 200 ")
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return latencies, time.perf_counter() - start, failures
+
+
+def server_cpu_s(url: str) -> float:
+    """CPU seconds used so far by the `prfaas-plan serve` listening at `url` and its worker
+    processes (Linux /proc: the process whose command line has its port, and descendants)."""
+    port = url.rsplit(":", 1)[1]
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    root = None
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+        if b"serve" in argv and port.encode() in argv:
+            root = pid
+    if root is None:
+        raise RuntimeError(f"no serve process on port {port}")
+    tree, grew = {root}, True
+    while grew:
+        children = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= children
+        grew = bool(children)
+    return sum(cpu[pid] for pid in tree)
+
+
+LOADS = {"stream": load_stream, "httpx": load_httpx}
 
 
 async def server_cpu_ms(kind: str, batches: int = 3, size: int = 150) -> float:
@@ -160,6 +243,7 @@ def main() -> None:
     parser.add_argument("--bodies", choices=["bandwidth", "varied", "both"], default="both")
     parser.add_argument("--serve-args", default="", help="e.g. '--workers 1'")
     parser.add_argument("--server-cpu", action="store_true", help="only the server's CPU/request")
+    parser.add_argument("--client", choices=sorted(LOADS), default="stream", help="load generator")
     args = parser.parse_args()
     kinds = ["bandwidth", "varied"] if args.bodies == "both" else [args.bodies]
     if args.server_cpu:
@@ -168,17 +252,23 @@ def main() -> None:
             print(f"/api/v1/plan, {kind} bodies: server CPU {ms:.2f} ms per request (in-process)")
         return
     with served(*args.serve_args.split()) as url:
-        print(f"serve {args.serve_args or '(defaults)'}")
+        print(f"serve {args.serve_args or '(defaults)'}; {args.client} clients")
+        load = LOADS[args.client]
         for kind in kinds:
             work = bodies(url, kind, args.requests)
             asyncio.run(load(url, bodies(url, kind, 40), 4))  # warm-up: imports, first calls
+            client_cpu_s, serve_cpu_s = time.process_time(), server_cpu_s(url)
             latencies, wall_s, failures = asyncio.run(load(url, work, args.clients))
+            client_cpu_s = time.process_time() - client_cpu_s
+            serve_cpu_s = server_cpu_s(url) - serve_cpu_s
             ms = [1000 * x for x in latencies]
             print(f"/api/v1/plan, {kind} bodies: {args.requests} requests from {args.clients} "
                   f"concurrent clients in {wall_s:.1f} s ({args.requests / wall_s:.0f} req/s), "
                   f"{failures} not 200")  # fmt: skip
             print(f"  latency p50 {quantile(ms, 0.5):.1f} ms, p99 {quantile(ms, 0.99):.1f} ms, "
-                  f"max {max(ms):.1f} ms")  # fmt: skip
+                  f"max {max(ms):.1f} ms; CPU a request: the server's "
+                  f"{1000 * serve_cpu_s / args.requests:.2f} ms, the clients' "
+                  f"{1000 * client_cpu_s / args.requests:.2f} ms")  # fmt: skip
             single, _, _ = asyncio.run(load(url, work[:200], 1))
             one = [1000 * x for x in single]
             print(f"  one client alone (200 requests): p50 {quantile(one, 0.5):.1f} ms, "
