@@ -231,9 +231,11 @@ def decode_point_at_context(
     decode_context_tokens: float,
     slo_tokens_per_s: float,
     source: str,
+    contexts: FloatArray | None = None,
 ) -> DecodePoint:
     """Largest whole batch whose step at `decode_context_tokens` meets `1 / slo_tokens_per_s`,
-    from a table of rows (context, batch, step).
+    from a table of rows (context, batch, step); `contexts`: the table's distinct contexts where
+    it is already validated (validate_context_table's answer), else it is validated here.
 
     Interpolation: linear in batch within each profiled context, then linear in context between
     the two profiled contexts around `decode_context_tokens` (bilinear, exact for a roofline
@@ -243,7 +245,8 @@ def decode_point_at_context(
     context = np.asarray(context_tokens, dtype=float)
     batch = np.asarray(batch_sizes, dtype=float)
     step = np.asarray(step_latencies_s, dtype=float)
-    contexts = validate_context_table(context, batch, step, source=source)
+    if contexts is None:
+        contexts = validate_context_table(context, batch, step, source=source)
     if not contexts[0] <= decode_context_tokens <= contexts[-1]:
         raise RangeError(
             f"{source}: the workload's mean decode context {decode_context_tokens:,.0f} tokens lies "

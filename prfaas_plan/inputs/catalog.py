@@ -285,6 +285,8 @@ class DecodeTable:
     meta: ProfileMeta
     source: str
     context_tokens: np.ndarray | None = None  # the context of each row, when profiled
+    # its distinct contexts, ascending, once the table is validated (validate_context_table)
+    contexts: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -519,6 +521,7 @@ class Catalog:
         named = dict(zip(columns, values, strict=True))
         batch, step_s = named["batch_size"], named["decode_step_latency_s"]
         context = named.get("context_tokens")
+        contexts = None
         if context is None:
             validate_table(
                 batch, step_s, source=str(path), value_name="decode_step_latency_s",
@@ -530,10 +533,10 @@ class Catalog:
                 f"found {bounds.quoted(context.tolist())}"
             )
         else:
-            validate_context_table(context, batch, step_s, source=str(path))
+            contexts = validate_context_table(context, batch, step_s, source=str(path))
         if np.any(batch != np.round(batch)):
             raise ProfileError(f"{path}: batch_size must be whole numbers, found {batch.tolist()}")
-        return DecodeTable(batch, step_s, meta, self.shown(path), context)
+        return DecodeTable(batch, step_s, meta, self.shown(path), context, contexts)
 
 
 _DECODE_COLUMNS = ("batch_size", "decode_step_latency_s")
