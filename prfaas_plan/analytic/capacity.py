@@ -14,6 +14,7 @@ E[T(L) | L > t] (and E[S_kv(L) | L > t]), which is what a pool of servers actual
 All functions broadcast over numpy arrays so the optimiser evaluates whole grids at once.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
@@ -221,43 +222,63 @@ def evaluate(
     mode: Mode = Mode.PAPER,
 ) -> Evaluation:
     """Equations (3)-(6) for one configuration."""
-    c = configuration
+    return evaluate_many(system, workload, [configuration], [mode])[0]
+
+
+def evaluate_many(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    configurations: Sequence[Configuration],
+    modes: Sequence[Mode],
+) -> list[Evaluation]:
+    """`evaluate` of each configuration in its mode (a plan, its baselines, the other mode's
+    view of it), in one vectorised model call: the same numbers as one call each."""
+    exact = np.array([m is Mode.EXACT for m in modes])
     r = rates(
         system,
         workload,
-        c.threshold_tokens,
-        c.prfaas_instances,
-        c.pd_prefill_instances,
-        c.pd_decode_instances,
-        mode,
+        np.array([c.threshold_tokens for c in configurations], float),
+        np.array([c.prfaas_instances for c in configurations], float),
+        np.array([c.pd_prefill_instances for c in configurations], float),
+        np.array([c.pd_decode_instances for c in configurations], float),
+        Mode.EXACT if exact.all() else Mode.PAPER if not exact.any() else exact,
     )
-    limits = r.limits_rps.astype(float)
-    system_rps = float(limits.min())
-    order = np.argsort(limits, kind="stable")
-    bounds = tuple(
-        BOUND_ORDER[i] for i in order if limits[i] <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
-    )
-    p = float(r.offload_fraction)
-    egress = (
-        system_rps * p * float(r.long_kv_cache_bytes) if p > 0 and np.isfinite(system_rps) else 0.0
-    )
-    return Evaluation(
-        configuration=c,
-        mode=mode,
-        offload_fraction=p,
-        long_mean_tokens=float(r.long_mean_tokens),
-        short_mean_tokens=float(r.short_mean_tokens),
-        prfaas_service_time_s=float(r.prfaas_service_time_s),
-        pd_prefill_service_time_s=float(r.pd_prefill_service_time_s),
-        throughput=RoleThroughput(
-            prfaas_rps=float(r.prfaas_rps),
-            prfaas_compute_rps=float(r.prfaas_compute_rps),
-            prfaas_link_rps=float(r.prfaas_link_rps),
-            pd_prefill_rps=float(r.pd_prefill_rps),
-            pd_decode_rps=float(r.pd_decode_rps),
-        ),
-        system_throughput_rps=system_rps,
-        bounds=bounds,
-        kv_egress_bytes_per_s=egress,
-        link_bandwidth_bytes_per_s=system.link_bandwidth_bytes_per_s,
-    )
+    evaluations = []
+    for i, (c, mode) in enumerate(zip(configurations, modes, strict=True)):
+        limits = r.limits_rps[:, i].astype(float)
+        system_rps = float(limits.min())
+        order = np.argsort(limits, kind="stable")
+        bounds = tuple(
+            BOUND_ORDER[k]
+            for k in order
+            if limits[k] <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
+        )
+        p = float(r.offload_fraction[i])
+        egress = (
+            system_rps * p * float(r.long_kv_cache_bytes[i])
+            if p > 0 and np.isfinite(system_rps)
+            else 0.0
+        )
+        evaluations.append(
+            Evaluation(
+                configuration=c,
+                mode=mode,
+                offload_fraction=p,
+                long_mean_tokens=float(r.long_mean_tokens[i]),
+                short_mean_tokens=float(r.short_mean_tokens[i]),
+                prfaas_service_time_s=float(r.prfaas_service_time_s[i]),
+                pd_prefill_service_time_s=float(r.pd_prefill_service_time_s[i]),
+                throughput=RoleThroughput(
+                    prfaas_rps=float(r.prfaas_rps[i]),
+                    prfaas_compute_rps=float(r.prfaas_compute_rps[i]),
+                    prfaas_link_rps=float(r.prfaas_link_rps[i]),
+                    pd_prefill_rps=float(r.pd_prefill_rps[i]),
+                    pd_decode_rps=float(r.pd_decode_rps[i]),
+                ),
+                system_throughput_rps=system_rps,
+                bounds=bounds,
+                kv_egress_bytes_per_s=egress,
+                link_bandwidth_bytes_per_s=system.link_bandwidth_bytes_per_s,
+            )
+        )
+    return evaluations

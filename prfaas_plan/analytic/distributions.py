@@ -20,9 +20,8 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
+from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
 from prfaas_plan.analytic.normal import (
-    mass_between,
     normal_mass,
     small_tail,
     truncated_normal_quantile,
@@ -146,39 +145,40 @@ class TruncatedLogNormal(LengthDistribution):
         calls this in its inner loop): below = (min, t], above = (t, max]. Every order in the
         same array operations (one numpy call each, not one per order: the arrays are small,
         so the calls' fixed cost is the cost); element by element the same arithmetic as
-        `_z`, `small_tail` and `mass_between` per order."""
+        `_z`, `small_tail` and `mass_between` per order, with mass_between's branches on the
+        fixed end (min or max) decided once per distribution instead of per element."""
         # clip as min(max(.)): np.clip's dispatch costs more than the arithmetic here
         t = np.minimum(np.maximum(threshold_tokens, self.min_tokens), self.max_tokens)
-        scale, offset, z_min, tail_min, z_max, tail_max = self._split_constants
-        column = (MOMENT_ORDERS,) + (1,) * t.ndim
+        c = self._split_constants(t.ndim)
         with np.errstate(divide="ignore"):
             centred = np.log(t) - self.mu_log
-        z = (centred - offset.reshape(column)) / self.sigma_log
+        z = (centred - c.offset) / self.sigma_log
         tail = small_tail(z)
-        scale = scale.reshape(column)
-        short = scale * np.maximum(
-            mass_between(z_min.reshape(column), tail_min.reshape(column), z, tail), 0.0
+        # mass_between(z_min, tail_min, z, tail) and mass_between(z, tail, z_max, tail_max)
+        short_mass = np.where(
+            z <= 0,
+            tail - c.tail_min,
+            np.where(c.min_above_median, c.tail_min - tail, c.one_minus_tail_min - tail),
         )
-        long = scale * np.maximum(
-            mass_between(z, tail, z_max.reshape(column), tail_max.reshape(column)), 0.0
+        long_mass = np.where(
+            c.max_below_median,
+            c.tail_max - tail,
+            np.where(z >= 0, tail - c.tail_max, 1.0 - tail - c.tail_max),
         )
-        return short, long
+        return c.scale * np.maximum(short_mass, 0.0), c.scale * np.maximum(long_mass, 0.0)
+
+    def _split_constants(self, ndim: int) -> "_SplitConstants":
+        """What `split` needs of the distribution alone, shaped to broadcast against `ndim`-
+        dimensional thresholds (computed once per distribution and dimension)."""
+        cached = self._split_constants_by_ndim.get(ndim)
+        if cached is None:
+            cached = _SplitConstants.of(self, ndim)
+            self._split_constants_by_ndim[ndim] = cached
+        return cached
 
     @cached_property
-    def _split_constants(self) -> tuple[FloatArray, ...]:
-        """Per order k, as arrays over k: the scale, k sigma² (as `_z` subtracts it), and z
-        and its small tail at min and at max."""
-        orders = range(MOMENT_ORDERS)
-        z_min = [float(self._z(self.min_tokens, k)) for k in orders]
-        z_max = [float(self._z(self.max_tokens, k)) for k in orders]
-        return (
-            np.array([self._scale(k) for k in orders]),
-            np.array([k * self.sigma_log**2 for k in orders]),
-            np.array(z_min),
-            np.array([float(small_tail(z)) for z in z_min]),
-            np.array(z_max),
-            np.array([float(small_tail(z)) for z in z_max]),
-        )
+    def _split_constants_by_ndim(self) -> "dict[int, _SplitConstants]":
+        return {}
 
     def partial_moments(self, a: ArrayLike, b: ArrayLike, max_order: int = 2) -> FloatArray:
         lo = np.clip(np.asarray(a, float), self.min_tokens, self.max_tokens)
@@ -203,6 +203,40 @@ class TruncatedLogNormal(LengthDistribution):
         return (
             f"truncated log-normal (mu_log={self.mu_log:g}, sigma_log={self.sigma_log:g}) "
             f"on [{self.min_tokens:g}, {self.max_tokens:g}] tokens"
+        )
+
+
+@dataclass(frozen=True)
+class _SplitConstants:
+    """Per moment order k (the first axis, then ones to broadcast): the scale, k sigma² (as
+    `_z` subtracts it), the small tails at min and at max, 1 − the tail at min (as
+    mass_between's `1.0 - lo - hi` computes it first), and whether min lies above the median or
+    max below it (mass_between's branches that depend on the fixed end only)."""
+
+    scale: FloatArray
+    offset: FloatArray
+    tail_min: FloatArray
+    one_minus_tail_min: FloatArray
+    min_above_median: BoolArray
+    tail_max: FloatArray
+    max_below_median: BoolArray
+
+    @classmethod
+    def of(cls, d: TruncatedLogNormal, ndim: int) -> "_SplitConstants":
+        orders = range(MOMENT_ORDERS)
+        column = (MOMENT_ORDERS,) + (1,) * ndim
+        z_min = np.array([float(d._z(d.min_tokens, k)) for k in orders])
+        z_max = np.array([float(d._z(d.max_tokens, k)) for k in orders])
+        tail_min = np.array([float(small_tail(z)) for z in z_min])
+        tail_max = np.array([float(small_tail(z)) for z in z_max])
+        return cls(
+            scale=np.array([d._scale(k) for k in orders]).reshape(column),
+            offset=np.array([k * d.sigma_log**2 for k in orders]).reshape(column),
+            tail_min=tail_min.reshape(column),
+            one_minus_tail_min=(1.0 - tail_min).reshape(column),
+            min_above_median=(z_min >= 0).reshape(column),
+            tail_max=tail_max.reshape(column),
+            max_below_median=(z_max <= 0).reshape(column),
         )
 
 

@@ -14,13 +14,16 @@ import numpy as np
 from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
 
 _SQRT2 = math.sqrt(2.0)
-_erfc = np.frompyfunc(math.erfc, 1, 1)
 _inverse_cdf = np.frompyfunc(NormalDist().inv_cdf, 1, 1)
 
 
 def small_tail(z: ArrayLike) -> FloatArray:
-    """min(Φ(z), 1 − Φ(z)) = erfc(|z| / √2) / 2, exact in the tail."""
-    return 0.5 * np.asarray(_erfc(np.abs(np.asarray(z, float)) / _SQRT2), dtype=float)
+    """min(Φ(z), 1 − Φ(z)) = erfc(|z| / √2) / 2, exact in the tail (`math.erfc` per element,
+    read into a float array directly: no array of Python objects in between)."""
+    x = np.abs(np.asarray(z, float)) / _SQRT2
+    erfc = np.fromiter(map(math.erfc, x.ravel().tolist()), float, count=x.size)
+    tail: FloatArray = 0.5 * erfc.reshape(x.shape)
+    return tail
 
 
 def mass_between(

@@ -46,34 +46,47 @@ def unloaded_ttft(
     system: ServingSystem, workload: LengthDistribution, threshold_tokens: float
 ) -> TtftSummary:
     """TTFT summary when requests longer than `threshold_tokens` go to PrfaaS."""
+    return unloaded_ttfts(system, workload, [threshold_tokens])[0]
+
+
+def unloaded_ttfts(
+    system: ServingSystem, workload: LengthDistribution, thresholds_tokens: Sequence[float]
+) -> list[TtftSummary]:
+    """`unloaded_ttft` at each threshold (a plan and its baselines), the same numbers as one call
+    each: the split at every threshold is one vectorised call, and each length's TTFT on either
+    route is computed once for all of them."""
     transfer_s_per_byte = 1.0 / system.link_bandwidth_bytes_per_s
-    short, long = workload.split(threshold_tokens)
-    local_total = system.pd_prefill_latency.expectation(short)
-    offloaded_total = (
+    short, long = workload.split(np.asarray(thresholds_tokens, float))
+    local_totals = system.pd_prefill_latency.expectation(short)
+    offloaded_totals = (
         system.prfaas_prefill_latency.expectation(long)
         + system.kv_cache_size.expectation(long) * transfer_s_per_byte
     )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        local_mean = float(local_total / short[0]) if short[0] > 0 else float("nan")
-        offloaded_mean = float(offloaded_total / long[0]) if long[0] > 0 else float("nan")
-
     lengths, weights = workload.mesh()
-    offloaded = lengths > threshold_tokens
-    ttft = np.where(
-        offloaded,
-        system.prfaas_prefill_latency(lengths)
-        + system.kv_cache_size(lengths) * transfer_s_per_byte,
-        system.pd_prefill_latency(lengths),
+    remote = (
+        system.prfaas_prefill_latency(lengths) + system.kv_cache_size(lengths) * transfer_s_per_byte
     )
-    p50, p90, p99 = _weighted_percentiles(ttft, weights, PERCENTILES)
-    return TtftSummary(
-        mean_s=float((local_total + offloaded_total) / (short[0] + long[0])),
-        p50_s=float(p50),
-        p90_s=float(p90),
-        p99_s=float(p99),
-        local_mean_s=local_mean,
-        offloaded_mean_s=offloaded_mean,
-    )
+    local = system.pd_prefill_latency(lengths)
+    summaries = []
+    for i, threshold_tokens in enumerate(thresholds_tokens):
+        local_total, offloaded_total = local_totals[i], offloaded_totals[i]
+        short_mass, long_mass = short[0][i], long[0][i]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            local_mean = float(local_total / short_mass) if short_mass > 0 else float("nan")
+            offloaded_mean = float(offloaded_total / long_mass) if long_mass > 0 else float("nan")
+        ttft = np.where(lengths > threshold_tokens, remote, local)
+        p50, p90, p99 = _weighted_percentiles(ttft, weights, PERCENTILES)
+        summaries.append(
+            TtftSummary(
+                mean_s=float((local_total + offloaded_total) / (short_mass + long_mass)),
+                p50_s=float(p50),
+                p90_s=float(p90),
+                p99_s=float(p99),
+                local_mean_s=local_mean,
+                offloaded_mean_s=offloaded_mean,
+            )
+        )
+    return summaries
 
 
 def unloaded_percentile_by_threshold(

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prfaas_plan import bounds
-from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate
+from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate, evaluate_many
 from prfaas_plan.analytic.profiles import FittedCurve
-from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
+from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttfts
 from prfaas_plan.choices import Mode, RangePolicy, Solver
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError, RangeError
@@ -20,8 +20,8 @@ from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.sizing import SizingResult, size_prfaas_cluster
 from prfaas_plan.solve.threshold import (
     SearchSpace,
-    homogeneous_baseline,
-    naive_heterogeneous,
+    homogeneous_configuration,
+    naive_configuration,
     optimize_fixed_hardware_modes,
 )
 
@@ -217,26 +217,26 @@ def range_notes(problem: Problem, policy: RangePolicy) -> tuple[RangeNote, ...]:
     return tuple(notes)
 
 
-def _deployment(
-    problem: Problem, name: str, evaluation: Evaluation, pricing: "Pricing | None" = None
-) -> Deployment:
-    c = evaluation.configuration
+def _deployments(
+    problem: Problem, evaluations: dict[str, Evaluation], pricing: "Pricing | None" = None
+) -> list[Deployment]:
+    """Each named evaluation as a Deployment: GPUs, unloaded TTFT (one batched computation for
+    all of them) and, with `pricing`, its cost."""
     s = problem.scenario
-    prfaas_gpus = c.prfaas_instances * s.prfaas_cluster.gpus_per_instance
-    pd_gpus = c.pd_instances * s.pd_cluster.gpus_per_instance
-    cost = None
-    if pricing is not None:
-        from prfaas_plan.commands.cost import price_deployment
+    thresholds = [e.configuration.threshold_tokens for e in evaluations.values()]
+    ttfts = unloaded_ttfts(problem.system, problem.workload, thresholds)
+    deployments = []
+    for (name, evaluation), ttft in zip(evaluations.items(), ttfts, strict=True):
+        c = evaluation.configuration
+        prfaas_gpus = c.prfaas_instances * s.prfaas_cluster.gpus_per_instance
+        pd_gpus = c.pd_instances * s.pd_cluster.gpus_per_instance
+        cost = None
+        if pricing is not None:
+            from prfaas_plan.commands.cost import price_deployment
 
-        cost = price_deployment(problem, pricing, prfaas_gpus, pd_gpus, evaluation)
-    return Deployment(
-        name=name,
-        prfaas_gpus=prfaas_gpus,
-        pd_gpus=pd_gpus,
-        evaluation=evaluation,
-        ttft=unloaded_ttft(problem.system, problem.workload, c.threshold_tokens),
-        cost=cost,
-    )
+            cost = price_deployment(problem, pricing, prfaas_gpus, pd_gpus, evaluation)
+        deployments.append(Deployment(name, prfaas_gpus, pd_gpus, evaluation, ttft, cost))
+    return deployments
 
 
 def _plan_cost(
@@ -286,12 +286,6 @@ def _size(
         problem.system, problem.workload, problem.pd_instances, target_rps=target_rps,
         max_prfaas_instances=cap, mode=mode, solver=solver,
     )  # fmt: skip
-
-
-def _mode_comparison(problem: Problem, optimum: dict[Mode, Evaluation]) -> ModeComparison:
-    paper_config = optimum[Mode.PAPER].configuration
-    exact = evaluate(problem.system, problem.workload, paper_config, Mode.EXACT)
-    return ModeComparison(optimum[Mode.PAPER], optimum[Mode.EXACT], exact.system_throughput_rps)
 
 
 @model_numerics("optimize")
@@ -350,17 +344,32 @@ def plan(
         )  # fmt: skip
     s = problem.scenario
     total_gpus = prfaas_instances * s.prfaas_cluster.gpus_per_instance + s.pd_cluster.gpus
-    homogeneous = homogeneous_baseline(
-        system, workload, total_gpus // s.pd_cluster.gpus_per_instance, mode
+    # both baselines and the paper-mode plan's exact capacity, in one model call
+    homogeneous, naive, paper_plan_exact = evaluate_many(
+        system, workload,
+        [
+            homogeneous_configuration(
+                system, workload, total_gpus // s.pd_cluster.gpus_per_instance, mode
+            ),
+            naive_configuration(prfaas_instances, problem.pd_instances),
+            optimum[Mode.PAPER].configuration,
+        ],
+        [mode, mode, Mode.EXACT],
+    )  # fmt: skip
+    deployments = _deployments(
+        problem,
+        {"prfaas_pd": chosen, "homogeneous_pd": homogeneous, "naive_heterogeneous": naive},
+        pricing,
     )
-    naive = naive_heterogeneous(system, workload, prfaas_instances, problem.pd_instances, mode)
     return PlanReport(
         problem=problem,
         mode=mode,
-        plan=_deployment(problem, "prfaas_pd", chosen, pricing),
-        homogeneous=_deployment(problem, "homogeneous_pd", homogeneous, pricing),
-        naive=_deployment(problem, "naive_heterogeneous", naive, pricing),
-        modes=_mode_comparison(problem, optimum),
+        plan=deployments[0],
+        homogeneous=deployments[1],
+        naive=deployments[2],
+        modes=ModeComparison(
+            optimum[Mode.PAPER], optimum[Mode.EXACT], paper_plan_exact.system_throughput_rps
+        ),
         sizing=sizing,
         range_notes=notes,
         ttft_target=ttft,
@@ -404,7 +413,7 @@ def evaluate_configuration(
     evaluation = evaluate(problem.system, problem.workload, configuration, mode)
     return EvaluationReport(
         problem,
-        _deployment(problem, "evaluated", evaluation, pricing),
+        _deployments(problem, {"evaluated": evaluation}, pricing)[0],
         notes,
         _plan_cost(problem, evaluation, pricing, mode),
     )

@@ -25,6 +25,7 @@ from prfaas_plan.analytic.capacity import (
     Evaluation,
     ServingSystem,
     evaluate,
+    evaluate_many,
     rates,
 )
 from prfaas_plan.analytic.distributions import LengthDistribution
@@ -340,10 +341,8 @@ def optimize_fixed_hardware_modes(
         Configuration(space.prfaas_instances, int(n_p[i]), int(n_d[i]), float(t[i]))
         for i in range(count)
     ]
-    return {
-        mode: evaluate(system, workload, configuration, mode)
-        for mode, configuration in zip(modes, configurations, strict=True)
-    }
+    evaluations = evaluate_many(system, workload, configurations, modes)
+    return dict(zip(modes, evaluations, strict=True))
 
 
 def optimize_fixed_hardware(
@@ -395,11 +394,18 @@ def homogeneous_baseline(
     system: ServingSystem, workload: LengthDistribution, pd_instances: int, mode: Mode = Mode.PAPER
 ) -> Evaluation:
     """Ordinary PD on `pd_instances` local instances (no PrfaaS), best prefill/decode split."""
-    configuration = _homogeneous_configuration(
+    configuration = homogeneous_configuration(system, workload, pd_instances, mode)
+    return evaluate(system, workload, configuration, mode)
+
+
+def homogeneous_configuration(
+    system: ServingSystem, workload: LengthDistribution, pd_instances: int, mode: Mode = Mode.PAPER
+) -> Configuration:
+    """The configuration `homogeneous_baseline` evaluates (memoised: see below)."""
+    return _homogeneous_configuration(
         replace(system, link_bandwidth_bytes_per_s=UNUSED_LINK_BYTES_PER_S),
         workload, pd_instances, mode,
     )  # fmt: skip
-    return evaluate(system, workload, configuration, mode)
 
 
 UNUSED_LINK_BYTES_PER_S = 1.0  # the homogeneous split's memo key: no request crosses a link
@@ -425,5 +431,9 @@ def naive_heterogeneous(
     mode: Mode = Mode.PAPER,
 ) -> Evaluation:
     """Every request prefilled on PrfaaS (t = 0), every PD instance decodes."""
-    configuration = Configuration(prfaas_instances, 0, pd_instances, threshold_tokens=0.0)
-    return evaluate(system, workload, configuration, mode)
+    return evaluate(system, workload, naive_configuration(prfaas_instances, pd_instances), mode)
+
+
+def naive_configuration(prfaas_instances: int, pd_instances: int) -> Configuration:
+    """The configuration `naive_heterogeneous` evaluates."""
+    return Configuration(prfaas_instances, 0, pd_instances, threshold_tokens=0.0)
