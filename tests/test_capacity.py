@@ -3,7 +3,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.analytic.capacity import Bound, Configuration, evaluate
+from prfaas_plan.analytic.capacity import (
+    BOUND_ORDER,
+    BOUND_TIE_RTOL,
+    BOUND_TOLERANCE,
+    Bound,
+    Configuration,
+    binding_terms,
+    evaluate,
+)
 from prfaas_plan.analytic.distributions import Histogram, ObservedLengths
 from prfaas_plan.choices import Mode
 
@@ -101,3 +109,25 @@ def test_more_instances_never_lower_capacity(case_problem, n_pf, n_p, n_d, t, mo
         evaluate(s, w, more, mode).system_throughput_rps
         >= evaluate(s, w, base, mode).system_throughput_rps
     )
+
+
+def test_binding_terms_tightest_first_and_last_bit_ties_in_bound_order():
+    """Terms a rounding error apart are listed in BOUND_ORDER whichever comes out lower (it
+    differs between machines), terms further apart than BOUND_TIE_RTOL tightest first, and
+    terms beyond BOUND_TOLERANCE not at all."""
+    lam = 3.013905378969247
+    ulp_above = np.nextafter(np.nextafter(lam, np.inf), np.inf)
+    # link a rounding error above PD-P, then below it: the same order both times
+    for link, pd_prefill in ((ulp_above, lam), (lam, ulp_above)):
+        limits = np.array([3.7, link, pd_prefill, 3.125])
+        assert binding_terms(limits, float(limits.min())) == (
+            Bound.PRFAAS_LINK,
+            Bound.PD_PREFILL,
+        )
+    # 1e-7 apart (within BOUND_TOLERANCE, beyond BOUND_TIE_RTOL): the tighter first
+    limits = np.array([3.7, lam * (1 + 1e-7), lam, 3.125])
+    assert binding_terms(limits, lam) == (Bound.PD_PREFILL, Bound.PRFAAS_LINK)
+    assert BOUND_TIE_RTOL < 1e-7 < BOUND_TOLERANCE
+    # beyond BOUND_TOLERANCE: only the tightest binds; Λ_max inf: every term is inf
+    assert binding_terms(np.array([3.7, lam * 1.01, lam, 3.125]), lam) == (Bound.PD_PREFILL,)
+    assert binding_terms(np.full(4, np.inf), np.inf) == BOUND_ORDER

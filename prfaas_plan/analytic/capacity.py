@@ -213,6 +213,22 @@ class Evaluation:
 
 BOUND_ORDER = (Bound.PRFAAS_COMPUTE, Bound.PRFAAS_LINK, Bound.PD_PREFILL, Bound.PD_DECODE)
 BOUND_TOLERANCE = 1e-6
+# binding terms closer to each other than this (relative to Λ_max) are listed in BOUND_ORDER:
+# at a balance point two terms agree to the last bits, and which of them comes out a rounding
+# error lower differs between machines (numpy's log and exp differ by CPU in the last bit)
+BOUND_TIE_RTOL = 1e-9
+
+
+def binding_terms(limits: FloatArray, system_rps: float) -> tuple[Bound, ...]:
+    """The terms within BOUND_TOLERANCE of Λ_max, tightest first (ties in BOUND_ORDER)."""
+    within = [
+        k for k in range(limits.size) if limits[k] <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
+    ]
+    if 0 < system_rps < np.inf:
+        within.sort(key=lambda k: (round(float(limits[k] / system_rps - 1) / BOUND_TIE_RTOL), k))
+    else:  # Λ_max 0 or inf: the terms equal to it, in BOUND_ORDER
+        within.sort(key=lambda k: (limits[k], k))
+    return tuple(BOUND_ORDER[k] for k in within)
 
 
 def evaluate(
@@ -247,12 +263,7 @@ def evaluate_many(
     for i, (c, mode) in enumerate(zip(configurations, modes, strict=True)):
         limits = r.limits_rps[:, i].astype(float)
         system_rps = float(limits.min())
-        order = np.argsort(limits, kind="stable")
-        bounds = tuple(
-            BOUND_ORDER[k]
-            for k in order
-            if limits[k] <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
-        )
+        bounds = binding_terms(limits, system_rps)
         p = float(r.offload_fraction[i])
         egress = (
             system_rps * p * float(r.long_kv_cache_bytes[i])

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from prfaas_plan import units
-from prfaas_plan.analytic.capacity import BOUND_ORDER, BOUND_TOLERANCE, rates
+from prfaas_plan.analytic.capacity import binding_terms, rates
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.plan import check_threshold
 from prfaas_plan.inputs.scenario import Problem, Scenario
@@ -64,11 +64,8 @@ def _evaluations(
     r = rates(problem.system, problem.workload, t, prfaas, n_p, n_d, mode, link)
     limits = r.limits_rps
     system_rps = limits.min(axis=0)
-    order = np.argsort(limits, axis=0, kind="stable")
-    binding = limits <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
     bounds_text = [
-        ",".join(str(BOUND_ORDER[k]) for k in order[:, i] if binding[k, i])
-        for i in range(system_rps.size)
+        ",".join(binding_terms(limits[:, i], float(system_rps[i]))) for i in range(system_rps.size)
     ]
     p = r.offload_fraction
     with np.errstate(invalid="ignore"):
