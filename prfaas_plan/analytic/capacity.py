@@ -120,23 +120,31 @@ def _service_times(
     return np.where(serves, mean_tokens, np.nan), [np.where(serves, v, np.nan) for v in values]
 
 
-def rates(
+class _Prefill(NamedTuple):
+    """What both prefill roles and the link give at a threshold (see `rates`)."""
+
+    short: FloatArray  # partial moments of L <= t
+    long: FloatArray  # partial moments of L > t
+    long_mean_tokens: FloatArray
+    short_mean_tokens: FloatArray
+    prfaas_service_time_s: FloatArray
+    pd_prefill_service_time_s: FloatArray
+    long_kv_cache_bytes: FloatArray
+    prfaas_compute_rps: FloatArray
+    prfaas_link_rps: FloatArray
+    pd_prefill_rps: FloatArray
+
+
+def _prefill(
     system: ServingSystem,
     workload: LengthDistribution,
     threshold_tokens: ArrayLike,
     prfaas_instances: ArrayLike,
     pd_prefill_instances: ArrayLike,
-    pd_decode_instances: ArrayLike,
     mode: Mode | BoolArray,
-    link_bandwidth_bytes_per_s: ArrayLike | None = None,
-) -> Rates:
-    """All capacity terms of equations (3)-(6), broadcast over the inputs; `link_bandwidth_bytes_per_s`
-    (default: the system's) may be an array too, for many deployments of one system at once,
-    and so may `mode` (True where Mode.EXACT: both modes' rows in one call).
-    The optimiser calls this in its inner loop on arrays of a few dozen elements, where each
-    numpy call's fixed cost is the cost: hence one call per quantity, no more."""
+    link_bandwidth_bytes_per_s: ArrayLike | None,
+) -> _Prefill:
     short, long = workload.split(threshold_tokens)
-    p = long[0]
     with np.errstate(divide="ignore", invalid="ignore"):  # nan where a role serves nobody
         # S_kv is affine, so E[S_kv(L) | L > t] = S_kv(l_long): both modes agree on the link term.
         l_long, (t_long, s_long) = _service_times(
@@ -152,12 +160,37 @@ def rates(
     )
     link = np.asarray(bandwidth, float) / s_long
     pd_prefill = np.asarray(pd_prefill_instances, float) / t_short
+    return _Prefill(
+        short, long, l_long, l_short, t_long, t_short, s_long, compute, link, pd_prefill
+    )
+
+
+def rates(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    threshold_tokens: ArrayLike,
+    prfaas_instances: ArrayLike,
+    pd_prefill_instances: ArrayLike,
+    pd_decode_instances: ArrayLike,
+    mode: Mode | BoolArray,
+    link_bandwidth_bytes_per_s: ArrayLike | None = None,
+) -> Rates:
+    """All capacity terms of equations (3)-(6), broadcast over the inputs; `link_bandwidth_bytes_per_s`
+    (default: the system's) may be an array too, for many deployments of one system at once,
+    and so may `mode` (True where Mode.EXACT: both modes' rows in one call).
+    The optimiser calls this in its inner loop on arrays of a few dozen elements, where each
+    numpy call's fixed cost is the cost: hence one call per quantity, no more."""
+    r = _prefill(
+        system, workload, threshold_tokens, prfaas_instances, pd_prefill_instances, mode,
+        link_bandwidth_bytes_per_s,
+    )  # fmt: skip
+    p = r.long[0]
     decode = np.asarray(pd_decode_instances, float) * system.decode_rps_per_instance
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = (
-            _per_share(compute, p),
-            _per_share(link, p),
-            _per_share(pd_prefill, short[0]),
+            _per_share(r.prfaas_compute_rps, p),
+            _per_share(r.prfaas_link_rps, p),
+            _per_share(r.pd_prefill_rps, r.short[0]),
             decode,
         )
     limits = np.empty((len(terms), *np.broadcast_shapes(*(term.shape for term in terms))))
@@ -165,17 +198,38 @@ def rates(
         limits[row] = term
     return Rates(
         offload_fraction=p,
-        long_mean_tokens=l_long,
-        short_mean_tokens=l_short,
-        prfaas_service_time_s=t_long,
-        pd_prefill_service_time_s=t_short,
-        long_kv_cache_bytes=s_long,
-        prfaas_compute_rps=compute,
-        prfaas_link_rps=link,
-        pd_prefill_rps=pd_prefill,
+        long_mean_tokens=r.long_mean_tokens,
+        short_mean_tokens=r.short_mean_tokens,
+        prfaas_service_time_s=r.prfaas_service_time_s,
+        pd_prefill_service_time_s=r.pd_prefill_service_time_s,
+        long_kv_cache_bytes=r.long_kv_cache_bytes,
+        prfaas_compute_rps=r.prfaas_compute_rps,
+        prfaas_link_rps=r.prfaas_link_rps,
+        pd_prefill_rps=r.pd_prefill_rps,
         pd_decode_rps=decode,
         limits_rps=limits,
     )
+
+
+def prefill_limits(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    threshold_tokens: ArrayLike,
+    prfaas_instances: ArrayLike,
+    pd_prefill_instances: ArrayLike,
+    mode: Mode | BoolArray,
+    link_bandwidth_bytes_per_s: ArrayLike | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """The two terms the threshold trades, Θ_prfaas/p and Θ_pd-p/(1 − p), as `rates` computes
+    them (the same numbers) without the rest: the optimiser's root search calls only this."""
+    r = _prefill(
+        system, workload, threshold_tokens, prfaas_instances, pd_prefill_instances, mode,
+        link_bandwidth_bytes_per_s,
+    )  # fmt: skip
+    p = r.long[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prfaas = np.minimum(_per_share(r.prfaas_compute_rps, p), _per_share(r.prfaas_link_rps, p))
+        return prfaas, _per_share(r.pd_prefill_rps, r.short[0])
 
 
 @dataclass(frozen=True)

@@ -96,8 +96,9 @@ class LengthDistribution(ABC):
         above: FloatArray = self.partial_moments(tokens, np.inf, max_order=0)[0]
         return above
 
-    @property
+    @cached_property
     def mean_tokens(self) -> float:
+        """E[L] (computed once per distribution: distributions are frozen)."""
         m = self.partial_moments(-np.inf, np.inf, max_order=1)
         return float(m[1] / m[0])
 
@@ -204,6 +205,16 @@ class TruncatedLogNormal(LengthDistribution):
             f"truncated log-normal (mu_log={self.mu_log:g}, sigma_log={self.sigma_log:g}) "
             f"on [{self.min_tokens:g}, {self.max_tokens:g}] tokens"
         )
+
+
+@lru_cache(maxsize=64)
+def truncated_log_normal(
+    mu_log: float, sigma_log: float, min_tokens: float, max_tokens: float
+) -> TruncatedLogNormal:
+    """The TruncatedLogNormal of these parameters, one instance per parameters in a process:
+    what an instance memoises (its split constants, mean and normaliser) is computed once, not
+    once per plan, where a server or a study plans the same workload again and again."""
+    return TruncatedLogNormal(mu_log, sigma_log, min_tokens, max_tokens)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from prfaas_plan.analytic.distributions import (
     Histogram,
     LengthDistribution,
     ObservedLengths,
-    TruncatedLogNormal,
     UncachedLengths,
+    truncated_log_normal,
 )
 from prfaas_plan.analytic.profiles import (
     DecodePoint,
@@ -412,7 +412,7 @@ def build_workload(
     field: str = "input_tokens",
 ) -> LengthDistribution:
     if isinstance(spec, LogNormalLengths):
-        d = TruncatedLogNormal(spec.mu_log, spec.sigma_log, spec.min_tokens, spec.max_tokens)
+        d = truncated_log_normal(spec.mu_log, spec.sigma_log, spec.min_tokens, spec.max_tokens)
         mass = d.untruncated_mass
         if not mass > MIN_LOGNORMAL_MASS:
             raise ConfigError(

@@ -26,6 +26,7 @@ from prfaas_plan.analytic.capacity import (
     ServingSystem,
     evaluate,
     evaluate_many,
+    prefill_limits,
     rates,
 )
 from prfaas_plan.analytic.distributions import LengthDistribution
@@ -167,7 +168,9 @@ def _balance_point(
         with np.errstate(invalid="ignore", divide="ignore"):
             falsi = (a * gb - b * ga) / (gb - ga)
         c = np.where(finite, falsi, 0.5 * (a + b))
-        _, f, g = _limits(system, workload, c, rows)
+        f, g = prefill_limits(
+            system, workload, c, rows.prfaas_instances, rows.n_p, rows.mode, rows.link_bytes_per_s
+        )
         gc = f - g
         right = gc < 0  # the crossing is right of c
         move_a = moving & right
