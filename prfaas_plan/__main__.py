@@ -2,4 +2,5 @@
 
 from prfaas_plan.cli import main
 
-main()
+if __name__ == "__main__":  # not when a `serve` worker process (spawned) imports it
+    main()

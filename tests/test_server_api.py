@@ -32,13 +32,7 @@ from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import load_scenario
 from prfaas_plan.server import endpoints
-from prfaas_plan.server.app import (
-    STATIC,
-    WORKER_SETTINGS,
-    app_from_environment,
-    create_app,
-    worker_settings,
-)
+from prfaas_plan.server.app import STATIC, create_app
 from prfaas_plan.server.limits import Limits
 from tests.browser import served
 from tests.test_cli import assert_clean_error, data_copy, run, scenario_with
@@ -429,18 +423,49 @@ def test_serve_refuses_more_workers_than_requests_computing_at_once(args, fragme
     assert_clean_error(run("serve", *args), 3, fragment)
 
 
-def test_a_worker_process_builds_its_app_from_the_settings_serve_passes(
-    client, monkeypatch, tmp_path
-):
+def test_worker_processes_answer_as_threads_on_their_own_catalog(client, tmp_path):
+    """`serve`'s worker processes (spawned, each reading the data dir it is given) give the
+    in-process application's bytes, JSON and Markdown, and the page's what-if."""
     data = data_copy(tmp_path)
-    limits = Limits(max_concurrent=1, max_queued=3, timeout_s=7.0)
-    monkeypatch.setenv(WORKER_SETTINGS, worker_settings(limits, data))
-    worker = TestClient(app_from_environment())
-    body = {"bandwidth_gbps": 25}
-    direct = TestClient(create_app(limits, data))
-    assert post(worker, "plan", body).text == post(direct, "plan", body).text
-    assert str(data) in post(worker, "plan", body).text  # the data dir reached the worker
-    assert json.loads(worker_settings(limits, data))["limits"]["max_queued"] == 3
+    app = create_app(Limits(max_concurrent=1, max_queued=3), data, processes=1)
+    app.state.runner.start()
+    try:
+        worker, direct = TestClient(app), TestClient(create_app(data_dir=data))
+        for name, body, query in [
+            ("plan", {"bandwidth_gbps": 25}, ""),
+            ("plan", {"bandwidth_gbps": 25}, "?format=markdown"),
+            ("whatif", {"bandwidth_gbps": 10}, ""),
+            ("plan", {"bandwidth_gbps": -1}, ""),  # an error crosses the process boundary too
+        ]:
+            answers = [post(c, name + query, body) for c in (worker, direct)]
+            assert [a.status_code for a in answers] == [answers[1].status_code] * 2
+            assert answers[0].text == answers[1].text
+        assert str(data) in post(worker, "plan").text  # the data dir reached the worker
+    finally:
+        app.state.runner.shutdown()
+
+
+def test_a_worker_process_that_dies_is_replaced_and_its_request_answered_503():
+    """A worker killed (as the kernel kills one out of memory): the request it would have
+    computed is answered 503 in one line, and the next one computes on a new worker."""
+    import os
+    import signal
+
+    app = create_app(Limits(max_concurrent=1, max_queued=3), processes=1)
+    runner = app.state.runner
+    runner.start()
+    try:
+        client = TestClient(app)
+        assert post(client, "plan").status_code == 200
+        for pid in list(runner.pool._processes):  # the pool's own record of its processes
+            os.kill(pid, signal.SIGKILL)
+        lost = post(client, "plan")
+        assert lost.status_code == 503, lost.text
+        assert lost.json()["error"]["type"] == "WorkerLost"
+        assert "has been replaced" in lost.json()["error"]["message"]
+        assert post(client, "plan").status_code == 200
+    finally:
+        runner.shutdown()
 
 
 def test_serve_with_two_workers_answers_as_the_in_process_app(client):

@@ -31,8 +31,8 @@ def serve(
         int | None,
         typer.Option(
             "--workers",
-            help="Server processes (default: one per core, at most --max-concurrent); "
-            "--max-concurrent and --max-queued are shared out among them.",
+            help="Worker processes computing requests (default: one per core, at most "
+            "--max-concurrent), all taking from one queue.",
         ),
     ] = None,
     timeout_s: Annotated[
@@ -52,7 +52,7 @@ def serve(
     try:
         import uvicorn
 
-        from prfaas_plan.server.app import WORKER_SETTINGS, create_app, worker_settings
+        from prfaas_plan.server.app import create_app
     except ImportError as exc:
         raise ConfigError(
             f"serve needs fastapi and uvicorn: pip install prfaas-plan ({exc})"
@@ -62,29 +62,23 @@ def serve(
     if not 1 <= processes <= max_concurrent:
         raise ConfigError(
             f"--workers must be in [1, --max-concurrent={max_concurrent}] (each process computes "
-            f"at least one request at a time), got {processes}"
+            f"one request at a time), got {processes}"
         )
-    # the bounds are totals: each process gets its share (a process's requests queue on its own)
-    limits = Limits(
-        max_concurrent=max_concurrent // processes,
-        max_queued=max_queued // processes,
-        timeout_s=timeout_s,
-    )
-    application = create_app(limits, data_dir)  # the catalog's errors here, before the banner
-    exposed = (
-        "" if host in ("127.0.0.1", "localhost", "::1") else " (reachable from other machines)"
-    )
-    sys.stderr.write(
-        f"prfaas-plan serve: listening on http://{host}:{port}/{exposed}; API docs at /docs; "
-        f"{processes} process{'es' if processes > 1 else ''}, each computing at most "
-        f"{limits.max_concurrent} request{'s' if limits.max_concurrent > 1 else ''} at once\n"
-    )
-    sys.stderr.flush()
-    if processes == 1:
+    limits = Limits(max_concurrent=processes, max_queued=max_queued, timeout_s=timeout_s)
+    # the catalog's errors here, before the banner; then every worker reads its own
+    application = create_app(limits, data_dir, processes=processes)
+    runner = application.state.runner
+    try:
+        runner.start()
+        exposed = (
+            "" if host in ("127.0.0.1", "localhost", "::1") else " (reachable from other machines)"
+        )
+        sys.stderr.write(
+            f"prfaas-plan serve: listening on http://{host}:{port}/{exposed}; API docs at /docs; "
+            f"{processes} worker process{'es' if processes > 1 else ''}, one request at a time "
+            f"each, {max_queued} more waiting at most\n"
+        )
+        sys.stderr.flush()
         uvicorn.run(application, host=host, port=port, log_level="warning")
-        return
-    os.environ[WORKER_SETTINGS] = worker_settings(limits, data_dir)
-    uvicorn.run(
-        "prfaas_plan.server.app:app_from_environment", factory=True, workers=processes,
-        host=host, port=port, log_level="warning",
-    )  # fmt: skip
+    finally:
+        runner.shutdown()

@@ -12,20 +12,19 @@ A response is the CLI's JSON document (`?format=markdown` gives the CLI's Markdo
     409 InfeasibleError (no plan meets the target; the message names what binds)
     413 body over max_body_bytes
     422 ConfigError, ProfileError, RangeError (and a body that breaks the schema: a ConfigError)
-    503 SolverError, ResourceLimitError (out of memory), or max_concurrent requests running and
-        max_queued more waiting
+    503 SolverError, ResourceLimitError (out of memory), max_concurrent requests running and
+        max_queued more waiting, or a worker process that ended while computing the request
     504 a request over timeout_s (its work finishes in the background, holding its slot)
+
+Requests compute on worker processes (server/workers.py), the HTTP side stays in this one.
 
 Nothing a client sends produces a 500: any other exception is a bug, answered 500 with one line
 and no traceback.
 """
 
-import asyncio
 import json
-import os
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +47,12 @@ from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.reading import Strict, parse, parse_yaml_text
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import load_scenario, scenario_from_data
-from prfaas_plan.render.views import Document, View, dumps, render_markdown
-from prfaas_plan.server.endpoints import ENDPOINTS, Endpoint, plan_report
+from prfaas_plan.render.views import Document, dumps
+from prfaas_plan.server.endpoints import ENDPOINTS, Endpoint
 from prfaas_plan.server.limits import Limits
+from prfaas_plan.server.workers import WHATIF, ApiError, Runner
 
 STATIC = Path(__file__).resolve().parent / "static"
-WORKER_SETTINGS = (
-    "PRFAAS_PLAN_SERVE_WORKER"  # one worker's limits and data dir (JSON), set by serve
-)
 API = "/api/v1"
 STATUS = {
     ConfigError: 422,
@@ -65,14 +62,6 @@ STATUS = {
     SolverError: 503,
     ResourceLimitError: 503,
 }
-
-
-class ApiError(Exception):
-    """A failure answered with `status` and one line (not a library error)."""
-
-    def __init__(self, status: int, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.kind = status, kind
 
 
 def error_response(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
@@ -101,47 +90,6 @@ def _depth(value: Any, limit: int) -> bool:
 
 def _refuse_constant(name: str) -> None:
     raise ApiError(400, "MalformedBody", f"request: {name} is not a JSON number; send a finite one")
-
-
-class Runner:
-    """Runs use-cases on a pool of `max_concurrent` threads with at most `max_queued` waiting; a
-    request finding all of them taken is refused (503), and one over `timeout_s` (waiting
-    included) is answered 504 while its work finishes (numpy cannot be interrupted), still
-    holding its slot."""
-
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
-        self.pool = ThreadPoolExecutor(limits.max_concurrent, thread_name_prefix="prfaas-plan")
-        self.busy = 0
-        self.lock = threading.Lock()
-
-    def _release(self, _: "Future[Any]") -> None:
-        with self.lock:
-            self.busy -= 1
-
-    async def run(self, work: Any, *args: Any) -> Any:
-        with self.lock:
-            if self.busy >= self.limits.max_concurrent + self.limits.max_queued:
-                raise ApiError(
-                    503, "Busy",
-                    f"{self.limits.max_concurrent} requests are running and "
-                    f"{self.limits.max_queued} waiting; retry shortly",
-                )  # fmt: skip
-            self.busy += 1
-        future = self.pool.submit(work, *args)
-        future.add_done_callback(self._release)
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), self.limits.timeout_s)
-        except TimeoutError:
-            raise ApiError(
-                504, "Timeout",
-                f"the request took over {self.limits.timeout_s:g} s; ask for less (fewer "
-                "simulated requests, no sizing) or use the CLI",
-            ) from None  # fmt: skip
-        except MemoryError:
-            raise ResourceLimitError(
-                "out of memory; ask for a smaller run (fewer requests, instances or lengths)"
-            ) from None
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -187,18 +135,23 @@ async def read_json(request: Request, limits: Limits) -> Any:
     return data
 
 
-def view_json(view: View) -> Document:
-    return {"title": view.title, "columns": view.columns,
-            "rows": [[label, cells] for label, cells in view.rows], "notes": view.notes}  # fmt: skip
-
-
-def create_app(limits: Limits | None = None, data_dir: Path | None = None) -> FastAPI:
-    """The application: one catalog (the shipped data unless `data_dir`, read once), one Runner."""
+def create_app(
+    limits: Limits | None = None, data_dir: Path | None = None, processes: int = 0
+) -> FastAPI:
+    """The application: one catalog (the shipped data unless `data_dir`, read once), one Runner
+    computing on `processes` worker processes (0: on threads of this process; see workers.py),
+    kept as `app.state.runner`."""
     limits = limits or Limits()
     catalog = CachedCatalog.open(data_dir)
-    runner = Runner(limits)
+    runner = Runner(limits, catalog, processes, data_dir)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        runner.shutdown()  # uvicorn's graceful stop: the worker processes end with the server
+
     app = FastAPI(
-        title="prfaas-plan", version=__version__,
+        title="prfaas-plan", version=__version__, lifespan=lifespan,
         description="Capacity planner for Prefill-as-a-Service (PrfaaS) deployments: the CLI's "
         "commands over HTTP. Bodies: a scenario (the scenario file's schema) and the command's "
         "parameters; responses: the CLI's JSON.",
@@ -232,10 +185,10 @@ def create_app(limits: Limits | None = None, data_dir: Path | None = None) -> Fa
                     422, "ConfigError", f"format must be json or markdown, got {format[:40]!r}"
                 )
             body = await body_of(request, spec.body)
-            view, document = await runner.run(spec.handler, body, catalog)
+            text = await runner.run(spec.name, body, format)
             if format == "markdown":
-                return PlainTextResponse(render_markdown(view), media_type="text/markdown")
-            return Response(dumps(document), media_type="application/json")
+                return PlainTextResponse(text, media_type="text/markdown")
+            return Response(text, media_type="application/json")
 
         app.add_api_route(
             f"{API}/{spec.name}", route, methods=["POST"], summary=spec.summary,
@@ -247,22 +200,13 @@ def create_app(limits: Limits | None = None, data_dir: Path | None = None) -> Fa
     for spec in ENDPOINTS.values():
         add(spec)
 
-    def whatif(body: Any) -> Document:
-        from prfaas_plan.render.balance import balance_json
-        from prfaas_plan.render.plan import plan_to_json, plan_view
-
-        report = plan_report(body, catalog)
-        view = plan_view(report)
-        return {"plan": plan_to_json(report), "view": view_json(view),
-                "markdown": render_markdown(view), "balance": balance_json(report)}  # fmt: skip
-
     @app.post(f"{API}/whatif", summary="The page's call: /plan's JSON, its table and Markdown, "
               "and the threshold-balance curve", response_class=Response,
               openapi_extra={"requestBody": {"content": {"application/json": {
                   "schema": ENDPOINTS["plan"].body.model_json_schema()}}}})  # fmt: skip
     async def _whatif(request: Request) -> Response:
         body = await body_of(request, ENDPOINTS["plan"].body)
-        return Response(dumps(await runner.run(whatif, body)), media_type="application/json")
+        return Response(await runner.run(WHATIF, body), media_type="application/json")
 
     @app.post(f"{API}/scenario", summary="A scenario YAML (the body, as text) read with the "
               "strict loader and schema, returned as JSON", response_class=Response)  # fmt: skip
@@ -291,20 +235,5 @@ def create_app(limits: Limits | None = None, data_dir: Path | None = None) -> Fa
         return FileResponse(STATIC / "index.html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.state.runner = runner
     return app
-
-
-def worker_settings(limits: Limits, data_dir: Path | None) -> str:
-    """What `app_from_environment` reads in each of `serve --workers N`'s processes."""
-    return json.dumps(
-        {"limits": asdict(limits), "data_dir": None if data_dir is None else str(data_dir)}
-    )
-
-
-def app_from_environment() -> FastAPI:
-    """The application of one worker process of `serve --workers N` (uvicorn imports it by
-    name in each process, so it cannot be handed the objects): its limits and data dir are the
-    JSON that `serve` put in the environment variable WORKER_SETTINGS."""
-    settings = json.loads(os.environ[WORKER_SETTINGS])
-    data_dir = settings["data_dir"]
-    return create_app(Limits(**settings["limits"]), None if data_dir is None else Path(data_dir))

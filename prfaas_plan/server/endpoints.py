@@ -292,3 +292,18 @@ def explain_endpoint(body: bodies.ExplainBody, catalog: Catalog) -> tuple[View, 
 
     report = explain(problem_of(body, catalog), Mode(body.mode))
     return explain_view(report), explain_to_json(report)
+
+
+def whatif(body: bodies.PlanBody, catalog: Catalog) -> Document:
+    """The what-if page's call: /plan's JSON, its table (as JSON) and Markdown, and the
+    threshold-balance curve."""
+    from prfaas_plan.render.balance import balance_json
+    from prfaas_plan.render.plan import plan_to_json, plan_view
+    from prfaas_plan.render.views import render_markdown
+
+    report = plan_report(body, catalog)
+    view = plan_view(report)
+    table = {"title": view.title, "columns": view.columns,
+             "rows": [[label, cells] for label, cells in view.rows], "notes": view.notes}  # fmt: skip
+    return {"plan": plan_to_json(report), "view": table, "markdown": render_markdown(view),
+            "balance": balance_json(report)}  # fmt: skip
