@@ -198,10 +198,15 @@ def range_notes(problem: Problem, policy: RangePolicy) -> tuple[RangeNote, ...]:
     by_range: dict[tuple[float, float], list[FittedCurve]] = {}
     for curve in (s.prfaas_prefill_latency, s.pd_prefill_latency, s.kv_cache_size):
         by_range.setdefault((curve.table_min_tokens, curve.table_max_tokens), []).append(curve)
+    ranges = list(by_range)
+    # the mass below and above every range, in one call: [below_1, above_1, below_2, ...]
+    ends = [(-np.inf, np.nextafter(lo, 0)) for lo, _ in ranges] + [(hi, np.inf) for _, hi in ranges]
+    masses = problem.workload.partial_moments(
+        np.array([a for a, _ in ends]), np.array([b for _, b in ends]), max_order=0
+    )[0]
     notes = []
-    for (lo, hi), curves in by_range.items():
-        below = float(problem.workload.partial_moments(-np.inf, np.nextafter(lo, 0))[0])
-        above = float(problem.workload.partial_moments(hi, np.inf)[0])
+    for i, ((lo, hi), curves) in enumerate(by_range.items()):
+        below, above = float(masses[i]), float(masses[len(ranges) + i])
         if below > 0 or above > 0:
             notes.append(RangeNote(tuple(curves), lo, hi, below, above))
     if policy is RangePolicy.ERROR and notes:

@@ -422,8 +422,11 @@ def _homogeneous_configuration(
     frozen values): it does not depend on the link (nothing is offloaded: t = inf, no PrfaaS
     instance), so a server planning the same PD cluster and workload at many link bandwidths
     or PrfaaS sizes (the what-if page's sliders; a sweep over links) searches it once."""
-    space = SearchSpace(prfaas_instances=0, pd_instances=pd_instances, threshold_tokens=np.inf)
-    return optimize_fixed_hardware(system, workload, space, mode).configuration
+    t, n_p, n_d = optimize_fixed_hardware_batch(
+        system, workload, np.array([0]), np.array([pd_instances]),
+        np.array([system.link_bandwidth_bytes_per_s]), np.inf, mode,
+    )  # fmt: skip
+    return Configuration(0, int(n_p[0]), int(n_d[0]), float(t[0]))
 
 
 def naive_heterogeneous(
