@@ -1,0 +1,84 @@
+"""The batched model calls a plan makes (several configurations, thresholds or modes in one
+vectorised call) give the numbers of one call each, to the last bit, for every kind of length
+distribution: the server's speed comes from these, and no answer may depend on what was
+computed alongside it."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.analytic.capacity import (
+    Configuration,
+    evaluate,
+    evaluate_many,
+    prefill_limits,
+    rates,
+)
+from prfaas_plan.analytic.distributions import (
+    Histogram,
+    ObservedLengths,
+    TruncatedLogNormal,
+    UncachedLengths,
+    truncated_log_normal,
+)
+from prfaas_plan.analytic.ttft import unloaded_ttft, unloaded_ttfts
+from prfaas_plan.choices import Mode
+
+WORKLOADS = {
+    "log-normal": TruncatedLogNormal(9.9, 1.0, 128.0, 131072.0),
+    "histogram": Histogram((128.0, 4096.0, 16384.0, 65536.0, 131072.0), (5.0, 3.0, 1.5, 0.5)),
+    "observed": ObservedLengths(np.array([300.0, 2000.0, 9000.0, 20000.0, 20000.0, 90000.0])),
+    "uncached": UncachedLengths(
+        TruncatedLogNormal(9.9, 1.0, 128.0, 131072.0), (0.1, 0.4), (16384.0,)
+    ),
+}
+thresholds = st.one_of(st.floats(0.0, 150000.0), st.just(np.inf))
+configurations = st.builds(
+    Configuration, st.integers(0, 12), st.integers(0, 12), st.integers(1, 12), thresholds
+)
+
+
+@given(
+    st.sampled_from(sorted(WORKLOADS)),
+    st.lists(st.tuples(configurations, st.sampled_from(list(Mode))), min_size=1, max_size=5),
+)
+@settings(max_examples=120, deadline=None)
+def test_evaluate_many_is_evaluate_of_each(case_problem, kind, pairs):
+    s, w = case_problem.system, WORKLOADS[kind]
+    batched = evaluate_many(s, w, [c for c, _ in pairs], [m for _, m in pairs])
+    for (c, mode), got in zip(pairs, batched, strict=True):
+        assert repr(got) == repr(evaluate(s, w, c, mode))  # repr: nan == nan, every field
+
+
+@given(st.sampled_from(sorted(WORKLOADS)), st.lists(thresholds, min_size=1, max_size=4))
+@settings(max_examples=60, deadline=None)
+def test_unloaded_ttfts_is_unloaded_ttft_of_each(case_problem, kind, ts):
+    s, w = case_problem.system, WORKLOADS[kind]
+    for t, got in zip(ts, unloaded_ttfts(s, w, ts), strict=True):
+        assert repr(got) == repr(unloaded_ttft(s, w, t))
+
+
+@given(
+    st.sampled_from(sorted(WORKLOADS)),
+    st.lists(st.tuples(configurations, st.booleans()), min_size=1, max_size=6),
+)
+@settings(max_examples=60, deadline=None)
+def test_prefill_limits_are_the_rates_terms(case_problem, kind, rows):
+    """The root search's two terms, with a mode per row, equal rates()'s limits."""
+    s, w = case_problem.system, WORKLOADS[kind]
+    t = np.array([c.threshold_tokens for c, _ in rows])
+    prfaas = np.array([float(c.prfaas_instances) for c, _ in rows])
+    n_p = np.array([float(c.pd_prefill_instances) for c, _ in rows])
+    n_d = np.array([float(c.pd_decode_instances) for c, _ in rows])
+    exact = np.array([e for _, e in rows])
+    f, g = prefill_limits(s, w, t, prfaas, n_p, exact)
+    r = rates(s, w, t, prfaas, n_p, n_d, exact)
+    np.testing.assert_array_equal(f, r.limits_rps[:2].min(axis=0))
+    np.testing.assert_array_equal(g, r.limits_rps[2])
+
+
+def test_one_log_normal_instance_per_parameters():
+    a = truncated_log_normal(9.9, 1.0, 128.0, 131072.0)
+    assert truncated_log_normal(9.9, 1.0, 128.0, 131072.0) is a
+    assert a == TruncatedLogNormal(9.9, 1.0, 128.0, 131072.0)
+    assert truncated_log_normal(9.8, 1.0, 128.0, 131072.0) is not a
