@@ -15,7 +15,8 @@ Starts a real uvicorn (`prfaas-plan serve` on a free 127.0.0.1 port) and stops i
      the length distribution is the case study's, so its mesh is computed once per process;
    - `varied`: every body a whole scenario with random bandwidth, instance counts and length
      distribution (mu_log, sigma_log), so no two requests share anything the server memoises.
-   The server answers no request from a cache of responses.
+   The server answers no request from a cache of responses. Beside the latencies: the CPU the
+   server's processes used per request (read from /proc) and the clients' own.
 2. The page: in Debian's headless Chromium (playwright), the time from a key press on the
    bandwidth slider to the table showing the new plan (the debounce, 150 ms, included),
    `--slider-moves` times.

@@ -22,7 +22,12 @@ def serve(
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
     max_concurrent: Annotated[
-        int, typer.Option("--max-concurrent", help="Requests computing at once.")
+        int,
+        typer.Option(
+            "--max-concurrent",
+            help="Most requests computing at once: --workers is at most this (default: one "
+            "worker per core up to it).",
+        ),
     ] = Limits.max_concurrent,
     max_queued: Annotated[
         int, typer.Option("--max-queued", help="Requests waiting for them; more get 503.")
