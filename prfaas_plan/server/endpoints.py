@@ -1,5 +1,6 @@
 """The API's use-cases, one function each: a request body (server/bodies.py) in, the command's
-view and JSON document out, through the same commands/ and render/ functions as the CLI. An
+view and JSON document out (an Answer, each built when asked for), through the same commands/
+and render/ functions as the CLI. An
 endpoint is registered by `@endpoint(name, Body)`; server/app.py serves each at
 POST /api/v1/<name>. Adding a command is one more such function."""
 
@@ -30,15 +31,24 @@ if TYPE_CHECKING:
     from prfaas_plan.inputs.pricing import Pricing
 
 B = TypeVar("B", bound=Strict)
-Handler = Callable[[B, Catalog], tuple[View, Document]]
+Handler = Callable[[B, Catalog], "Answer"]
 REQUEST_SOURCE = Path("request")  # how messages and `inputs.scenario_file` name a body's scenario
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A use-case's answer, each form built on demand (a request asks for one): the view (the
+    CLI's table and Markdown) and the JSON document."""
+
+    view: Callable[[], View]
+    document: Callable[[], Document]
 
 
 @dataclass(frozen=True)
 class Endpoint:
     name: str
     body: type[Strict]
-    handler: Callable[[Strict, Catalog], tuple[View, Document]]
+    handler: Callable[[Strict, Catalog], Answer]
     summary: str
 
 
@@ -107,16 +117,16 @@ def plan_report(body: bodies.PlanBody, catalog: Catalog) -> "PlanReport":
 
 
 @endpoint("plan", bodies.PlanBody)
-def plan_endpoint(body: bodies.PlanBody, catalog: Catalog) -> tuple[View, Document]:
+def plan_endpoint(body: bodies.PlanBody, catalog: Catalog) -> Answer:
     """`optimize`: the threshold, the PD split (or the PrfaaS size) against both baselines."""
     from prfaas_plan.render.plan import plan_to_json, plan_view
 
     report = plan_report(body, catalog)
-    return plan_view(report), plan_to_json(report)
+    return Answer(lambda: plan_view(report), lambda: plan_to_json(report))
 
 
 @endpoint("evaluate", bodies.EvaluateBody)
-def evaluate_endpoint(body: bodies.EvaluateBody, catalog: Catalog) -> tuple[View, Document]:
+def evaluate_endpoint(body: bodies.EvaluateBody, catalog: Catalog) -> Answer:
     """`evaluate`: one given configuration (t, N_p, the rest of the PD cluster decodes)."""
     from prfaas_plan.commands.plan import evaluate_configuration
     from prfaas_plan.render.plan import evaluation_to_json, evaluation_view
@@ -128,11 +138,11 @@ def evaluate_endpoint(body: bodies.EvaluateBody, catalog: Catalog) -> tuple[View
         mode=Mode(body.mode), range_policy=RangePolicy(body.out_of_range),
         pricing=pricing_of(body, problem, catalog),
     )  # fmt: skip
-    return evaluation_view(report), evaluation_to_json(report)
+    return Answer(lambda: evaluation_view(report), lambda: evaluation_to_json(report))
 
 
 @endpoint("kv", bodies.KvBody)
-def kv_endpoint(body: bodies.KvBody, catalog: Catalog) -> tuple[View, Document]:
+def kv_endpoint(body: bodies.KvBody, catalog: Catalog) -> Answer:
     """`kv`: KV footprint of catalog models from their architecture, and Φ_kv."""
     from prfaas_plan.commands.kv import kv_report
     from prfaas_plan.render.catalog import kv_json, kv_view
@@ -141,11 +151,11 @@ def kv_endpoint(body: bodies.KvBody, catalog: Catalog) -> tuple[View, Document]:
         catalog, body.models, body.lengths_tokens, kv_dtype=body.kv_dtype,
         state_dtype=body.state_dtype, gpu=body.gpu, gpus_per_instance=body.gpus_per_instance,
     )  # fmt: skip
-    return kv_view(report), kv_json(report)
+    return Answer(lambda: kv_view(report), lambda: kv_json(report))
 
 
 @endpoint("egress", bodies.EgressBody)
-def egress_endpoint(body: bodies.EgressBody, catalog: Catalog) -> tuple[View, Document]:
+def egress_endpoint(body: bodies.EgressBody, catalog: Catalog) -> Answer:
     """`egress`: the bandwidth wall, the KV egress a saturated prefill cluster needs (eq. 2)."""
     from prfaas_plan.commands.egress import egress_report
     from prfaas_plan.render.catalog import egress_json, egress_view
@@ -155,11 +165,11 @@ def egress_endpoint(body: bodies.EgressBody, catalog: Catalog) -> tuple[View, Do
         gpus_per_instance=body.gpus_per_instance, gpu=body.gpu, mean_tokens=body.mean_tokens,
         link_gbps=body.link_gbps,
     )  # fmt: skip
-    return egress_view(report), egress_json(report)
+    return Answer(lambda: egress_view(report), lambda: egress_json(report))
 
 
 @endpoint("simulate", bodies.SimulateBody)
-def simulate_endpoint(body: bodies.SimulateBody, catalog: Catalog) -> tuple[View, Document]:
+def simulate_endpoint(body: bodies.SimulateBody, catalog: Catalog) -> Answer:
     """`simulate` (bounded): the planned deployment under Poisson, gamma or sinusoidal load."""
     from prfaas_plan.commands.simulate import run_simulations
     from prfaas_plan.commands.simulation_spec import (
@@ -208,11 +218,11 @@ def simulate_endpoint(body: bodies.SimulateBody, catalog: Catalog) -> tuple[View
         problem_of(body, catalog), request, plan_mode=Mode(body.mode),
         threshold_tokens=body.threshold_tokens,
     )  # fmt: skip
-    return simulation_view(report), simulation_json(report)
+    return Answer(lambda: simulation_view(report), lambda: simulation_json(report))
 
 
 @endpoint("sensitivity", bodies.SensitivityBody)
-def sensitivity_endpoint(body: bodies.SensitivityBody, catalog: Catalog) -> tuple[View, Document]:
+def sensitivity_endpoint(body: bodies.SensitivityBody, catalog: Catalog) -> Answer:
     """`sensitivity`: what binds, what the next unit of each resource buys, the routing bound."""
     from prfaas_plan.commands.sensitivity import sensitivity_report
     from prfaas_plan.render.sensitivity import sensitivity_to_json, sensitivity_view
@@ -220,7 +230,7 @@ def sensitivity_endpoint(body: bodies.SensitivityBody, catalog: Catalog) -> tupl
     problem = problem_of(body, catalog)
     pricing = pricing_of(body, problem, catalog)
     report = sensitivity_report(problem, Mode(body.mode), body.bins, catalog, pricing)
-    return sensitivity_view(report), sensitivity_to_json(report)
+    return Answer(lambda: sensitivity_view(report), lambda: sensitivity_to_json(report))
 
 
 def procure_inputs(body: bodies.ProcurePricesBody, catalog: Catalog) -> tuple[Problem, "Pricing"]:
@@ -251,7 +261,7 @@ def procure_inputs(body: bodies.ProcurePricesBody, catalog: Catalog) -> tuple[Pr
 
 
 @endpoint("procure", bodies.ProcureBody)
-def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> tuple[View, Document]:
+def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> Answer:
     """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget."""
     from prfaas_plan.commands.procure import procure, procure_ttft_target
     from prfaas_plan.render.procure import procure_to_json, procure_view
@@ -265,11 +275,11 @@ def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> tuple[View, 
         budget_usd_per_hour=body.budget_usd_per_hour, gpu_prices=body.gpu_prices_usd_per_gpu_hour,
         max_instances_per_site=body.max_instances_per_site, mode=Mode(body.mode), ttft=ttft,
     )  # fmt: skip
-    return procure_view(report), procure_to_json(report)
+    return Answer(lambda: procure_view(report), lambda: procure_to_json(report))
 
 
 @endpoint("procure/pareto", bodies.ParetoBody)
-def procure_pareto_endpoint(body: bodies.ParetoBody, catalog: Catalog) -> tuple[View, Document]:
+def procure_pareto_endpoint(body: bodies.ParetoBody, catalog: Catalog) -> Answer:
     """`procure --pareto`: cost against Λ_max and, reaching target_rps, against P90 TTFT."""
     from prfaas_plan.commands.procure_pareto import procure_pareto
     from prfaas_plan.render.procure import pareto_to_json, pareto_view
@@ -281,17 +291,17 @@ def procure_pareto_endpoint(body: bodies.ParetoBody, catalog: Catalog) -> tuple[
         max_instances_per_site=body.max_instances_per_site, mode=Mode(body.mode),
         ttft_load_rps=body.ttft_load_rps,
     )  # fmt: skip
-    return pareto_view(report), pareto_to_json(report)
+    return Answer(lambda: pareto_view(report), lambda: pareto_to_json(report))
 
 
 @endpoint("explain", bodies.ExplainBody)
-def explain_endpoint(body: bodies.ExplainBody, catalog: Catalog) -> tuple[View, Document]:
+def explain_endpoint(body: bodies.ExplainBody, catalog: Catalog) -> Answer:
     """`explain`: the model's equations with the scenario's numbers substituted."""
     from prfaas_plan.commands.explain import explain
     from prfaas_plan.render.explain import explain_to_json, explain_view
 
     report = explain(problem_of(body, catalog), Mode(body.mode))
-    return explain_view(report), explain_to_json(report)
+    return Answer(lambda: explain_view(report), lambda: explain_to_json(report))
 
 
 def whatif(body: bodies.PlanBody, catalog: Catalog) -> Document:

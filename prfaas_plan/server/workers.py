@@ -71,8 +71,8 @@ def job(name: str, body: Strict, format: str = "json", catalog: Catalog | None =
     if name == WHATIF:
         assert isinstance(body, PlanBody)
         return dumps(endpoints.whatif(body, catalog))
-    view, document = endpoints.ENDPOINTS[name].handler(body, catalog)
-    return render_markdown(view) if format == "markdown" else dumps(document)
+    answer = endpoints.ENDPOINTS[name].handler(body, catalog)
+    return render_markdown(answer.view()) if format == "markdown" else dumps(answer.document())
 
 
 def _ready() -> bool:
