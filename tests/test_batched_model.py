@@ -31,6 +31,12 @@ WORKLOADS = {
     "uncached": UncachedLengths(
         TruncatedLogNormal(9.9, 1.0, 128.0, 131072.0), (0.1, 0.4), (16384.0,)
     ),
+    # 8 bands or more: numpy sums them pairwise, so their order of summation is tested too
+    "uncached-12-bands": UncachedLengths(
+        TruncatedLogNormal(9.9, 1.0, 128.0, 131072.0),
+        tuple(0.05 * i for i in range(12)),
+        tuple(float(2**k) for k in range(8, 19)),
+    ),
 }
 thresholds = st.one_of(st.floats(0.0, 150000.0), st.just(np.inf))
 configurations = st.builds(
@@ -82,3 +88,22 @@ def test_one_log_normal_instance_per_parameters():
     assert truncated_log_normal(9.9, 1.0, 128.0, 131072.0) is a
     assert a == TruncatedLogNormal(9.9, 1.0, 128.0, 131072.0)
     assert truncated_log_normal(9.8, 1.0, 128.0, 131072.0) is not a
+
+
+@given(
+    st.lists(st.floats(0.0, 0.9), min_size=1, max_size=64),
+    st.lists(st.floats(0.0, 150000.0), min_size=1, max_size=6),
+)
+@settings(max_examples=80, deadline=None)
+def test_banded_moments_of_many_thresholds_are_those_of_each(hit_rates, ts):
+    """The reference path: one threshold at a time (what a plan computed before it batched);
+    up to 64 bands (the bound), every shape of thresholds."""
+    edges = tuple(float(e) for e in np.geomspace(300.0, 120000.0, len(hit_rates) + 1)[1:-1])
+    u = UncachedLengths(TruncatedLogNormal(9.9, 1.0, 128.0, 131072.0), tuple(hit_rates), edges)
+    t = np.array(ts)
+    for a, b in ((t, np.inf), (-np.inf, t)):
+        one_each = np.stack([u.partial_moments(x, y) for x, y in np.broadcast(a, b)], axis=1)
+        np.testing.assert_array_equal(u.partial_moments(a, b), one_each)
+        np.testing.assert_array_equal(
+            u.partial_moments(np.reshape(a, (1, -1)), np.reshape(b, (1, -1)))[:, 0], one_each
+        )

@@ -463,7 +463,11 @@ class UncachedLengths(LengthDistribution):
         scale = c[None] ** np.arange(max_order + 1, dtype=float).reshape((-1,) + (1,) * c.ndim)
         # over the bands' total mass (1 up to rounding), so that every request counts exactly
         # once: P(U > t) is exactly 1 below the shortest uncached length, as for L
-        summed: FloatArray = (moments * scale).sum(axis=1) / self._band_mass
+        # bands summed along a contiguous last axis, for any shape of a and b: numpy then sums
+        # each element's bands pairwise, as for one threshold (a middle axis would be summed
+        # band after band, and with 8 bands or more the last bits would depend on the shape)
+        by_band = np.ascontiguousarray(np.moveaxis(moments * scale, 1, -1))
+        summed: FloatArray = by_band.sum(axis=-1) / self._band_mass
         return summed
 
     @cached_property
