@@ -506,3 +506,24 @@ def test_the_readme_shows_every_curl_kind():
         "scenario",
     ]
     assert {path.split("?")[0] for path, _, _ in README_CURLS} == {f"/api/v1/{k}" for k in kinds}
+
+
+@pytest.mark.parametrize(
+    ("path", "prfaas", "pd", "extra"),
+    [
+        ("plan?format=markdown", 0, 8, {"threshold_tokens": 1000}),  # serves nothing: Λ = 0
+        ("whatif", 0, 8, {"threshold_tokens": 1000}),
+        ("explain", 0, 1, {}),  # one PD instance decodes, none prefills: Λ = 0
+        ("explain", 1, 1, {}),
+    ],
+)
+def test_a_plan_that_serves_nothing_is_answered_not_a_500(client, path, prfaas, pd, extra):
+    """A deployment whose Λ_max is 0 (found by a review's fuzzing: a 500 from a division by
+    zero in the table's ratios and in explain's elasticities)."""
+    scenario = json.loads(json.dumps(CASE))
+    scenario["prfaas_cluster"]["instances"], scenario["pd_cluster"]["instances"] = prfaas, pd
+    response = post(client, path, {"scenario": scenario, **extra})
+    assert response.status_code == 200, response.text
+    if path == "explain" and prfaas == 0:  # elasticities relative to Λ = 0 do not exist
+        assert response.json()["throughput_rps"]["system"] == 0
+        assert set(response.json()["closed_forms"]["elasticities"].values()) == {None}

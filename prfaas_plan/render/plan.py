@@ -5,6 +5,7 @@ JSON is SI throughout with the unit in every key (`_s`, `_bytes`, `_bytes_per_s`
 The table and Markdown views convert at this edge only: K tokens, Gbps, MiB.
 """
 
+import math
 from collections.abc import Callable
 
 from prfaas_plan import __version__, units
@@ -316,6 +317,11 @@ def _common_notes(report: PlanReport | EvaluationReport) -> list[str]:
     return lines + _range_lines(report.range_notes) + [TTFT_NOTE]
 
 
+def _inverse(ratio: float) -> float:
+    """1 / ratio, inf for 0 (a plan serving nothing: the baseline's throughput over it)."""
+    return math.inf if ratio == 0 else 1 / ratio
+
+
 def plan_view(report: PlanReport) -> View:
     deployments = [report.plan, report.homogeneous, report.naive]
     rows = _rows(deployments)
@@ -324,8 +330,8 @@ def plan_view(report: PlanReport) -> View:
             "throughput vs this plan",
             [
                 "1.00×",
-                fmt(1 / report.speedup_vs_homogeneous, ".2f") + "×",
-                fmt(1 / report.speedup_vs_naive, ".2f") + "×",
+                fmt(_inverse(report.speedup_vs_homogeneous), ".2f") + "×",
+                fmt(_inverse(report.speedup_vs_naive), ".2f") + "×",
             ],
         )
     )

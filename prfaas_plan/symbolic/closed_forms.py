@@ -13,6 +13,7 @@ p, l_long and l_short are the truncated log-normal's partial moments, written wi
 derivatives in μ and σ are exact.
 """
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,14 +145,19 @@ def closed_forms(
     residual = f - g if regime == Regime.BALANCE else sp.nan
     evaluate = sp.lambdify(list(values), [lam, residual, *derivatives], modules="math")
     lam_value, gap, *slopes = (float(v) for v in evaluate(*values.values()))
+
+    def per_lam(x: float) -> float:
+        """x / Λ: undefined (nan) for a plan that serves nothing."""
+        return math.nan if lam_value == 0 else x / lam_value
+
     elasticities = {
-        name: slope * float(values[s[symbol]]) / lam_value
+        name: per_lam(slope * float(values[s[symbol]]))
         for (name, symbol), slope in zip(INPUTS, slopes, strict=True)
     }
     return ClosedForms(
         regime=regime,
         prfaas_term=prfaas_term,
-        balance_residual=gap / lam_value,
+        balance_residual=per_lam(gap),
         system_throughput_rps=lam_value,
         elasticities=elasticities,
         derivative_latex=latex,
