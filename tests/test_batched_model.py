@@ -107,3 +107,11 @@ def test_banded_moments_of_many_thresholds_are_those_of_each(hit_rates, ts):
         np.testing.assert_array_equal(
             u.partial_moments(np.reshape(a, (1, -1)), np.reshape(b, (1, -1)))[:, 0], one_each
         )
+
+
+def test_a_negative_zero_parameter_reads_the_same_whichever_came_first():
+    """-0.0 == 0.0 would share a cache entry, so the first one seen would decide how the
+    other is described (found by a review): both are kept as +0.0."""
+    first = truncated_log_normal(-0.0, 1.5, 100.0, 200000.0)
+    assert first is truncated_log_normal(0.0, 1.5, 100.0, 200000.0)
+    assert "mu_log=0," in first.describe()

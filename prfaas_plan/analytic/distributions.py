@@ -207,13 +207,20 @@ class TruncatedLogNormal(LengthDistribution):
         )
 
 
-@lru_cache(maxsize=64)
 def truncated_log_normal(
     mu_log: float, sigma_log: float, min_tokens: float, max_tokens: float
 ) -> TruncatedLogNormal:
     """The TruncatedLogNormal of these parameters, one instance per parameters in a process:
     what an instance memoises (its split constants, mean and normaliser) is computed once, not
-    once per plan, where a server or a study plans the same workload again and again."""
+    once per plan, where a server or a study plans the same workload again and again. A zero
+    is kept as +0.0 (-0.0 == 0.0 shares its cache entry, so which one came first would show)."""
+    return _interned_log_normal(mu_log + 0.0, sigma_log + 0.0, min_tokens + 0.0, max_tokens + 0.0)
+
+
+@lru_cache(maxsize=64)
+def _interned_log_normal(
+    mu_log: float, sigma_log: float, min_tokens: float, max_tokens: float
+) -> TruncatedLogNormal:
     return TruncatedLogNormal(mu_log, sigma_log, min_tokens, max_tokens)
 
 
