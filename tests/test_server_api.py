@@ -3,10 +3,15 @@ the same question, every error class its status and the library's one-line messa
 hostile body a 500 or a traceback."""
 
 import json
+import os
 import re
+import signal
 import threading
+import time
 import urllib.request
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -423,49 +428,79 @@ def test_serve_refuses_more_workers_than_requests_computing_at_once(args, fragme
     assert_clean_error(run("serve", *args), 3, fragment)
 
 
+@contextmanager
+def worker_processes(processes, limits, data_dir=None):
+    """The application as `serve` runs it (worker processes, started), through a client whose
+    one event loop stays up (requests may overlap, from threads); stopped at the end."""
+    app = create_app(limits, data_dir, processes=processes)
+    app.state.runner.start()
+    with TestClient(app) as client:  # its lifespan stops the workers
+        yield client, app.state.runner
+
+
+SLOW = {"bins": 5000}  # /sensitivity at its largest LP: ~1-2 s on this machine
+
+
 def test_worker_processes_answer_as_threads_on_their_own_catalog(client, tmp_path):
     """`serve`'s worker processes (spawned, each reading the data dir it is given) give the
-    in-process application's bytes, JSON and Markdown, and the page's what-if."""
+    in-process application's bytes, JSON and Markdown, the page's what-if, an uploaded
+    scenario, and the same errors (the body is decoded and checked in the worker)."""
     data = data_copy(tmp_path)
-    app = create_app(Limits(max_concurrent=1, max_queued=3), data, processes=1)
-    app.state.runner.start()
-    try:
-        worker, direct = TestClient(app), TestClient(create_app(data_dir=data))
+    with worker_processes(1, Limits(max_concurrent=1, max_queued=3), data) as (worker, _):
+        direct = TestClient(create_app(data_dir=data))
         for name, body, query in [
             ("plan", {"bandwidth_gbps": 25}, ""),
             ("plan", {"bandwidth_gbps": 25}, "?format=markdown"),
             ("whatif", {"bandwidth_gbps": 10}, ""),
-            ("plan", {"bandwidth_gbps": -1}, ""),  # an error crosses the process boundary too
+            ("plan", {"bandwidth_gbps": -1}, ""),  # a library error crosses the boundary
+            ("plan", {"bandwidth": 1}, ""),  # a schema error
         ]:
             answers = [post(c, name + query, body) for c in (worker, direct)]
             assert [a.status_code for a in answers] == [answers[1].status_code] * 2
             assert answers[0].text == answers[1].text
+        for raw in (b"{", b'{"bandwidth_gbps": NaN}', b"\xff"):  # malformed: 400 there too
+            answers = [c.post("/api/v1/plan", content=raw) for c in (worker, direct)]
+            assert [a.status_code for a in answers] == [400, 400]
+            assert answers[0].text == answers[1].text
+        upload = (Path(__file__).resolve().parent.parent / "examples/case_study.yaml").read_bytes()
+        answers = [c.post("/api/v1/scenario", content=upload) for c in (worker, direct)]
+        assert answers[0].status_code == 200 and answers[0].text == answers[1].text
         assert str(data) in post(worker, "plan").text  # the data dir reached the worker
-    finally:
-        app.state.runner.shutdown()
 
 
-def test_a_worker_process_that_dies_is_replaced_and_its_request_answered_503():
-    """A worker killed (as the kernel kills one out of memory): the request it would have
-    computed is answered 503 in one line, and the next one computes on a new worker."""
-    import os
-    import signal
-
-    app = create_app(Limits(max_concurrent=1, max_queued=3), processes=1)
-    runner = app.state.runner
-    runner.start()
-    try:
-        client = TestClient(app)
-        assert post(client, "plan").status_code == 200
-        for pid in list(runner.pool._processes):  # the pool's own record of its processes
-            os.kill(pid, signal.SIGKILL)
-        lost = post(client, "plan")
-        assert lost.status_code == 503, lost.text
+def test_a_worker_that_dies_costs_only_its_own_request_and_is_replaced():
+    """Two requests computing on two workers; one worker killed (as the kernel kills one out
+    of memory): its request is answered 503 in one line, the other's is not touched, and the
+    next requests compute on a new worker. A worker ignores Ctrl-C (a terminal sends it to the
+    whole process group; the server stops the workers itself)."""
+    with worker_processes(2, Limits(max_concurrent=2, max_queued=3)) as (client, runner):
+        first = runner.worker_pids()
+        os.kill(first[0], signal.SIGINT)
+        assert post(client, "plan").status_code == 200  # SIGINT ignored
+        with ThreadPoolExecutor(2) as pool:
+            answers = [pool.submit(post, client, "sensitivity", SLOW) for _ in range(2)]
+            time.sleep(0.5)  # both computing
+            os.kill(first[0], signal.SIGKILL)
+            statuses = sorted(a.result().status_code for a in answers)
+        assert statuses == [200, 503]
+        lost = next(a.result() for a in answers if a.result().status_code == 503)
         assert lost.json()["error"]["type"] == "WorkerLost"
         assert "has been replaced" in lost.json()["error"]["message"]
-        assert post(client, "plan").status_code == 200
-    finally:
-        runner.shutdown()
+        assert runner.worker_pids()[1] == first[1] and runner.worker_pids()[0] != first[0]
+        assert [post(client, "plan").status_code for _ in range(3)] == [200] * 3
+
+
+def test_a_request_past_the_timeout_is_stopped_and_frees_its_worker():
+    """On worker processes a 504 stops the computation (its worker is replaced), so the slot
+    is free at once for the next request, which a queue of abandoned work would not allow."""
+    # a loaded cost-P90 frontier takes ~10 s; the timeout leaves room for a new worker's start
+    limits = Limits(max_concurrent=1, max_queued=0, timeout_s=3.0)
+    with worker_processes(1, limits) as (client, runner):
+        before = runner.worker_pids()
+        slow = post(client, "procure/pareto", {"target_rps": 4, "ttft_load_rps": 4})
+        assert slow.status_code == 504 and "it was stopped" in slow.json()["error"]["message"]
+        assert runner.worker_pids() != before  # the computing worker was replaced
+        assert post(client, "kv").status_code == 200  # not 503: the slot is free
 
 
 def test_serve_with_two_workers_answers_as_the_in_process_app(client):

@@ -13,6 +13,8 @@ from prfaas_plan.cli.options import DataDirOpt
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.server.limits import Limits
 
+GRACE_S = 5  # what a stopping server gives the requests still computing
+
 
 @app.command("serve", cls=PlanCommand)
 def serve(
@@ -84,6 +86,10 @@ def serve(
             f"each, {max_queued} more waiting at most\n"
         )
         sys.stderr.flush()
-        uvicorn.run(application, host=host, port=port, log_level="warning")
+        # on SIGTERM or Ctrl-C, requests still computing after GRACE_S are dropped
+        uvicorn.run(
+            application, host=host, port=port, log_level="warning",
+            timeout_graceful_shutdown=GRACE_S,
+        )  # fmt: skip
     finally:
         runner.shutdown()

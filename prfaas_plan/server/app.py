@@ -14,15 +14,15 @@ A response is the CLI's JSON document (`?format=markdown` gives the CLI's Markdo
     422 ConfigError, ProfileError, RangeError (and a body that breaks the schema: a ConfigError)
     503 SolverError, ResourceLimitError (out of memory), max_concurrent requests running and
         max_queued more waiting, or a worker process that ended while computing the request
-    504 a request over timeout_s (its work finishes in the background, holding its slot)
+    504 a request over timeout_s (on worker processes its computation is stopped)
 
-Requests compute on worker processes (server/workers.py), the HTTP side stays in this one.
+Requests are decoded, checked and computed on worker processes (server/workers.py); this
+process only moves bytes.
 
 Nothing a client sends produces a 500: any other exception is a bug, answered 500 with one line
 and no traceback.
 """
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -44,13 +44,13 @@ from prfaas_plan.errors import (
     SolverError,
 )
 from prfaas_plan.inputs.cached_catalog import CachedCatalog
-from prfaas_plan.inputs.reading import Strict, parse, parse_yaml_text
 from prfaas_plan.inputs.resources import default_scenario_file
-from prfaas_plan.inputs.scenario import load_scenario, scenario_from_data
-from prfaas_plan.render.views import Document, dumps
+from prfaas_plan.inputs.scenario import load_scenario
+from prfaas_plan.render.views import Document
+from prfaas_plan.server.decoding import ApiError
 from prfaas_plan.server.endpoints import ENDPOINTS, Endpoint
 from prfaas_plan.server.limits import Limits
-from prfaas_plan.server.workers import WHATIF, ApiError, Runner
+from prfaas_plan.server.workers import SCENARIO, WHATIF, Runner
 
 STATIC = Path(__file__).resolve().parent / "static"
 API = "/api/v1"
@@ -75,23 +75,6 @@ def plan_error_response(exc: PlanError) -> JSONResponse:
     )
 
 
-def _depth(value: Any, limit: int) -> bool:
-    """True when `value` nests no deeper than `limit` (iterative: no recursion to overflow)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return False
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return True
-
-
-def _refuse_constant(name: str) -> None:
-    raise ApiError(400, "MalformedBody", f"request: {name} is not a JSON number; send a finite one")
-
-
 async def read_body(request: Request, limit: int) -> bytes:
     """At most `limit` bytes of body, or 413 (a declared length is checked before reading)."""
     declared = request.headers.get("content-length")
@@ -105,34 +88,6 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise too_large
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-async def read_json(request: Request, limits: Limits) -> Any:
-    raw = await read_body(request, limits.max_body_bytes)
-    if not raw.strip():
-        return {}
-    try:
-        text = raw.decode("utf-8")
-        data = json.loads(text, parse_constant=_refuse_constant)
-    except UnicodeDecodeError as exc:
-        raise ApiError(
-            400, "MalformedBody", f"request: body is not UTF-8 (byte {exc.start})"
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise ApiError(
-            400,
-            "MalformedBody",
-            f"request: malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-        ) from None
-    except (ValueError, RecursionError):  # int()'s 4,300-digit limit; nesting beyond Python's
-        raise ApiError(
-            400, "MalformedBody", "request: malformed JSON: a number or nesting beyond limits"
-        ) from None
-    if not _depth(data, limits.max_json_depth):
-        raise ApiError(
-            400, "MalformedBody", f"request: JSON nested deeper than {limits.max_json_depth} levels"
-        )
-    return data
 
 
 def create_app(
@@ -175,17 +130,14 @@ def create_app(
             500, "InternalError", f"internal error ({type(exc).__name__}); please report it"
         )
 
-    async def body_of(request: Request, schema: type[Strict]) -> Strict:
-        return parse(schema, await read_json(request, limits), "request")
-
     def add(spec: Endpoint) -> None:
         async def route(request: Request, format: str = "json") -> Response:
             if format not in ("json", "markdown"):
                 raise ApiError(
                     422, "ConfigError", f"format must be json or markdown, got {format[:40]!r}"
                 )
-            body = await body_of(request, spec.body)
-            text = await runner.run(spec.name, body, format)
+            raw = await read_body(request, limits.max_body_bytes)
+            text = await runner.run(spec.name, raw, format)  # decoded and checked there
             if format == "markdown":
                 return PlainTextResponse(text, media_type="text/markdown")
             return Response(text, media_type="application/json")
@@ -205,21 +157,14 @@ def create_app(
               openapi_extra={"requestBody": {"content": {"application/json": {
                   "schema": ENDPOINTS["plan"].body.model_json_schema()}}}})  # fmt: skip
     async def _whatif(request: Request) -> Response:
-        body = await body_of(request, ENDPOINTS["plan"].body)
-        return Response(await runner.run(WHATIF, body), media_type="application/json")
+        raw = await read_body(request, limits.max_body_bytes)
+        return Response(await runner.run(WHATIF, raw), media_type="application/json")
 
     @app.post(f"{API}/scenario", summary="A scenario YAML (the body, as text) read with the "
               "strict loader and schema, returned as JSON", response_class=Response)  # fmt: skip
     async def _scenario(request: Request) -> Response:
         raw = await read_body(request, limits.max_body_bytes)
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(
-                f"upload: scenario file is not UTF-8 text (byte {exc.start})"
-            ) from None
-        scenario = scenario_from_data(parse_yaml_text(text, "upload"), "upload")
-        return Response(dumps(scenario.model_dump(mode="json")), media_type="application/json")
+        return Response(await runner.run(SCENARIO, raw), media_type="application/json")
 
     @app.get(f"{API}/scenario/default", summary="The case-study scenario (the CLI's default)")
     async def _default() -> Document:
