@@ -122,16 +122,20 @@ async def load_stream(
                 start = time.perf_counter()
                 writer.write(head + body)
                 status = await reader.readline()
-                length = None
+                length, closing = None, False
                 while (line := await reader.readline()) not in (b"\r\n", b""):
                     name, _, value = line.partition(b":")
                     if name.strip().lower() == b"content-length":
                         length = int(value)
+                    closing |= line.lower().startswith(b"connection: close")
                 if length is None:
                     raise RuntimeError(f"no Content-Length in the answer ({status!r})")
                 await reader.readexactly(length)
                 latencies.append(time.perf_counter() - start)
                 failures += not status.startswith(b"HTTP/1.1 200 ")
+                if closing:  # the server ends the connection (after an error, say): a new one
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, int(port))
         finally:
             writer.close()
             await writer.wait_closed()
@@ -143,7 +147,8 @@ async def load_stream(
 
 def server_cpu_s(url: str) -> float:
     """CPU seconds used so far by the `prfaas-plan serve` listening at `url` and its worker
-    processes (Linux /proc: the process whose command line has its port, and descendants)."""
+    processes (Linux /proc: the process whose command line has its port, and descendants; a
+    worker that ended, replaced after a timeout say, no longer counts)."""
     port = url.rsplit(":", 1)[1]
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}

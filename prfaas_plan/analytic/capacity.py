@@ -267,14 +267,17 @@ class Evaluation:
 
 BOUND_ORDER = (Bound.PRFAAS_COMPUTE, Bound.PRFAAS_LINK, Bound.PD_PREFILL, Bound.PD_DECODE)
 BOUND_TOLERANCE = 1e-6
-# binding terms closer to each other than this (relative to Λ_max) are listed in BOUND_ORDER:
-# at a balance point two terms agree to the last bits, and which of them comes out a rounding
-# error lower differs between machines (numpy's log and exp differ by CPU in the last bit)
+# binding terms are ordered by their distance above Λ_max rounded to this grid (relative), then
+# in BOUND_ORDER: at a balance point two terms agree to the last bits, and which of them comes
+# out a rounding error lower differs between machines (numpy's log and exp differ by CPU in the
+# last bit). The term equal to Λ_max and those within half a step of it always tie; two terms
+# either side of a half step (~5e-10 above Λ_max) would still sort by value
 BOUND_TIE_RTOL = 1e-9
 
 
 def binding_terms(limits: FloatArray, system_rps: float) -> tuple[Bound, ...]:
-    """The terms within BOUND_TOLERANCE of Λ_max, tightest first (ties in BOUND_ORDER)."""
+    """The terms within BOUND_TOLERANCE of Λ_max, tightest first (ties on BOUND_TIE_RTOL's
+    grid in BOUND_ORDER)."""
     within = [
         k for k in range(limits.size) if limits[k] <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
     ]
