@@ -562,3 +562,22 @@ def test_a_plan_that_serves_nothing_is_answered_not_a_500(client, path, prfaas, 
     if path == "explain" and prfaas == 0:  # elasticities relative to Λ = 0 do not exist
         assert response.json()["throughput_rps"]["system"] == 0
         assert set(response.json()["closed_forms"]["elasticities"].values()) == {None}
+
+
+def test_a_worker_that_cannot_start_stops_serve_with_one_line(tmp_path, capfd):
+    """A worker process reads its own catalog as it starts; if it fails (its data directory
+    gone since the server read it), serve stops with a ConfigError, not a hang or a
+    traceback, and the worker says why in one line."""
+    import shutil
+
+    data = data_copy(tmp_path)
+    app = create_app(Limits(max_concurrent=1), data, processes=1)
+    shutil.rmtree(data)
+    try:
+        with pytest.raises(ConfigError, match="a worker process ended as it started"):
+            app.state.runner.start()
+    finally:
+        app.state.runner.shutdown()
+    err = capfd.readouterr().err
+    assert "prfaas-plan serve: worker process: data directory" in err
+    assert "Traceback" not in err

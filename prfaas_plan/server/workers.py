@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -34,7 +35,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 from pathlib import Path
 
-from prfaas_plan.errors import ConfigError, ResourceLimitError
+from prfaas_plan.errors import ConfigError, PlanError, ResourceLimitError
 from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.reading import parse, parse_yaml_text
@@ -100,7 +101,11 @@ def job(
 def serve_jobs(connection: Connection, data_dir: str | None) -> None:
     """A worker process: jobs in (the pickled arguments of `job`; an empty message: stop),
     each answered ("ok", text) or ("error", the exception) on the same pipe."""
-    start_worker(data_dir)
+    try:
+        start_worker(data_dir)
+    except PlanError as exc:  # its one line, then the server says a worker did not start
+        sys.stderr.write(f"prfaas-plan serve: worker process: {exc}\n")
+        sys.exit(exc.exit_code)
     while True:
         try:
             message = connection.recv_bytes()
@@ -184,12 +189,24 @@ class _Processes:
 
     def start(self) -> None:
         """Wait until every worker has read its catalog (a ping each)."""
+        try:
+            for worker in self.workers:
+                worker.connection.send_bytes(pickle.dumps((PING, b"", "json", 0)))
+        except OSError:
+            raise ConfigError(
+                "serve: a worker process ended as it started (its error is above)"
+            ) from None
         for worker in self.workers:
-            worker.connection.send_bytes(pickle.dumps((PING, b"", "json", 0)))
-        for worker in self.workers:
-            if not worker.connection.poll(START_TIMEOUT_S):
-                raise RuntimeError(f"a worker process did not start in {START_TIMEOUT_S:g} s")
-            worker.connection.recv_bytes()
+            try:
+                if not worker.connection.poll(START_TIMEOUT_S):
+                    raise ResourceLimitError(
+                        f"serve: a worker process did not start in {START_TIMEOUT_S:g} s"
+                    )
+                worker.connection.recv_bytes()
+            except (EOFError, OSError):
+                raise ConfigError(
+                    "serve: a worker process ended as it started (its error is above)"
+                ) from None
 
     def _replace(self, worker: _Worker) -> _Worker:
         """`worker` ended (or is ended now): a new process in its place, starting in the
