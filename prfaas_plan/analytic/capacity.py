@@ -120,6 +120,14 @@ def _service_times(
     return np.where(serves, mean_tokens, np.nan), [np.where(serves, v, np.nan) for v in values]
 
 
+def row_modes(exact: BoolArray) -> Mode | BoolArray:
+    """The `mode` argument of `rates` for rows whose modes are `exact` (True where Mode.EXACT):
+    one Mode when every row shares it (the cheaper path), else the flags."""
+    if exact.all():
+        return Mode.EXACT
+    return exact if exact.any() else Mode.PAPER
+
+
 class _Prefill(NamedTuple):
     """What both prefill roles and the link give at a threshold (see `rates`)."""
 
@@ -306,7 +314,6 @@ def evaluate_many(
 ) -> list[Evaluation]:
     """`evaluate` of each configuration in its mode (a plan, its baselines, the other mode's
     view of it), in one vectorised model call: the same numbers as one call each."""
-    exact = np.array([m is Mode.EXACT for m in modes])
     r = rates(
         system,
         workload,
@@ -314,7 +321,7 @@ def evaluate_many(
         np.array([c.prfaas_instances for c in configurations], float),
         np.array([c.pd_prefill_instances for c in configurations], float),
         np.array([c.pd_decode_instances for c in configurations], float),
-        Mode.EXACT if exact.all() else Mode.PAPER if not exact.any() else exact,
+        row_modes(np.array([m is Mode.EXACT for m in modes])),
     )
     evaluations = []
     for i, (c, mode) in enumerate(zip(configurations, modes, strict=True)):

@@ -150,7 +150,7 @@ class TruncatedLogNormal(LengthDistribution):
         fixed end (min or max) decided once per distribution instead of per element."""
         # clip as min(max(.)): np.clip's dispatch costs more than the arithmetic here
         t = np.minimum(np.maximum(threshold_tokens, self.min_tokens), self.max_tokens)
-        c = self._split_constants(t.ndim)
+        c = _split_constants(self, t.ndim)
         with np.errstate(divide="ignore"):
             centred = np.log(t) - self.mu_log
         z = (centred - c.offset) / self.sigma_log
@@ -167,19 +167,6 @@ class TruncatedLogNormal(LengthDistribution):
             np.where(z >= 0, tail - c.tail_max, 1.0 - tail - c.tail_max),
         )
         return c.scale * np.maximum(short_mass, 0.0), c.scale * np.maximum(long_mass, 0.0)
-
-    def _split_constants(self, ndim: int) -> "_SplitConstants":
-        """What `split` needs of the distribution alone, shaped to broadcast against `ndim`-
-        dimensional thresholds (computed once per distribution and dimension)."""
-        cached = self._split_constants_by_ndim.get(ndim)
-        if cached is None:
-            cached = _SplitConstants.of(self, ndim)
-            self._split_constants_by_ndim[ndim] = cached
-        return cached
-
-    @cached_property
-    def _split_constants_by_ndim(self) -> "dict[int, _SplitConstants]":
-        return {}
 
     def partial_moments(self, a: ArrayLike, b: ArrayLike, max_order: int = 2) -> FloatArray:
         lo = np.clip(np.asarray(a, float), self.min_tokens, self.max_tokens)
@@ -239,23 +226,26 @@ class _SplitConstants:
     tail_max: FloatArray
     max_below_median: BoolArray
 
-    @classmethod
-    def of(cls, d: TruncatedLogNormal, ndim: int) -> "_SplitConstants":
-        orders = range(MOMENT_ORDERS)
-        column = (MOMENT_ORDERS,) + (1,) * ndim
-        z_min = np.array([float(d._z(d.min_tokens, k)) for k in orders])
-        z_max = np.array([float(d._z(d.max_tokens, k)) for k in orders])
-        tail_min = np.array([float(small_tail(z)) for z in z_min])
-        tail_max = np.array([float(small_tail(z)) for z in z_max])
-        return cls(
-            scale=np.array([d._scale(k) for k in orders]).reshape(column),
-            offset=np.array([k * d.sigma_log**2 for k in orders]).reshape(column),
-            tail_min=tail_min.reshape(column),
-            one_minus_tail_min=(1.0 - tail_min).reshape(column),
-            min_above_median=(z_min >= 0).reshape(column),
-            tail_max=tail_max.reshape(column),
-            max_below_median=(z_max <= 0).reshape(column),
-        )
+
+@lru_cache(maxsize=128)
+def _split_constants(d: TruncatedLogNormal, ndim: int) -> _SplitConstants:
+    """What `split` needs of `d` alone, shaped to broadcast against `ndim`-dimensional
+    thresholds (once per process for equal parameters and dimension)."""
+    orders = range(MOMENT_ORDERS)
+    column = (MOMENT_ORDERS,) + (1,) * ndim
+    z_min = np.array([float(d._z(d.min_tokens, k)) for k in orders])
+    z_max = np.array([float(d._z(d.max_tokens, k)) for k in orders])
+    tail_min = np.array([float(small_tail(z)) for z in z_min])
+    tail_max = np.array([float(small_tail(z)) for z in z_max])
+    return _SplitConstants(
+        scale=np.array([d._scale(k) for k in orders]).reshape(column),
+        offset=np.array([k * d.sigma_log**2 for k in orders]).reshape(column),
+        tail_min=tail_min.reshape(column),
+        one_minus_tail_min=(1.0 - tail_min).reshape(column),
+        min_above_median=(z_min >= 0).reshape(column),
+        tail_max=tail_max.reshape(column),
+        max_below_median=(z_max <= 0).reshape(column),
+    )
 
 
 @lru_cache(maxsize=16)

@@ -1,8 +1,7 @@
 """The API's use-cases, one function each: a request body (server/bodies.py) in, the command's
 view and JSON document out (an Answer, each built when asked for), through the same commands/
-and render/ functions as the CLI. An
-endpoint is registered by `@endpoint(name, Body)`; server/app.py serves each at
-POST /api/v1/<name>. Adding a command is one more such function."""
+and render/ functions as the CLI. An endpoint is registered by `@endpoint(name, Body)`;
+server/app.py serves each at POST /api/v1/<name>. Adding a command is one more such function."""
 
 from collections.abc import Callable
 from dataclasses import dataclass

@@ -28,6 +28,7 @@ from prfaas_plan.analytic.capacity import (
     evaluate_many,
     prefill_limits,
     rates,
+    row_modes,
 )
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.choices import Mode
@@ -319,11 +320,7 @@ def _row_modes(
     if isinstance(mode, Mode):
         return mode
     assert exact is not None
-    chosen = exact[members]
-    if chosen.all() or not chosen.any():
-        return Mode.EXACT if chosen.all() else Mode.PAPER
-    rows: BoolArray = np.repeat(chosen, width)
-    return rows
+    return row_modes(np.repeat(exact[members], width))
 
 
 def optimize_fixed_hardware_modes(
@@ -355,17 +352,18 @@ def optimize_fixed_hardware(
     mode: Mode = Mode.PAPER,
 ) -> Evaluation:
     """Maximise Λ_max over t and the integer split N_p/N_d for fixed instance counts."""
+    return evaluate(system, workload, _best_configuration(system, workload, space, mode), mode)
+
+
+def _best_configuration(
+    system: ServingSystem, workload: LengthDistribution, space: SearchSpace, mode: Mode
+) -> Configuration:
+    """The configuration `optimize_fixed_hardware` evaluates."""
     t, n_p, n_d = optimize_fixed_hardware_batch(
         system, workload, np.array([space.prfaas_instances]), np.array([space.pd_instances]),
         np.array([system.link_bandwidth_bytes_per_s]), space.threshold_tokens, mode,
     )  # fmt: skip
-    configuration = Configuration(
-        prfaas_instances=space.prfaas_instances,
-        pd_prefill_instances=int(n_p[0]),
-        pd_decode_instances=int(n_d[0]),
-        threshold_tokens=float(t[0]),
-    )
-    return evaluate(system, workload, configuration, mode)
+    return Configuration(space.prfaas_instances, int(n_p[0]), int(n_d[0]), float(t[0]))
 
 
 def exhaustive_grid_search(
@@ -422,22 +420,8 @@ def _homogeneous_configuration(
     frozen values): it does not depend on the link (nothing is offloaded: t = inf, no PrfaaS
     instance), so a server planning the same PD cluster and workload at many link bandwidths
     or PrfaaS sizes (the what-if page's sliders; a sweep over links) searches it once."""
-    t, n_p, n_d = optimize_fixed_hardware_batch(
-        system, workload, np.array([0]), np.array([pd_instances]),
-        np.array([system.link_bandwidth_bytes_per_s]), np.inf, mode,
-    )  # fmt: skip
-    return Configuration(0, int(n_p[0]), int(n_d[0]), float(t[0]))
-
-
-def naive_heterogeneous(
-    system: ServingSystem,
-    workload: LengthDistribution,
-    prfaas_instances: int,
-    pd_instances: int,
-    mode: Mode = Mode.PAPER,
-) -> Evaluation:
-    """Every request prefilled on PrfaaS (t = 0), every PD instance decodes."""
-    return evaluate(system, workload, naive_configuration(prfaas_instances, pd_instances), mode)
+    space = SearchSpace(prfaas_instances=0, pd_instances=pd_instances, threshold_tokens=np.inf)
+    return _best_configuration(system, workload, space, mode)
 
 
 def naive_configuration(prfaas_instances: int, pd_instances: int) -> Configuration:
