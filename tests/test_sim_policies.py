@@ -553,3 +553,28 @@ def test_one_factory_builds_every_policy_by_name():
     assert set(FACTORY_POLICIES) == set(RoutingPolicy)
     with pytest.raises(ConfigError, match="unknown policy 'magic'"):
         make_policy("magic")
+
+
+@given(
+    base=st.floats(1.0, 1e6),
+    step=st.floats(1.01, 4.0),
+    raises=st.integers(1, 40),
+)
+@settings(max_examples=300, deadline=None)
+def test_adaptive_threshold_returns_exactly_to_the_plan(
+    base: float, step: float, raises: int
+) -> None:
+    """Raised k times and lowered k times, t is the planned threshold to the last bit (t·s/s
+    alone is not: 15199.299114933792 · 1.25 / 1.25 = ...794), so a further calm period changes
+    nothing and a threshold count is not inflated by rounding (it was: 173 changes instead of
+    164 in the README's bandwidth_dip row, with a planned t one rounding away)."""
+    policy = AdaptiveThreshold(step_factor=step)
+    hot, calm = (1.0, 0.0, 0.0), (0.0, 0.0, 0.0)
+    t = base
+    for _ in range(raises):
+        t = policy.next_threshold(t, base, *hot)
+    assert t > base
+    for _ in range(raises):
+        t = policy.next_threshold(t, base, *calm)
+    assert t == base
+    assert policy.next_threshold(t, base, *calm) == base

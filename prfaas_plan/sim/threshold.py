@@ -50,6 +50,9 @@ class LinkMeter:
         return utilization
 
 
+BACK_TO_BASE_RTOL = 1e-9  # a lowered threshold this close above the planned one is the planned one
+
+
 @dataclass(frozen=True)
 class AdaptiveThreshold:
     """Short-timescale bandwidth- and queue-aware threshold (reference §8; the paper gives no
@@ -110,15 +113,19 @@ class AdaptiveThreshold:
         )
         if remote_hot and not local_hot:
             return min(threshold_tokens * self.step_factor, self.max_threshold_tokens)
+        lowered = threshold_tokens / self.step_factor
+        # t·step/step is base only to the last bit: within BACK_TO_BASE_RTOL it is base, so a
+        # period that would change t by rounding alone counts no change
+        lowered = base_tokens if lowered <= base_tokens * (1 + BACK_TO_BASE_RTOL) else lowered
         if calm or (local_hot and not remote_hot):
-            return max(threshold_tokens / self.step_factor, base_tokens)
+            return lowered
         if remote_hot and local_hot:
             remote = max(
                 link_utilization / self.link_trigger,
                 prfaas_queue_per_instance / self.queue_trigger,
             )
             if pd_queue_per_instance / self.queue_trigger > remote:
-                return max(threshold_tokens / self.step_factor, base_tokens)
+                return lowered
         return threshold_tokens
 
     def for_configuration(self, configuration: Configuration) -> Policy:
