@@ -145,10 +145,10 @@ async def load_stream(
     return latencies, time.perf_counter() - start, failures
 
 
-def server_cpu_s(url: str) -> float:
-    """CPU seconds used so far by the `prfaas-plan serve` listening at `url` and its worker
-    processes (Linux /proc: the process whose command line has its port, and descendants; a
-    worker that ended, replaced after a timeout say, no longer counts)."""
+def server_cpu_s(url: str) -> tuple[float, float]:
+    """CPU seconds used so far by the `prfaas-plan serve` listening at `url`: its HTTP process
+    and its worker processes (Linux /proc: the process whose command line has its port, and
+    descendants; a worker that ended, replaced after a timeout say, no longer counts)."""
     port = url.rsplit(":", 1)[1]
     parents: dict[int, int] = {}
     cpu: dict[int, float] = {}
@@ -175,7 +175,7 @@ def server_cpu_s(url: str) -> float:
         children = {pid for pid, parent in parents.items() if parent in tree} - tree
         tree |= children
         grew = bool(children)
-    return sum(cpu[pid] for pid in tree)
+    return cpu[root], sum(cpu[pid] for pid in tree - {root})
 
 
 LOADS = {"stream": load_stream, "httpx": load_httpx}
@@ -263,17 +263,21 @@ def main() -> None:
         for kind in kinds:
             work = bodies(url, kind, args.requests)
             asyncio.run(load(url, bodies(url, kind, 40), 4))  # warm-up: imports, first calls
-            client_cpu_s, serve_cpu_s = time.process_time(), server_cpu_s(url)
+            client_cpu_s, (http_cpu_s, workers_cpu_s) = time.process_time(), server_cpu_s(url)
             latencies, wall_s, failures = asyncio.run(load(url, work, args.clients))
             client_cpu_s = time.process_time() - client_cpu_s
-            serve_cpu_s = server_cpu_s(url) - serve_cpu_s
+            http_after_s, workers_after_s = server_cpu_s(url)
+            http_cpu_s, workers_cpu_s = http_after_s - http_cpu_s, workers_after_s - workers_cpu_s
+            serve_cpu_s = http_cpu_s + workers_cpu_s
             ms = [1000 * x for x in latencies]
             print(f"/api/v1/plan, {kind} bodies: {args.requests} requests from {args.clients} "
                   f"concurrent clients in {wall_s:.1f} s ({args.requests / wall_s:.0f} req/s), "
                   f"{failures} not 200")  # fmt: skip
             print(f"  latency p50 {quantile(ms, 0.5):.1f} ms, p99 {quantile(ms, 0.99):.1f} ms, "
                   f"max {max(ms):.1f} ms; CPU a request: the server's "
-                  f"{1000 * serve_cpu_s / args.requests:.2f} ms, the clients' "
+                  f"{1000 * serve_cpu_s / args.requests:.2f} ms (HTTP process "
+                  f"{1000 * http_cpu_s / args.requests:.2f}, workers "
+                  f"{1000 * workers_cpu_s / args.requests:.2f}), the clients' "
                   f"{1000 * client_cpu_s / args.requests:.2f} ms")  # fmt: skip
             single, _, _ = asyncio.run(load(url, work[:200], 1))
             one = [1000 * x for x in single]
