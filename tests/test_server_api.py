@@ -109,11 +109,15 @@ def test_every_endpoint_answers_as_the_cli(client, name, body, args):
 
 
 def test_the_pareto_endpoint_is_the_clis_json_and_markdown_byte_for_byte(client):
+    """The JSON is the CLI's document written compact (no indentation: for programs), the
+    Markdown the CLI's byte for byte."""
     args = ("procure", "--pareto", "--target-rps", "4", "--max-instances-per-site", "4")
     body = {"target_rps": 4, "max_instances_per_site": 4}
     response = post(client, "procure/pareto", body)
     assert response.status_code == 200
-    assert response.text == run(*args, "--format", "json").stdout
+    cli = run(*args, "--format", "json").stdout
+    assert response.text == json.dumps(json.loads(cli), separators=(",", ":")) + "\n"
+    assert "\n" not in response.text.rstrip("\n")
     markdown = client.post("/api/v1/procure/pareto?format=markdown", json=body)
     assert markdown.text == run(*args, "--format", "markdown").stdout
 

@@ -41,7 +41,11 @@ def fmt(
     return format(scale(x) if scale else x, spec)
 
 
-def dumps(document: Document) -> str:
+def dumps(document: Document, *, compact: bool = False) -> str:
+    """The document as JSON text: indented for people (the CLI), or `compact` for programs
+    (the HTTP API: json's C encoder, a third of the time; the indented form is Python code)."""
+    if compact:
+        return json.dumps(document, allow_nan=False, separators=(",", ":")) + "\n"
     return json.dumps(document, indent=2, allow_nan=False) + "\n"
 
 

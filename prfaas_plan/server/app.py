@@ -2,10 +2,10 @@
 endpoint of server/endpoints.py, the what-if page's own calls, the page itself at `/`, OpenAPI at
 /docs and /openapi.json.
 
-A response is the CLI's JSON document (`?format=markdown` gives the CLI's Markdown). A failure is
-`{"error": {"type", "message", "parameter", "exit_code"}}` with the library's one-line message
-(request fields named as the library names them, `threshold_tokens`, where the CLI writes
-`--threshold-tokens`) and an HTTP status by class:
+A response is the CLI's JSON document, written compact (`?format=markdown` gives the CLI's
+Markdown). A failure is `{"error": {"type", "message", "parameter", "exit_code"}}` with the
+library's one-line message (request fields named as the library names them, `threshold_tokens`,
+where the CLI writes `--threshold-tokens`) and an HTTP status by class:
 
     400 malformed body (not UTF-8, not JSON, NaN/Infinity, nested deeper than max_json_depth)
     404 / 405 unknown path or method
@@ -109,7 +109,7 @@ def create_app(
         title="prfaas-plan", version=__version__, lifespan=lifespan,
         description="Capacity planner for Prefill-as-a-Service (PrfaaS) deployments: the CLI's "
         "commands over HTTP. Bodies: a scenario (the scenario file's schema) and the command's "
-        "parameters; responses: the CLI's JSON.",
+        "parameters; responses: the CLI's JSON (compact).",
     )  # fmt: skip
 
     @app.exception_handler(ApiError)

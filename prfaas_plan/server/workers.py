@@ -74,7 +74,7 @@ def job(
     name: str, raw: bytes, format: str, max_json_depth: int, catalog: Catalog | None = None
 ) -> str:
     """Job `name` on a request's raw body, on `catalog` (in a worker: its own): the answer's
-    text, the JSON document or (`format` "markdown") the Markdown."""
+    text, the JSON document (compact) or (`format` "markdown") the Markdown."""
     catalog = catalog if catalog is not None else _catalog
     assert catalog is not None, "a worker process runs start_worker first"
     if name == PING:
@@ -87,15 +87,18 @@ def job(
                 f"upload: scenario file is not UTF-8 text (byte {exc.start})"
             ) from None
         return dumps(
-            scenario_from_data(parse_yaml_text(text, "upload"), "upload").model_dump(mode="json")
+            scenario_from_data(parse_yaml_text(text, "upload"), "upload").model_dump(mode="json"),
+            compact=True,
         )
     spec = endpoints.ENDPOINTS["plan" if name == WHATIF else name]
     body = parse(spec.body, decode_json(raw, max_json_depth), "request")
     if name == WHATIF:
         assert isinstance(body, PlanBody)
-        return dumps(endpoints.whatif(body, catalog))
+        return dumps(endpoints.whatif(body, catalog), compact=True)
     answer = spec.handler(body, catalog)
-    return render_markdown(answer.view()) if format == "markdown" else dumps(answer.document())
+    if format == "markdown":
+        return render_markdown(answer.view())
+    return dumps(answer.document(), compact=True)
 
 
 def serve_jobs(connection: Connection, data_dir: str | None) -> None:
