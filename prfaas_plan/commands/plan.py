@@ -20,9 +20,9 @@ from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.sizing import SizingResult, size_prfaas_cluster
 from prfaas_plan.solve.threshold import (
     SearchSpace,
+    best_configurations,
     homogeneous_configuration,
     naive_configuration,
-    optimize_fixed_hardware_modes,
 )
 
 if TYPE_CHECKING:  # queueing is imported only when a TTFT target is given
@@ -330,8 +330,24 @@ def plan(
         sizing = _size(problem, mode, target_rps, max_prfaas_gpus, solver or Solver.HIGHS)
         prfaas_instances = sizing.evaluation.configuration.prfaas_instances
     space = SearchSpace(prfaas_instances, problem.pd_instances, threshold_tokens)
-    optimum = optimize_fixed_hardware_modes(system, workload, space)
-    chosen = sizing.evaluation if sizing is not None else optimum[mode]
+    paper, exact = best_configurations(system, workload, space, (Mode.PAPER, Mode.EXACT))
+    s = problem.scenario
+    total_gpus = prfaas_instances * s.prfaas_cluster.gpus_per_instance + s.pd_cluster.gpus
+    # both modes' optima, both baselines and the paper-mode plan's exact capacity: one model call
+    paper_optimum, exact_optimum, homogeneous, naive, paper_plan_exact = evaluate_many(
+        system, workload,
+        [
+            paper, exact,
+            homogeneous_configuration(
+                system, workload, total_gpus // s.pd_cluster.gpus_per_instance, mode
+            ),
+            naive_configuration(prfaas_instances, problem.pd_instances),
+            paper,
+        ],
+        [Mode.PAPER, Mode.EXACT, mode, mode, Mode.EXACT],
+    )  # fmt: skip
+    optimum = paper_optimum if mode is Mode.PAPER else exact_optimum
+    chosen = sizing.evaluation if sizing is not None else optimum
     loaded = None
     if ttft is not None:
         if sizing is not None:
@@ -342,25 +358,11 @@ def plan(
         from prfaas_plan.solve.ttft_target import optimize_with_ttft
 
         # the unconstrained plan's capacity with exact service times (as `simulate --load`)
-        capacity = evaluate(system, workload, optimum[mode].configuration, Mode.EXACT)
+        capacity = paper_plan_exact if mode is Mode.PAPER else exact_optimum
         chosen, loaded = optimize_with_ttft(
             system, workload, space, arrival_rate_rps=ttft.rate_rps(capacity.system_throughput_rps),
             ttft_target_s=ttft.target_s, ttft_percentile=ttft.percentile, mode=mode,
         )  # fmt: skip
-    s = problem.scenario
-    total_gpus = prfaas_instances * s.prfaas_cluster.gpus_per_instance + s.pd_cluster.gpus
-    # both baselines and the paper-mode plan's exact capacity, in one model call
-    homogeneous, naive, paper_plan_exact = evaluate_many(
-        system, workload,
-        [
-            homogeneous_configuration(
-                system, workload, total_gpus // s.pd_cluster.gpus_per_instance, mode
-            ),
-            naive_configuration(prfaas_instances, problem.pd_instances),
-            optimum[Mode.PAPER].configuration,
-        ],
-        [mode, mode, Mode.EXACT],
-    )  # fmt: skip
     deployments = _deployments(
         problem,
         {"prfaas_pd": chosen, "homogeneous_pd": homogeneous, "naive_heterogeneous": naive},
@@ -372,9 +374,7 @@ def plan(
         plan=deployments[0],
         homogeneous=deployments[1],
         naive=deployments[2],
-        modes=ModeComparison(
-            optimum[Mode.PAPER], optimum[Mode.EXACT], paper_plan_exact.system_throughput_rps
-        ),
+        modes=ModeComparison(paper_optimum, exact_optimum, paper_plan_exact.system_throughput_rps),
         sizing=sizing,
         range_notes=notes,
         ttft_target=ttft,

@@ -337,17 +337,28 @@ def optimize_fixed_hardware_modes(
     """`optimize_fixed_hardware` in each of `modes` (a plan compares both), solved together:
     one pass of the optimiser over both modes' splits instead of one each; the same optima
     to the last bit (each mode's search moves as it would alone)."""
+    configurations = best_configurations(system, workload, space, modes)
+    evaluations = evaluate_many(system, workload, configurations, modes)
+    return dict(zip(modes, evaluations, strict=True))
+
+
+def best_configurations(
+    system: ServingSystem,
+    workload: LengthDistribution,
+    space: SearchSpace,
+    modes: Sequence[Mode] = tuple(Mode),
+) -> list[Configuration]:
+    """The configurations `optimize_fixed_hardware_modes` evaluates, one per mode (for a
+    caller that evaluates them in one call with others)."""
     count = len(modes)
     t, n_p, n_d = optimize_fixed_hardware_batch(
         system, workload, np.full(count, space.prfaas_instances), np.full(count, space.pd_instances),
         np.full(count, system.link_bandwidth_bytes_per_s), space.threshold_tokens, modes,
     )  # fmt: skip
-    configurations = [
+    return [
         Configuration(space.prfaas_instances, int(n_p[i]), int(n_d[i]), float(t[i]))
         for i in range(count)
     ]
-    evaluations = evaluate_many(system, workload, configurations, modes)
-    return dict(zip(modes, evaluations, strict=True))
 
 
 def optimize_fixed_hardware(
