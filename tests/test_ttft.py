@@ -1,8 +1,10 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prfaas_plan.analytic.distributions import ObservedLengths
-from prfaas_plan.analytic.ttft import unloaded_ttft
+from prfaas_plan.analytic.ttft import _weighted_percentiles, unloaded_ttft
 
 from .conftest import toy_system
 
@@ -45,3 +47,26 @@ def test_routing_everything_local_or_remote(case_problem):
     assert local.mean_s == pytest.approx(
         float(s.pd_prefill_latency.expectation(w.partial_moments(0, np.inf)))
     )
+
+
+@given(
+    values=st.lists(
+        st.floats(0, 100, allow_nan=False) | st.sampled_from([1.0, 2.0, float("nan")]),
+        min_size=1,
+        max_size=40,
+    ),
+    seed=st.integers(0, 2**32 - 1),
+    presorted=st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_percentiles_skip_the_sort_only_where_it_changes_nothing(values, seed, presorted):
+    """Given the cumulative weights, values already in order are not sorted again: the
+    percentiles are the sorting path's to the last bit, for ordered values (ties included)
+    and for unordered ones or nan (which take the sorting path)."""
+    x = np.array(sorted(values) if presorted else values)
+    weights = np.random.default_rng(seed).uniform(0.0, 1.0, x.size) + 1e-3
+    cumulative = np.cumsum(weights)
+    cumulative /= cumulative[-1]
+    expected = _weighted_percentiles(x, weights, (1, 50, 90, 99, 100))
+    given_cumulative = _weighted_percentiles(x, weights, (1, 50, 90, 99, 100), cumulative)
+    np.testing.assert_array_equal(given_cumulative, expected)

@@ -32,14 +32,25 @@ class TtftSummary:
 
 
 def _weighted_percentiles(
-    values: FloatArray, weights: FloatArray, percentiles: Sequence[float]
+    values: FloatArray,
+    weights: FloatArray,
+    percentiles: Sequence[float],
+    cumulative_in_order: FloatArray | None = None,
 ) -> FloatArray:
-    """The smallest value whose cumulative weight reaches each percentile."""
-    order = np.argsort(values, kind="stable")
-    cumulative = np.cumsum(weights[order])
-    cumulative /= cumulative[-1]
+    """The smallest value whose cumulative weight reaches each percentile. With
+    `cumulative_in_order` (the normalised cumulative `weights` as given) and `values` already
+    in order (non-decreasing: TTFT over sorted lengths, one route throughout, typically),
+    the sort is skipped: a stable sort of sorted values is the identity, so the answer is
+    the same to the last bit."""
+    if cumulative_in_order is not None and np.all(values[1:] >= values[:-1]):  # no nan either
+        cumulative = cumulative_in_order
+    else:
+        order = np.argsort(values, kind="stable")
+        values = values[order]
+        cumulative = np.cumsum(weights[order])
+        cumulative /= cumulative[-1]
     idx = np.searchsorted(cumulative, np.asarray(percentiles) / 100.0, side="left")
-    return values[order][np.minimum(idx, values.size - 1)]
+    return values[np.minimum(idx, values.size - 1)]
 
 
 def unloaded_ttft(
@@ -67,6 +78,8 @@ def unloaded_ttfts(
         system.prfaas_prefill_latency(lengths) + system.kv_cache_size(lengths) * transfer_s_per_byte
     )
     local = system.pd_prefill_latency(lengths)
+    cumulative = np.cumsum(weights)
+    cumulative /= cumulative[-1]
     summaries = []
     for i, threshold_tokens in enumerate(thresholds_tokens):
         local_total, offloaded_total = local_totals[i], offloaded_totals[i]
@@ -75,7 +88,7 @@ def unloaded_ttfts(
             local_mean = float(local_total / short_mass) if short_mass > 0 else float("nan")
             offloaded_mean = float(offloaded_total / long_mass) if long_mass > 0 else float("nan")
         ttft = np.where(lengths > threshold_tokens, remote, local)
-        p50, p90, p99 = _weighted_percentiles(ttft, weights, PERCENTILES)
+        p50, p90, p99 = _weighted_percentiles(ttft, weights, PERCENTILES, cumulative)
         summaries.append(
             TtftSummary(
                 mean_s=float((local_total + offloaded_total) / (short_mass + long_mass)),
