@@ -162,6 +162,7 @@ def _balance_point(
         return np.full(n_p.shape, np.nan), nothing, nothing
     a, b = grid[first], grid[first + 1]
     ga, gb = gap[index, first], gap[index, first + 1]
+    last_side = np.zeros(a.shape)  # -1: a moved last step, 1: b did
     idle = ~crosses
     moving = crosses  # splits of deployments still converging
     for _ in range(ROOT_MAX_STEPS):
@@ -176,17 +177,18 @@ def _balance_point(
         right = gc < 0  # the crossing is right of c
         move_a = moving & right
         move_b = moving & ~right
-        # Anderson–Björck: the end that stays has its value scaled by 1 − g(c)/g(the end c
-        # replaces) (1/2 where that is not positive), so the next secant moves it too; four
-        # evaluations from a grid bracket where Illinois' halving took six (same signs: the
-        # bracket stays a bracket)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            kept_b = np.where(move_a, 1 - gc / ga, 1.0)
-            kept_a = np.where(move_b, 1 - gc / gb, 1.0)
-        gb = np.where(finite, gb * np.where(kept_b > 0, kept_b, 0.5), gb)
-        ga = np.where(finite, ga * np.where(kept_a > 0, kept_a, 0.5), ga)
+        # Anderson–Björck: when the same end moves twice in a row, the end that stays has its
+        # value scaled by 1 − g(c)/g(the previous c, which c replaces), or by 1/2 where that
+        # is not positive (Illinois' factor), so the next secant moves it too; where the ends
+        # alternate, plain regula falsi. A positive factor keeps the signs: still a bracket
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            kept_b = np.where(move_a & (last_side == -1) & finite, 1 - gc / ga, 1.0)
+            kept_a = np.where(move_b & (last_side == 1) & finite, 1 - gc / gb, 1.0)
+        gb = gb * np.where(kept_b > 0, kept_b, 0.5)
+        ga = ga * np.where(kept_a > 0, kept_a, 0.5)
         a, ga = np.where(move_a, c, a), np.where(move_a, gc, ga)
         b, gb = np.where(move_b, c, b), np.where(move_b, gc, gb)
+        last_side = np.where(move_a, -1, np.where(move_b, 1, 0))
         # converged: a bracket of relative width ROOT_RTOL, or a gap at rounding level
         done = (b - a <= ROOT_RTOL * b) | (np.abs(gc) <= 1e-13 * np.abs(f)) | idle
         moving = moving & ~rows.per_deployment_all(done)
