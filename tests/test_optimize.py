@@ -191,22 +191,20 @@ def test_search_helpers_against_closed_forms():
 
 
 def test_both_modes_solved_together_are_each_mode_alone_to_the_last_bit():
-    """A plan solves the paper and exact modes in one pass (optimize_fixed_hardware_modes):
+    """A plan solves the paper and exact modes in one pass (best_configurations):
     each mode's search must move as it would alone, so the optima are bit for bit the same,
     also when the two modes' root searches converge after different numbers of steps; and a
     batch of deployments answers each as one call would."""
-    from prfaas_plan.solve.threshold import (
-        optimize_fixed_hardware_batch,
-        optimize_fixed_hardware_modes,
-    )
+    from prfaas_plan.solve.threshold import best_configurations, optimize_fixed_hardware_batch
 
     rng = np.random.default_rng(13)
     for _ in range(40):
         system, workload = random_case(rng)
         space = SearchSpace(int(rng.integers(0, 10)), int(rng.integers(1, 16)))
-        together = optimize_fixed_hardware_modes(system, workload, space)
-        for mode in Mode:  # repr: every float to the last bit, and nan equal to nan
-            assert repr(together[mode]) == repr(
+        together = best_configurations(system, workload, space, tuple(Mode))
+        for mode, configuration in zip(Mode, together, strict=True):
+            # repr: every float to the last bit, and nan equal to nan
+            assert repr(evaluate(system, workload, configuration, mode)) == repr(
                 optimize_fixed_hardware(system, workload, space, mode)
             )
         prfaas, pd = rng.integers(0, 10, size=5), rng.integers(1, 40, size=5)

@@ -4,8 +4,8 @@ two baselines (homogeneous PD, naive heterogeneous) computed by the same model.
 For a fixed split, the PrfaaS term Θ_prfaas/p rises with t and the PD-P term Θ_pd-p/(1 − p)
 falls, so Λ_max peaks where they cross (threshold balance, reference eq. 7). We evaluate a
 coarse geometric grid of thresholds for every split at once, then solve the balance condition
-by regula falsi (Anderson–Björck) inside the grid bracket where it changes sign: the result is the
-exact crossing (relative 1e-10 in t, i.e. ~1e-5 tokens), not a grid point. The best grid point stays a candidate, so a
+by regula falsi (Anderson–Björck) inside the grid bracket where it changes sign: the result is
+the exact crossing (relative 1e-10 in t, i.e. ~1e-5 tokens), not a grid point. The best grid point stays a candidate, so a
 profile for which the two terms are not monotone cannot make the optimiser worse than its grid. Discrete length distributions (observed lengths) have
 piecewise-constant Λ, so there every distinct length is evaluated exactly instead.
 
@@ -25,7 +25,6 @@ from prfaas_plan.analytic.capacity import (
     Evaluation,
     ServingSystem,
     evaluate,
-    evaluate_many,
     prefill_limits,
     rates,
     row_modes,
@@ -134,9 +133,8 @@ def _balance_point(
     lower_bound: FloatArray,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Solve Θ_prfaas/p = Θ_pd-p/(1−p) for every split (Anderson–Björck regula falsi,
-    vectorised),
-    inside the first grid bracket [t_i, t_i+1] where f − g (the two terms on the grid) turns
-    non-negative. Splits whose crossing cannot beat `lower_bound` (a Λ already reached by their
+    vectorised), inside the first grid bracket [t_i, t_i+1] where f − g (the two terms on the
+    grid) turns non-negative. Splits whose crossing cannot beat `lower_bound` (a Λ already reached by their
     deployment) are skipped: with f rising and g falling in the bracket, Λ there is at most
     min(f(t_i+1), g(t_i), Θ_pd-d).
     Returns thresholds, their Λ and the prefill capacity there (min of the two terms), or
@@ -330,28 +328,16 @@ def _row_modes(
     return row_modes(np.repeat(exact[members], width))
 
 
-def optimize_fixed_hardware_modes(
-    system: ServingSystem,
-    workload: LengthDistribution,
-    space: SearchSpace,
-    modes: Sequence[Mode] = tuple(Mode),
-) -> dict[Mode, Evaluation]:
-    """`optimize_fixed_hardware` in each of `modes` (a plan compares both), solved together:
-    one pass of the optimiser over both modes' splits instead of one each; the same optima
-    to the last bit (each mode's search moves as it would alone)."""
-    configurations = best_configurations(system, workload, space, modes)
-    evaluations = evaluate_many(system, workload, configurations, modes)
-    return dict(zip(modes, evaluations, strict=True))
-
-
 def best_configurations(
     system: ServingSystem,
     workload: LengthDistribution,
     space: SearchSpace,
     modes: Sequence[Mode] = tuple(Mode),
 ) -> list[Configuration]:
-    """The configurations `optimize_fixed_hardware_modes` evaluates, one per mode (for a
-    caller that evaluates them in one call with others)."""
+    """`optimize_fixed_hardware`'s configuration in each of `modes` (a plan compares both),
+    solved together: one pass of the optimiser over both modes' splits instead of one each;
+    the same optima to the last bit (each mode's search moves as it would alone). The caller
+    evaluates them, in one call with whatever else it evaluates."""
     count = len(modes)
     t, n_p, n_d = optimize_fixed_hardware_batch(
         system, workload, np.full(count, space.prfaas_instances), np.full(count, space.pd_instances),
