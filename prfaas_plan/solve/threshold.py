@@ -356,18 +356,8 @@ def optimize_fixed_hardware(
     mode: Mode = Mode.PAPER,
 ) -> Evaluation:
     """Maximise Λ_max over t and the integer split N_p/N_d for fixed instance counts."""
-    return evaluate(system, workload, _best_configuration(system, workload, space, mode), mode)
-
-
-def _best_configuration(
-    system: ServingSystem, workload: LengthDistribution, space: SearchSpace, mode: Mode
-) -> Configuration:
-    """The configuration `optimize_fixed_hardware` evaluates."""
-    t, n_p, n_d = optimize_fixed_hardware_batch(
-        system, workload, np.array([space.prfaas_instances]), np.array([space.pd_instances]),
-        np.array([system.link_bandwidth_bytes_per_s]), space.threshold_tokens, mode,
-    )  # fmt: skip
-    return Configuration(space.prfaas_instances, int(n_p[0]), int(n_d[0]), float(t[0]))
+    (configuration,) = best_configurations(system, workload, space, (mode,))
+    return evaluate(system, workload, configuration, mode)
 
 
 def exhaustive_grid_search(
@@ -425,7 +415,7 @@ def _homogeneous_configuration(
     instance), so a server planning the same PD cluster and workload at many link bandwidths
     or PrfaaS sizes (the what-if page's sliders; a sweep over links) searches it once."""
     space = SearchSpace(prfaas_instances=0, pd_instances=pd_instances, threshold_tokens=np.inf)
-    return _best_configuration(system, workload, space, mode)
+    return best_configurations(system, workload, space, (mode,))[0]
 
 
 def naive_configuration(prfaas_instances: int, pd_instances: int) -> Configuration:
