@@ -26,7 +26,6 @@ from prfaas_plan.analytic.capacity import (
     ServingSystem,
     evaluate,
     prefill_limits,
-    rates,
     row_modes,
 )
 from prfaas_plan.analytic.distributions import LengthDistribution
@@ -114,13 +113,20 @@ class Splits:
 def _limits(
     system: ServingSystem, workload: LengthDistribution, t: ArrayLike, rows: Splits
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Λ and the two prefill terms for thresholds `t` broadcast against splits."""
-    r = rates(
-        system, workload, t, rows.prfaas_instances, rows.n_p, rows.n_d, rows.mode,
-        link_bandwidth_bytes_per_s=rows.link_bytes_per_s,
-    )  # fmt: skip
-    prfaas_term = r.limits_rps[:2].min(axis=0)
-    return r.system_rps, prfaas_term, r.limits_rps[2]
+    """Λ and the two prefill terms for thresholds `t` broadcast against splits (`rates`' Λ,
+    the least of its four terms, from the two prefill terms and decode)."""
+    f, g = prefill_limits(
+        system, workload, t, rows.prfaas_instances, rows.n_p, rows.mode, rows.link_bytes_per_s
+    )
+    return _system_rps(system, rows, np.minimum(f, g)), f, g
+
+
+def _system_rps(system: ServingSystem, rows: Splits, prefill_rps: FloatArray) -> FloatArray:
+    """Λ from the prefill capacity (the least of the two prefill terms) and the rows' decode
+    capacity."""
+    decode = np.asarray(rows.n_d, float) * system.decode_rps_per_instance
+    lam: FloatArray = np.minimum(prefill_rps, decode)
+    return lam
 
 
 def _balance_point(
@@ -160,6 +166,10 @@ def _balance_point(
         return np.full(n_p.shape, np.nan), nothing, nothing
     a, b = grid[first], grid[first + 1]
     ga, gb = gap[index, first], gap[index, first + 1]
+    # the prefill capacity min(f, g) at each end, kept with the end: Λ at the answer without
+    # evaluating the model there again
+    prefill = np.minimum(f, g)
+    prefill_a, prefill_b = prefill[index, first], prefill[index, first + 1]
     last_side = np.zeros(a.shape)  # -1: a moved last step, 1: b did
     idle = ~crosses
     moving = crosses  # splits of deployments still converging
@@ -186,15 +196,19 @@ def _balance_point(
         ga = ga * np.where(kept_a > 0, kept_a, 0.5)
         a, ga = np.where(move_a, c, a), np.where(move_a, gc, ga)
         b, gb = np.where(move_b, c, b), np.where(move_b, gc, gb)
+        prefill_c = np.minimum(f, g)
+        prefill_a = np.where(move_a, prefill_c, prefill_a)
+        prefill_b = np.where(move_b, prefill_c, prefill_b)
         last_side = np.where(move_a, -1, np.where(move_b, 1, 0))
         # converged: a bracket of relative width ROOT_RTOL, or a gap at rounding level
         done = (b - a <= ROOT_RTOL * b) | (np.abs(gc) <= 1e-13 * np.abs(f)) | idle
         moving = moving & ~rows.per_deployment_all(done)
         if not moving.any():
             break
-    t = np.where(np.abs(ga) < np.abs(gb), a, b)
-    lam, f, g = _limits(system, workload, t, rows)
-    prefill = np.minimum(f, g)
+    at_a = np.abs(ga) < np.abs(gb)
+    t = np.where(at_a, a, b)
+    prefill = np.where(at_a, prefill_a, prefill_b)
+    lam = _system_rps(system, rows, prefill)
     return (
         np.where(crosses, t, np.nan),
         np.where(crosses, lam, -np.inf),
