@@ -398,6 +398,30 @@ def test_openapi_documents_every_endpoint_with_its_body(client):
     assert client.get("/docs").status_code == 200
     assert client.get("/nowhere").json()["error"]["message"] == "Not Found"
     assert client.get("/api/v1/plan").status_code == 405
+    assert [p["name"] for p in paths["/api/v1/plan"]["post"]["parameters"]] == ["format"]
+    assert "post" in paths["/api/v1/scenario"]
+
+
+def test_the_front_answers_as_fastapis_own_routes():
+    """Computing POSTs bypass FastAPI's layers (app.Front); the routes FastAPI keeps for the
+    OpenAPI description answer the same: status, type and bytes, errors included."""
+    app = create_app()
+    front, api = TestClient(app), TestClient(app.api)
+    requests = [
+        ("plan", b'{"bandwidth_gbps": 25}'), ("plan?format=markdown", b"{}"),
+        ("plan?format=xml", b"{}"), ("plan", b"{"), ("plan", b'{"bandwidth_gbps": -1}'),
+        ("plan", b'{"target_rps": 1000}'), ("plan", b" " * 300_000), ("whatif", b"{}"),
+        ("whatif?format=markdown", b"{}"), ("scenario", b"name: x"), ("kv", b"{}"),
+    ]  # fmt: skip
+    statuses = set()
+    for path, raw in requests:
+        answers = [
+            c.post(f"/api/v1/{path}", content=raw, headers={"content-type": "application/json"})
+            for c in (front, api)
+        ]
+        assert len({(a.status_code, a.headers["content-type"], a.text) for a in answers}) == 1
+        statuses.add(answers[0].status_code)
+    assert statuses == {200, 400, 409, 413, 422}
 
 
 def test_the_page_and_its_files_ship_in_the_package_and_load_nothing_from_elsewhere(client):
