@@ -70,17 +70,18 @@ def error_response(status: int, kind: str, message: str, **extra: Any) -> JSONRe
     return JSONResponse({"error": {"type": kind, "message": message, **extra}}, status)
 
 
-def bug_response(exc: Exception) -> JSONResponse:
-    """Any other exception is a bug: a 500 with one line, no traceback."""
+def failure_response(exc: Exception) -> JSONResponse:
+    """A failure's answer: an ApiError's or a PlanError's status by class and its one line; any
+    other exception is a bug, a 500 with one line and no traceback."""
+    if isinstance(exc, ApiError):
+        return error_response(exc.status, exc.kind, str(exc))
+    if isinstance(exc, PlanError):
+        status = next((code for cls, code in STATUS.items() if isinstance(exc, cls)), 422)
+        return error_response(
+            status, type(exc).__name__, str(exc), parameter=exc.parameter, exit_code=exc.exit_code
+        )
     return error_response(
         500, "InternalError", f"internal error ({type(exc).__name__}); please report it"
-    )
-
-
-def plan_error_response(exc: PlanError) -> JSONResponse:
-    status = next((code for cls, code in STATUS.items() if isinstance(exc, cls)), 422)
-    return error_response(
-        status, type(exc).__name__, str(exc), parameter=exc.parameter, exit_code=exc.exit_code
     )
 
 
@@ -121,21 +122,15 @@ def create_app(
         "parameters; responses: the CLI's JSON (compact).",
     )  # fmt: skip
 
-    @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.kind, str(exc))
+    async def _failure(_: Request, exc: Exception) -> JSONResponse:
+        return failure_response(exc)
 
-    @app.exception_handler(PlanError)
-    async def _plan_error(_: Request, exc: PlanError) -> JSONResponse:
-        return plan_error_response(exc)
+    for failure in (ApiError, PlanError, Exception):
+        app.add_exception_handler(failure, _failure)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return error_response(exc.status_code, "HTTPError", str(exc.detail))
-
-    @app.exception_handler(Exception)
-    async def _bug(_: Request, exc: Exception) -> JSONResponse:
-        return bug_response(exc)
 
     async def compute(name: str, request: Request) -> Response:
         """The answer to a computing POST (`name`: an endpoint, WHATIF or SCENARIO), its
@@ -148,12 +143,8 @@ def create_app(
                 )
             raw = await read_body(request, limits.max_body_bytes)
             text = await runner.run(name, raw, format)  # decoded and checked there
-        except ApiError as exc:
-            return error_response(exc.status, exc.kind, str(exc))
-        except PlanError as exc:
-            return plan_error_response(exc)
         except Exception as exc:
-            return bug_response(exc)
+            return failure_response(exc)
         if format == "markdown":
             return PlainTextResponse(text, media_type="text/markdown")
         return Response(text, media_type="application/json")
