@@ -341,7 +341,9 @@ def test_each_error_class_has_its_status(extra_endpoint, error, status):
     assert response.json()["error"]["message"]
 
 
-def test_a_bug_is_a_500_with_one_line_and_no_traceback(extra_endpoint):
+def test_a_bug_is_a_500_with_one_line_and_no_traceback(extra_endpoint, caplog):
+    """The client gets one line; the server's log gets the traceback (a library error, which
+    is the client's to fix, is not logged)."""
     extra_endpoint["raise"] = ZeroDivisionError("x")
     response = post(TestClient(create_app(), raise_server_exceptions=False), "probe")
     assert response.status_code == 500
@@ -349,6 +351,13 @@ def test_a_bug_is_a_500_with_one_line_and_no_traceback(extra_endpoint):
         response.json()["error"]["message"]
         == "internal error (ZeroDivisionError); please report it"
     )
+    [record] = [r for r in caplog.records if r.name == "uvicorn.error"]
+    assert "POST /api/v1/probe failed" in record.getMessage()
+    assert record.exc_info is not None and record.exc_info[0] is ZeroDivisionError
+    caplog.clear()
+    extra_endpoint["raise"] = ConfigError("c")
+    assert post(TestClient(create_app()), "probe").status_code == 422
+    assert not [r for r in caplog.records if r.name == "uvicorn.error"]
 
 
 def test_a_new_endpoint_is_served_and_documented(extra_endpoint):

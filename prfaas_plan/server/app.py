@@ -23,6 +23,7 @@ Nothing a client sends produces a 500: any other exception is a bug, answered 50
 and no traceback.
 """
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,6 +34,7 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Res
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import State
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
 from prfaas_plan import __version__
@@ -68,6 +70,13 @@ STATUS = {
 
 def error_response(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": {"type": kind, "message": message, **extra}}, status)
+
+
+FORMAT_PARAMETER = {
+    "name": "format", "in": "query", "required": False,
+    "schema": {"type": "string", "enum": ["json", "markdown"], "default": "json"},
+}  # fmt: skip
+LOG = logging.getLogger("uvicorn.error")  # where uvicorn writes its own errors
 
 
 def failure_response(exc: Exception) -> JSONResponse:
@@ -143,7 +152,11 @@ def create_app(
                 )
             raw = await read_body(request, limits.max_body_bytes)
             text = await runner.run(name, raw, format)  # decoded and checked there
+        except ClientDisconnect:  # nobody to answer, nothing to report
+            return Response(status_code=400)
         except Exception as exc:
+            if not isinstance(exc, ApiError | PlanError):  # a bug: its traceback in the log
+                LOG.error("%s %s failed", request.method, request.url.path, exc_info=exc)
             return failure_response(exc)
         if format == "markdown":
             return PlainTextResponse(text, media_type="text/markdown")
@@ -155,15 +168,15 @@ def create_app(
         async def route(request: Request) -> Response:
             return await compute(name, request)
 
-        async def route_with_format(request: Request, format: str = "json") -> Response:
-            return await compute(name, request)
-
-        documented = {"requestBody": {"required": False, "content": {
-            "application/json": {"schema": body}}}}  # fmt: skip
+        documented: dict[str, Any] = {}
+        if body is not None:
+            documented["requestBody"] = {"required": False, "content": {
+                "application/json": {"schema": body}}}  # fmt: skip
+        if query:
+            documented["parameters"] = [FORMAT_PARAMETER]
         app.add_api_route(
-            f"{API}/{name}", route_with_format if query else route, methods=["POST"],
-            summary=summary, name=name, response_class=Response,
-            openapi_extra=None if body is None else documented,
+            f"{API}/{name}", route, methods=["POST"], summary=summary, name=name,
+            response_class=Response, openapi_extra=documented or None,
         )  # fmt: skip
 
     for spec in ENDPOINTS.values():
@@ -196,7 +209,8 @@ class Front:
     (the page, docs, GETs, unknown paths and methods) to the FastAPI app. FastAPI's routing,
     dependency and middleware layers took a third of the one HTTP process's CPU a /plan
     request (0.35-0.39 -> 0.25-0.28 ms, 4 alternated runs of bench_serve.py); the computing
-    routes need none of them (a raw body in, text out)."""
+    routes need none of them (a raw body in, text out). Middleware added to the FastAPI app
+    does not see them."""
 
     def __init__(
         self,

@@ -168,8 +168,8 @@ def _balance_point(
     ga, gb = gap[index, first], gap[index, first + 1]
     # the prefill capacity min(f, g) at each end, kept with the end: Λ at the answer without
     # evaluating the model there again
-    prefill = np.minimum(f, g)
-    prefill_a, prefill_b = prefill[index, first], prefill[index, first + 1]
+    prefill_a = np.minimum(f[index, first], g[index, first])
+    prefill_b = np.minimum(f[index, first + 1], g[index, first + 1])
     last_side = np.zeros(a.shape)  # -1: a moved last step, 1: b did
     idle = ~crosses
     moving = crosses  # splits of deployments still converging
