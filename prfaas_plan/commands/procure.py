@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from prfaas_plan import bounds, units
-from prfaas_plan.analytic.capacity import ServingSystem, rates
+from prfaas_plan.analytic.capacity import ServingSystem
 from prfaas_plan.analytic.loaded_ttft import LoadedTtft, Metric, check_metric
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import CostModel, Mode
@@ -26,10 +26,16 @@ from prfaas_plan.inputs.catalog import Catalog, LinkOffering
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price, resolve_pricing
 from prfaas_plan.inputs.scenario import Problem, SiteSpec
+from prfaas_plan.solve.procure_exact import (
+    ExactPoint,
+    ProcureModel,
+    SitePrices,
+    exact_budget,
+    exact_target,
+)
 from prfaas_plan.solve.procure_milp import (
     ProcurePoint,
     ProcureSpace,
-    SiteRates,
     build_procure_milp,
     solve_procure,
     write_model,
@@ -62,6 +68,10 @@ class ProcureReport:
     capacity_rps: float  # Λ_max of the chosen counts at the chosen threshold
     bound: str  # what limits that capacity: pd_decode, pd_prefill or prfaas (site compute/link)
     ttft: "ProcureTtft | None" = None
+    # how exact the threshold is (solve/procure_exact.py): 0, or how far the model's work curves
+    # are from monotone (then the grid thresholds were candidates too)
+    monotone_violation: float = 0.0
+    proven: bool = True  # False: the budget search stopped before proving its rate the highest
 
     @property
     def threshold_tokens(self) -> float:
@@ -137,6 +147,21 @@ def procure_candidates(
     mode: Mode = Mode.PAPER,
 ) -> tuple[tuple[Site, ...], ProcureSpace, tuple[ServingSystem, ...]]:
     """`procure_space`, and each site's serving system (its prefill curve and link)."""
+    sites, model = procure_model(
+        catalog, problem, pricing, gpu_prices, max_instances_per_site, mode
+    )
+    return sites, model.space(milp_threshold_grid(problem.workload)), model.site_systems
+
+
+def procure_model(
+    catalog: Catalog,
+    problem: Problem,
+    pricing: Pricing,
+    gpu_prices: dict[str, float] | None = None,
+    max_instances_per_site: int | None = None,
+    mode: Mode = Mode.PAPER,
+) -> tuple[tuple[Site, ...], ProcureModel]:
+    """The candidate sites and the model that evaluates their rates at any threshold."""
     spec = problem.scenario.procurement
     specs = list(spec.sites) if spec and spec.sites else default_sites(catalog, problem)
     if max_instances_per_site is not None:
@@ -159,10 +184,8 @@ def procure_candidates(
             offerings[s.link_offering] = catalog.link_offering(s.link_offering, where=where)
     sites = tuple(_site(problem, pricing, catalog, s, offerings, gpu_prices or {}) for s in specs)
     system, workload = problem.system, problem.workload
-    grid = milp_threshold_grid(workload)
-    pd = rates(system, workload, grid, 1, 1, 1, mode)
-    site_rates = []
     systems = []
+    prices = []
     reach = workload.max_tokens
     gpi = problem.scenario.prfaas_cluster.gpus_per_instance
     curves: dict[str, FittedCurve] = {}  # one table read and fit per GPU type
@@ -173,36 +196,28 @@ def procure_candidates(
                 where=f"{problem.source}: procurement.sites[{site.name}]: ",
             )  # fmt: skip
         bandwidth = units.gbps_to_bytes_per_s(site.link_bandwidth_gbps)
-        local = dataclasses.replace(
+        systems.append(dataclasses.replace(
             system, prfaas_prefill_latency=curves[site.gpu], link_bandwidth_bytes_per_s=bandwidth
-        )
-        systems.append(local)
-        r = rates(local, workload, grid, 1, 1, 1, mode)
+        ))  # fmt: skip
         offering = offerings[site.link_offering]
-        usd_per_gb, fixed = offering.usd_per_gb, units.per_month_to_per_hour(offering.monthly_usd)
-        site_rates.append(SiteRates(
+        prices.append(SitePrices(
             name=site.name,
-            compute_rps_per_instance=np.nan_to_num(np.asarray(r.prfaas_compute_rps, float)),
-            link_rps=np.nan_to_num(np.asarray(r.prfaas_link_rps, float)),
             usd_per_instance_hour=site.usd_per_gpu_hour * gpi,
-            fixed_usd_per_hour=fixed,
-            usd_per_offloaded_request=np.nan_to_num(
-                units.bytes_to_gb(np.asarray(r.long_kv_cache_bytes, float))) * usd_per_gb,
+            fixed_usd_per_hour=units.per_month_to_per_hour(offering.monthly_usd),
+            usd_per_gb=offering.usd_per_gb,
             max_instances=s.max_instances,
         ))  # fmt: skip
-    max_pd = spec.max_pd_instances if spec else 32
-    space = ProcureSpace(
-        thresholds_tokens=grid,
-        offload_fraction=np.asarray(pd.offload_fraction, float),
-        local_fraction=np.asarray(workload.split(grid)[0][0], float),
-        pd_prefill_rps_per_instance=np.nan_to_num(np.asarray(pd.pd_prefill_rps, float)),
-        decode_rps_per_instance=system.decode_rps_per_instance,
+    model = ProcureModel(
+        pd_system=system,
+        site_systems=tuple(systems),
+        sites=tuple(prices),
+        workload=workload,
+        mode=mode,
         pd_usd_per_instance_hour=pricing.pd.usd_per_gpu_hour
         * problem.scenario.pd_cluster.gpus_per_instance,
-        max_pd_instances=max_pd,
-        sites=tuple(site_rates),
+        max_pd_instances=spec.max_pd_instances if spec else 32,
     )
-    return sites, space, tuple(systems)
+    return sites, model
 
 
 def binding(space: ProcureSpace, point: ProcurePoint) -> tuple[float, str]:
@@ -273,42 +288,53 @@ def procure(
             "meeting both), not to budget_usd_per_hour",
             parameter="ttft.target_s",
         )
-    sites, space, systems = procure_candidates(
+    sites, model = procure_model(
         catalog, problem, pricing, gpu_prices, max_instances_per_site, mode
     )
+    grid = model.space(milp_threshold_grid(problem.workload))
     if export_model is not None:
         if export_model.suffix.lower() not in (".mps", ".lp"):
             raise ConfigError(
                 f"export_model must end in .mps or .lp, got {bounds.quoted(str(export_model))}",
                 parameter="export_model",
             )
-        milp = build_procure_milp(space, target_rps, budget_usd_per_hour)
+        milp = build_procure_milp(grid, target_rps, budget_usd_per_hour)
         write_atomically(export_model, lambda tmp: write_model(milp, tmp), "export_model")
-    point = solve_procure(space, target_rps, budget_usd_per_hour)
-    if budget_usd_per_hour is not None and (point is None or not point.served_rps > 0):
-        # one PD instance that decodes cannot also prefill: serving anything takes two
-        cheapest = 2 * space.pd_usd_per_instance_hour
-        raise InfeasibleError(
-            f"no deployment that serves anything fits budget_usd_per_hour "
-            f"{budget_usd_per_hour:g}: the cheapest (one PD-P + one PD-D instance) costs "
-            f"{cheapest:,.2f} $/h",
-            parameter="budget_usd_per_hour",
-        )
-    if point is None:
-        best = _best_effort(space)
-        capacity, bound = binding(space, best)
-        raise InfeasibleError(
-            f"no deployment in the candidate space reaches target_rps {target_rps:g} req/s: the "
-            f"best is {capacity:.3f} req/s ({_describe(sites, best)}), bound by {bound}; allow "
-            "more instances (--max-instances-per-site, procurement.max_pd_instances) or relax the target",
-            parameter="target_rps",
-        )
+    if budget_usd_per_hour is not None:
+        found = exact_budget(model, budget_usd_per_hour, _on_grid(grid, budget_usd_per_hour))
+        if found is None:
+            # one PD instance that decodes cannot also prefill: serving anything takes two
+            cheapest = 2 * model.pd_usd_per_instance_hour
+            raise InfeasibleError(
+                f"no deployment that serves anything fits budget_usd_per_hour "
+                f"{budget_usd_per_hour:g}: the cheapest (one PD-P + one PD-D instance) costs "
+                f"{cheapest:,.2f} $/h",
+                parameter="budget_usd_per_hour",
+            )
+    else:
+        assert target_rps is not None
+        found = exact_target(model, target_rps)
+        if found is None:
+            best = _best_effort(model, grid)
+            if best is None:
+                what = "no deployment serves anything (a PD cluster of one instance only decodes)"
+            else:
+                capacity, bound = binding(best.space, best.point)
+                what = (f"the best is {capacity:.4g} req/s ({_describe(sites, best.point)}), "
+                        f"bound by {bound}")  # fmt: skip
+            raise InfeasibleError(
+                f"no deployment in the candidate space reaches target_rps {target_rps:g} req/s: "
+                f"{what}; allow more instances (--max-instances-per-site, "
+                "procurement.max_pd_instances) or relax the target",
+                parameter="target_rps",
+            )
     if ttft is not None:
         assert target_rps is not None
-        return _with_ttft(problem, pricing, sites, space, systems, target_rps, point, ttft)
-    capacity, bound = binding(space, point)
-    return ProcureReport(problem, pricing, sites, space, target_rps, budget_usd_per_hour, point,
-                         capacity, bound)  # fmt: skip
+        return _with_ttft(problem, pricing, sites, model, target_rps, found, ttft)
+    capacity, bound = binding(found.space, found.point)
+    return ProcureReport(problem, pricing, sites, found.space, target_rps, budget_usd_per_hour,
+                         found.point, capacity, bound, None, found.monotone_violation,
+                         found.proven)  # fmt: skip
 
 
 def procure_ttft_target(
@@ -332,18 +358,23 @@ def site_queues(
 
 
 def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
-               space: ProcureSpace, systems: tuple[ServingSystem, ...], target_rps: float,
-               cheapest: ProcurePoint, ttft: TtftTarget) -> ProcureReport:  # fmt: skip
+               model: ProcureModel, target_rps: float, cheapest: ExactPoint,
+               ttft: TtftTarget) -> ProcureReport:  # fmt: skip
     """The cheapest deployment reaching `target_rps` and meeting `ttft`: the capacity-only
     optimum `cheapest` if it meets it (then nothing cheaper can), else the single-site search
-    of solve/procure_ttft.py; InfeasibleError naming the most any plan reaches."""
+    of solve/procure_ttft.py over the grid and the exact optimum's thresholds; InfeasibleError
+    naming the most any plan reaches."""
     load = ttft.rate_rps(target_rps)
     metric = check_metric(ttft.percentile)
-    queues = site_queues(sites, systems)
-    state = point_ttft(space, problem.system, queues, problem.workload, cheapest, load)
+    queues = site_queues(sites, model.site_systems)
+    space, point = cheapest.space, cheapest.point
+    state = point_ttft(space, problem.system, queues, problem.workload, point, load)
     meets = state is not None and state.stable and state.metric(metric) <= ttft.target_s
-    point, evaluated, pairs = cheapest, 0, 0
+    evaluated, pairs = 0, 0
     if not meets:
+        space = model.space(np.unique(np.concatenate([
+            milp_threshold_grid(problem.workload), cheapest.space.thresholds_tokens
+        ])))  # fmt: skip
         goal = TtftGoal(metric, ttft.target_s, load)
         search = cheapest_with_ttft(space, problem.system, queues, problem.workload, target_rps,
                                     goal)  # fmt: skip
@@ -368,23 +399,28 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
         state = point_ttft(space, problem.system, queues, problem.workload, point, load)
     assert state is not None
     capacity, bound = binding(space, point)
-    binds = point.usd_per_hour > cheapest.usd_per_hour * (1 + 1e-9)
-    used = sum(n > 0 for n in cheapest.site_instances)
-    extra = ProcureTtft(ttft, load, state, cheapest.usd_per_hour, binds, used, evaluated, pairs)
+    binds = point.usd_per_hour > cheapest.point.usd_per_hour * (1 + 1e-9)
+    used = sum(n > 0 for n in cheapest.point.site_instances)
+    extra = ProcureTtft(ttft, load, state, cheapest.point.usd_per_hour, binds, used, evaluated,
+                        pairs)  # fmt: skip
     return ProcureReport(problem, pricing, sites, space, target_rps, None, point, capacity, bound,
-                         extra)  # fmt: skip
+                         extra, cheapest.monotone_violation)  # fmt: skip
 
 
 def _metric_name(metric: Metric) -> str:
     return "mean" if metric == "mean" else f"P{metric}"
 
 
-def _best_effort(space: ProcureSpace) -> ProcurePoint:
-    """The highest Λ of the space, then the cheapest deployment reaching it."""
-    highest = solve_procure(space, budget_usd_per_hour=math.inf)
-    assert highest is not None  # Λ = 0 on one PD instance is always feasible
-    best = solve_procure(space, target_rps=highest.served_rps * (1 - 1e-6))
-    return best if best is not None else highest
+def _best_effort(model: ProcureModel, grid: ProcureSpace) -> ExactPoint | None:
+    """The highest Λ of the space (any threshold), and the cheapest deployment reaching it;
+    None when nothing serves any request."""
+    return exact_budget(model, math.inf, _on_grid(grid, math.inf))
+
+
+def _on_grid(grid: ProcureSpace, budget_usd_per_hour: float) -> ExactPoint | None:
+    """The budget's optimum on the threshold grid: where the exact search starts."""
+    point = solve_procure(grid, budget_usd_per_hour=budget_usd_per_hour)
+    return None if point is None else ExactPoint(grid, point)
 
 
 def _describe(sites: tuple[Site, ...], point: ProcurePoint) -> str:

@@ -68,8 +68,31 @@ def procure_to_json(report: ProcureReport) -> Document:
         if tokens_per_hour > 0
         else None,
         "ttft": _ttft_json(report.ttft),
-        "notes": [NOTE],
+        "threshold_search": {
+            "exact": report.monotone_violation == 0 and report.proven,
+            "monotone_violation": report.monotone_violation,
+            "proven": report.proven,
+        },
+        "notes": [NOTE, *_exactness_notes(report)],
     }
+
+
+def _exactness_notes(report: ProcureReport) -> list[str]:
+    """Where the threshold search could not prove its answer exact (solve/procure_exact.py)."""
+    notes = []
+    if report.monotone_violation > 0:
+        notes.append(
+            f"The model's per-request work curves are not monotone in the threshold here (by "
+            f"up to {report.monotone_violation:.2g} relative, representative lengths on a long "
+            "tail): the threshold was also searched on the grid, and the cost is optimal to "
+            "about that fraction."
+        )
+    if not report.proven:
+        notes.append(
+            "The budget search stopped after its step limit: the rate is within the budget but "
+            "not proven the highest."
+        )
+    return notes
 
 
 def _ttft_json(ttft: ProcureTtft | None) -> Document | None:
@@ -167,6 +190,7 @@ def procure_view(report: ProcureReport) -> View:
         f"Candidates: {len(report.sites)} sites ({', '.join(s.name for s in report.sites)}); "
         f"cost model {report.pricing.cost_model}.",
         NOTE,
+        *_exactness_notes(report),
     ]
     title = f"prfaas-plan procure · {report.problem.scenario.name}"
     columns = [s.name for s in sites] + ["PD cluster"]

@@ -32,11 +32,14 @@ import numpy.typing as npt
 from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.choices import Solver
-from prfaas_plan.solve.sizing_milp import Milp, solve_milp, to_pulp
+from prfaas_plan.solve.sizing_milp import Milp, solve_milp, solve_milp_exactly, to_pulp
 
-# a cost (or throughput) within 1e-6 of the optimum: far below any price's precision, and it
-# lets HiGHS stop once the bound proves it (1e-9, the sizing MILP's gap, took seconds longer)
-PROCURE_REL_GAP = 1e-6
+# a cost (or throughput) within PROCURE_REL_GAP of the optimum is the optimum, and a row within
+# PROCURE_FEASIBILITY_TOL of its bound holds (HiGHS' defaults, 1e-6 and 1e-6 to 1e-7, would let a
+# deployment short of a target by 1e-7 pass for one reaching it; the exact threshold search of
+# solve/procure_exact.py steps rates by 1e-10)
+PROCURE_REL_GAP = 1e-11
+PROCURE_FEASIBILITY_TOL = 1e-12
 
 
 @dataclass(frozen=True)
@@ -514,12 +517,33 @@ def solve_procure(
 def _solve_one(
     space: ProcureSpace, k: int, target_rps: float | None, budget_usd_per_hour: float | None
 ) -> ProcurePoint | None:
+    """The MILP at threshold t_k alone. A target is checked against the returned counts' exact
+    capacity: the solver holds rows only to PROCURE_FEASIBILITY_TOL (absolute), so a
+    deployment short of the target by less than that, divided by the offloaded share, can come
+    back; then the target is raised past its shortfall and solved again (a deployment whose
+    capacity lies in that sliver is lost: the answer is then exact to the solver's tolerance)."""
     one = _at(space, k)
-    x = solve_milp(build_procure_milp(one, target_rps, budget_usd_per_hour), Solver.HIGHS,
-                   PROCURE_REL_GAP)  # fmt: skip
-    if x is None:
-        return None
-    return dataclasses.replace(point_from_solution(one, x), threshold_index=k)
+    goal = target_rps
+    for _ in range(TOLERANCE_RETRIES):
+        x = solve_milp_exactly(build_procure_milp(one, goal, budget_usd_per_hour),
+                               PROCURE_REL_GAP, PROCURE_FEASIBILITY_TOL)  # fmt: skip
+        if x is None:
+            return None
+        point = point_from_solution(one, x)
+        if target_rps is None or point.served_rps >= target_rps * (1 - 1e-13):
+            return dataclasses.replace(
+                point,
+                threshold_index=k,
+                served_rps=min(
+                    point.served_rps, target_rps if target_rps is not None else math.inf
+                ),
+            )
+        assert goal is not None
+        goal = goal + 2 * (goal - point.served_rps)
+    return None
+
+
+TOLERANCE_RETRIES = 4
 
 
 def solve_procure_monolithic(

@@ -193,6 +193,45 @@ def _solve_highs(m: Milp, rel_gap: float = MILP_REL_GAP) -> FloatArray | None:
     return x
 
 
+def solve_milp_exactly(m: Milp, rel_gap: float, feasibility_tolerance: float) -> FloatArray | None:
+    """`solve_milp` with HiGHS (highspy, the library scipy wraps) at a tighter row and
+    integrality tolerance than scipy's milp lets one set (its defaults: 1e-7 and 1e-6, which
+    let a solution fall short of a row by that much): the optimal x or None if infeasible;
+    SolverError on any other status."""
+    import highspy
+    from scipy.sparse import coo_array
+
+    a = coo_array((m.a_values, (m.a_rows, m.a_cols)), shape=(m.row_lower.size, m.c.size)).tocsc()
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = m.c.size, m.row_lower.size
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = m.c, m.var_lower, m.var_upper
+    lp.row_lower_, lp.row_upper_ = m.row_lower, m.row_upper
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
+    kinds = (highspy.HighsVarType.kContinuous, highspy.HighsVarType.kInteger)
+    lp.integrality_ = [kinds[int(i)] for i in m.integrality]
+    with solver_output_silenced():  # the banner of the first instance goes to descriptor 1
+        h = highspy.Highs()  # type: ignore[no-untyped-call]
+        h.setOptionValue("output_flag", False)
+        for option, value in (
+            ("mip_rel_gap", rel_gap), ("mip_feasibility_tolerance", feasibility_tolerance),
+            ("primal_feasibility_tolerance", feasibility_tolerance),
+            ("time_limit", MILP_TIME_LIMIT_S),
+        ):  # fmt: skip
+            h.setOptionValue(option, value)
+        h.passModel(lp)
+        h.run()
+    status = h.getModelStatus()
+    if status == highspy.HighsModelStatus.kInfeasible:
+        return None
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise SolverError(
+            f"HiGHS did not solve the procurement MILP: {h.modelStatusToString(status)}"
+        )
+    x: FloatArray = np.asarray(h.getSolution().col_value, dtype=np.float64)
+    return x
+
+
 def to_pulp(
     m: Milp, name: str = "prfaas_sizing"
 ) -> tuple["pulp.LpProblem", list["pulp.LpVariable"]]:

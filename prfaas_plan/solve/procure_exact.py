@@ -1,0 +1,335 @@
+"""`procure` at the continuous optimum: the threshold is not a grid point but the exact one.
+
+The procurement MILP (solve/procure_milp.py) fixes the threshold to one of K candidates and
+chooses the discrete things (sites, instance counts, the PD split) there. Which candidates
+suffice? With X the served rate, n_p the PD-P instances, and per request
+
+    h(t)   = s(t) / c(t)        PD-P work of the local share   (non-decreasing in t)
+    W_j(t) = p(t) / a_j(t)      site j's work of the offloaded share (non-increasing)
+    E_S(t) = p(t) S_kv(l_long)  KV bytes crossing the link    (non-increasing: S_kv is affine)
+
+a deployment serves X at t iff X h(t) <= n_p, X q_j W_j(t) <= n_j and X q_j E_S(t) <= B_j for
+the shares q_j of the offloaded traffic each site takes (Σ q_j = 1), and θ_d n_d >= X; its link
+volume costs Σ_j π_j q_j E_S(t) X. Raising t relaxes every site row and lowers the volume, and
+is limited only by the PD-P row. So any deployment serving X at t serves it, no dearer, at
+
+    t_n(X) = max { t : X h(t) <= n }   for n = n_p,
+
+and the cheapest deployment reaching X lies at one of t_0(X) = 0 (everything offloaded),
+t_1(X), ..., t_N(X) (N = max_pd_instances; t = inf where the PD cluster takes everything):
+`balance_thresholds`, at most N + 1 MILPs of one threshold each, pruned by their bounds
+(solve_procure). These are the thresholds where PD prefill saturates exactly, the balance
+points of the model (reference eq. 7) for each PD-P count.
+
+A budget B: the most throughput within B is the largest X whose cheapest deployment costs
+<= B (that cost never falls as X grows). From a feasible deployment, `rate_within_budget`
+finds the most its counts serve within B at the best continuous t; the next candidate rate is
+that times (1 + ASCENT_RTOL), solved as a target. When no deployment reaches it within B the
+previous rate is the optimum to ASCENT_RTOL, and the answer is the cheapest deployment reaching
+it (the cheapest of the highest-throughput plans).
+
+The argument needs h non-decreasing and W_j non-increasing. The first always holds in exact
+mode and for increasing latency curves in paper mode; W_j = E[T_j(L); L > t] always falls in
+exact mode, but in paper mode p T_j(E[L | L > t]) can rise slightly (convex T, long tails:
+up to ~1e-7 relative at the top of the case study's range with an H20 PrfaaS site).
+`monotone_violation` measures it on a fine grid; where it is not monotone the grid thresholds
+are added to the candidates and the result says the threshold is exact only to that measure.
+Units: req/s, $/h, tokens, bytes.
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from prfaas_plan import units
+from prfaas_plan.analytic.arrays import FloatArray
+from prfaas_plan.analytic.capacity import ServingSystem, rates
+from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.choices import Mode
+from prfaas_plan.solve.procure_milp import ProcurePoint, ProcureSpace, SiteRates, solve_procure
+from prfaas_plan.solve.sizing_milp import milp_threshold_grid
+
+# a rate within this of the optimum is the optimum: far below any printed digit, and the ascent
+# of the budget mode steps by it when a deployment's rate cannot be raised further
+ASCENT_RTOL = 1e-10
+ASCENT_MAX_STEPS = 200
+BISECTION_STEPS = 80  # halves a log-threshold interval of ln(2^20) to ~1e-23: machine precision
+MONOTONE_GRID_POINTS = 1025
+MONOTONE_RTOL = 1e-12  # rises below this are rounding, not a property of the curves
+
+
+@dataclass(frozen=True)
+class SitePrices:
+    """One candidate PrfaaS site's prices and size limit (its curves are in its system)."""
+
+    name: str
+    usd_per_instance_hour: float  # P_j
+    fixed_usd_per_hour: float  # F_j, paid when the site has an instance
+    usd_per_gb: float  # π_j, per GB (10^9 bytes) of KV carried
+    max_instances: int  # U_j
+
+
+@dataclass(frozen=True)
+class ProcureModel:
+    """Everything procure's capacity terms depend on, so that they can be evaluated at any
+    threshold: the PD cluster's system (its prefill curve, decode, output), each site's system
+    (the PD cluster's with the site's prefill curve and link bandwidth), the workload, the
+    service-time mode and the prices."""
+
+    pd_system: ServingSystem
+    site_systems: tuple[ServingSystem, ...]
+    sites: tuple[SitePrices, ...]
+    workload: LengthDistribution
+    mode: Mode
+    pd_usd_per_instance_hour: float
+    max_pd_instances: int
+
+    def space(self, thresholds_tokens: FloatArray) -> ProcureSpace:
+        """The MILP's coefficients at `thresholds_tokens` (nan terms, where a role serves
+        nobody, as 0)."""
+        grid = np.asarray(thresholds_tokens, float)
+        pd = rates(self.pd_system, self.workload, grid, 1, 1, 1, self.mode)
+        site_rates = []
+        for prices, system in zip(self.sites, self.site_systems, strict=True):
+            r = rates(system, self.workload, grid, 1, 1, 1, self.mode)
+            kv_gb = units.bytes_to_gb(np.nan_to_num(np.asarray(r.long_kv_cache_bytes, float)))
+            site_rates.append(SiteRates(
+                name=prices.name,
+                compute_rps_per_instance=np.nan_to_num(np.asarray(r.prfaas_compute_rps, float)),
+                link_rps=np.nan_to_num(np.asarray(r.prfaas_link_rps, float)),
+                usd_per_instance_hour=prices.usd_per_instance_hour,
+                fixed_usd_per_hour=prices.fixed_usd_per_hour,
+                usd_per_offloaded_request=kv_gb * prices.usd_per_gb,
+                max_instances=prices.max_instances,
+            ))  # fmt: skip
+        return ProcureSpace(
+            thresholds_tokens=grid,
+            offload_fraction=np.asarray(pd.offload_fraction, float),
+            # the local share from the distribution itself, not 1 − p (see sizing_milp)
+            local_fraction=np.asarray(self.workload.split(grid)[0][0], float),
+            pd_prefill_rps_per_instance=np.nan_to_num(np.asarray(pd.pd_prefill_rps, float)),
+            decode_rps_per_instance=self.pd_system.decode_rps_per_instance,
+            pd_usd_per_instance_hour=self.pd_usd_per_instance_hour,
+            max_pd_instances=self.max_pd_instances,
+            sites=tuple(site_rates),
+        )
+
+
+@dataclass(frozen=True)
+class ExactPoint:
+    """A procure optimum: the point and the space (its candidate thresholds) it indexes."""
+
+    space: ProcureSpace
+    point: ProcurePoint
+    # monotone_violation of the model (0: the threshold is exact, module docstring)
+    monotone_violation: float = 0.0
+    proven: bool = True  # False: the budget ascent stopped at ASCENT_MAX_STEPS
+
+    @property
+    def threshold_tokens(self) -> float:
+        return float(self.space.thresholds_tokens[self.point.threshold_index])
+
+
+def _local_work(model: ProcureModel, t: FloatArray) -> FloatArray:
+    """h(t) = s(t) / c(t): PD-P instance-seconds per request of the local share (0 where none)."""
+    s = model.workload.split(t)[0][0]
+    c = rates(model.pd_system, model.workload, t, 0, 1, 1, model.mode).pd_prefill_rps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        work: FloatArray = np.where(s > 0, s / c, 0.0)
+    return work
+
+
+def _log_range(workload: LengthDistribution) -> tuple[float, float]:
+    return math.log(workload.min_tokens), math.log(workload.max_tokens)
+
+
+def monotone_violation(model: ProcureModel) -> float:
+    """The largest relative rise of any site's W_j(t) or fall of h(t) between neighbouring
+    thresholds of a fine grid (0 when the module docstring's argument holds)."""
+    candidates = model.workload.threshold_candidates()
+    if candidates is not None:
+        t = np.asarray(candidates, float)
+    else:
+        t = np.exp(np.linspace(*_log_range(model.workload), MONOTONE_GRID_POINTS))
+    worst = 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = _local_work(model, t)
+        fall = -np.diff(h) / h[1:]
+        worst = max(worst, float(np.nanmax(fall, initial=0.0)))
+        for system in model.site_systems:
+            r = rates(system, model.workload, t, 1, 1, 1, model.mode)
+            w = r.offload_fraction / r.prfaas_compute_rps
+            rise = np.diff(w) / w[:-1]
+            worst = max(worst, float(np.nanmax(np.where(np.isfinite(rise), rise, 0.0), initial=0)))
+    return worst if worst > MONOTONE_RTOL else 0.0
+
+
+def balance_thresholds(model: ProcureModel, target_rps: float) -> FloatArray:
+    """t_n(X) for n = 0..N (module docstring), sorted and distinct: 0 (everything offloaded),
+    the largest t with X h(t) <= n for each n >= 1 (bisection on ln t to machine precision, or
+    the largest distinct length of a discrete distribution), inf where n serves every length."""
+    x = float(target_rps)
+    n = np.arange(1, model.max_pd_instances + 1, dtype=float)
+    budget = n / x  # PD-P work per request n instances allow at X
+    w = model.workload
+    full = float(_local_work(model, np.array([np.inf]))[0])
+    candidates = w.threshold_candidates()
+    if candidates is not None:
+        lengths = np.asarray(candidates, float)
+        h = _local_work(model, lengths)
+        # h is non-decreasing; the last length whose h fits (none: only below every length)
+        last = np.searchsorted(h, budget * (1 + 1e-12), side="right") - 1
+        t = np.where(last >= 0, lengths[np.clip(last, 0, None)], 0.0)
+    else:
+        lo, hi = (np.full(n.size, v) for v in _log_range(w))
+        for _ in range(BISECTION_STEPS):
+            mid = 0.5 * (lo + hi)
+            fits = _local_work(model, np.exp(mid)) <= budget
+            lo, hi = np.where(fits, mid, lo), np.where(fits, hi, mid)
+            if np.all(hi - lo <= 4 * np.spacing(hi)):
+                break
+        t = np.exp(lo)
+    t = np.where(full <= budget, np.inf, t)
+    return np.unique(np.concatenate([[0.0], t]))
+
+
+def _candidates(model: ProcureModel, target_rps: float, violation: float) -> FloatArray:
+    thresholds = balance_thresholds(model, target_rps)
+    if violation > 0:
+        thresholds = np.unique(np.concatenate([thresholds, milp_threshold_grid(model.workload)]))
+    return thresholds
+
+
+def exact_target(
+    model: ProcureModel, target_rps: float, violation: float | None = None
+) -> ExactPoint | None:
+    """The cheapest deployment reaching `target_rps` at any threshold (module docstring);
+    None when none does. `violation`: monotone_violation(model), if already known."""
+    violation = monotone_violation(model) if violation is None else violation
+    space = model.space(_candidates(model, target_rps, violation))
+    point = solve_procure(space, target_rps=target_rps)
+    return None if point is None else ExactPoint(space, point, violation)
+
+
+def _site_terms(
+    model: ProcureModel, t: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """At thresholds t: p, s, c (PD-P req/s per instance), and per site (rows) a_j, b_j and
+    the volume price of one offloaded req/s for an hour (w_j, $/h per req/s)."""
+    space = model.space(t)
+    a = np.array([s.compute_rps_per_instance for s in space.sites]).reshape(-1, t.size)
+    b = np.array([s.link_rps for s in space.sites]).reshape(-1, t.size)
+    w = np.array([units.per_s_to_per_hour(s.usd_per_offloaded_request) for s in space.sites])
+    return (
+        space.offload_fraction, space.local_fraction, space.pd_prefill_rps_per_instance,
+        a, b, w.reshape(-1, t.size),
+    )  # fmt: skip
+
+
+def fixed_usd_per_hour(model: ProcureModel, point: ProcurePoint) -> float:
+    """What a point's counts cost by the hour whatever it serves: PD and site instances and
+    the ports of the sites it uses (its link volume excluded)."""
+    sites = sum(
+        s.usd_per_instance_hour * n + (s.fixed_usd_per_hour if n > 0 else 0.0)
+        for s, n in zip(model.sites, point.site_instances, strict=True)
+    )
+    pd = model.pd_usd_per_instance_hour * (point.pd_prefill_instances + point.pd_decode_instances)
+    return sites + pd
+
+
+def _rate_at(
+    model: ProcureModel, point: ProcurePoint, budget_usd_per_hour: float, t: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """(G, U) at thresholds t for the point's counts within the budget: G = c n_p / s, the
+    PD-P term (non-increasing in t), and U the least of the offloaded terms (the sites'
+    capacity Σ_j min(a_j n_j, b_j) / p, and what the budget left after the counts pays of the
+    link volume, cheapest $/GB first) and decode θ n_d (non-decreasing). Λ(t) = min(G, U)."""
+    p, s, c, a, b, w = _site_terms(model, t)
+    n = np.array(point.site_instances, float)[:, None]
+    caps = np.where(n > 0, np.minimum(a * n, b), 0.0)  # offloaded req/s each site can carry
+    left = budget_usd_per_hour - fixed_usd_per_hour(model, point)
+    affordable = np.zeros(t.size)
+    budget = np.full(t.size, left)
+    # the same order at every t: w_j = π_j S_kv(l_long) x 3600
+    for j in np.argsort([prices.usd_per_gb for prices in model.sites], kind="stable"):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            take = np.where(w[j] > 0, np.minimum(caps[j], budget / w[j]), caps[j])
+        take = np.clip(take, 0.0, None)
+        affordable += take
+        budget = budget - w[j] * take
+    decode = model.pd_system.decode_rps_per_instance * point.pd_decode_instances
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = np.where(s > 0, c * point.pd_prefill_instances / s, np.inf)
+        offloaded = np.where(p > 0, affordable / p, np.inf)
+    u: FloatArray = np.minimum(offloaded, decode)
+    if left < 0:
+        u = np.zeros(t.size)
+    return g, u
+
+
+def rate_within_budget(
+    model: ProcureModel, point: ProcurePoint, budget_usd_per_hour: float
+) -> tuple[float, float]:
+    """(Λ, t): the most the point's counts serve within the budget at the best threshold,
+    max_t min(G(t), U(t)) of `_rate_at`: where the falling G meets the rising U (bisection on
+    ln t to machine precision from the grid bracket where G − U changes sign), or at an end
+    (t = 0: everything offloaded, t = inf: nothing). Every Λ returned is served at its t."""
+    w = model.workload
+    candidates = w.threshold_candidates()
+    ends = np.array([0.0, np.inf])
+    if candidates is not None:
+        t = np.concatenate([ends, np.asarray(candidates, float)])
+        g, u = _rate_at(model, point, budget_usd_per_hour, t)
+        lam = np.minimum(g, u)
+        best = int(np.argmax(lam))
+        return float(lam[best]), float(t[best])
+    grid = np.exp(np.linspace(*_log_range(w), 65))
+    t = np.concatenate([ends, grid])
+    g, u = _rate_at(model, point, budget_usd_per_hour, t)
+    lam = np.minimum(g, u)
+    best = int(np.argmax(lam))
+    above = np.flatnonzero(g[2:] <= u[2:])  # G has fallen to U: the crossing is before this
+    if above.size and above[0] > 0:
+        lo, hi = math.log(grid[above[0] - 1]), math.log(grid[above[0]])
+        for _ in range(BISECTION_STEPS):
+            mid = 0.5 * (lo + hi)
+            gm, um = _rate_at(model, point, budget_usd_per_hour, np.array([math.exp(mid)]))
+            lo, hi = (mid, hi) if gm[0] > um[0] else (lo, mid)
+            if hi - lo <= 4 * math.ulp(abs(hi)):
+                break
+        ends_t = np.exp(np.array([lo, hi]))
+        g2, u2 = _rate_at(model, point, budget_usd_per_hour, ends_t)
+        refined = np.minimum(g2, u2)
+        k = int(np.argmax(refined))
+        if refined[k] > lam[best]:
+            return float(refined[k]), float(ends_t[k])
+    return float(lam[best]), float(t[best])
+
+
+def exact_budget(
+    model: ProcureModel, budget_usd_per_hour: float, start: ExactPoint | None
+) -> ExactPoint | None:
+    """The highest rate within `budget_usd_per_hour` at any threshold, and the cheapest
+    deployment reaching it (module docstring), ascending from `start` (a deployment within the
+    budget, e.g. the grid's optimum); None when `start` is None or serves nothing."""
+    if start is None or not start.point.served_rps > 0:
+        return None
+    violation = monotone_violation(model)
+    lam = max(start.point.served_rps,
+              rate_within_budget(model, start.point, budget_usd_per_hour)[0])  # fmt: skip
+    last = start
+    proven = False
+    for _ in range(ASCENT_MAX_STEPS):
+        goal = lam * (1 + ASCENT_RTOL)
+        found = exact_target(model, goal, violation)
+        if found is None or found.point.usd_per_hour > budget_usd_per_hour * (1 + 1e-12):
+            proven = True
+            break
+        last = found
+        lam = max(goal, rate_within_budget(model, found.point, budget_usd_per_hour)[0])
+    best = exact_target(model, lam, violation)
+    if best is None:  # rounding at the very rate a deployment saturates: its last target
+        best = last
+    return dataclasses.replace(best, proven=proven, monotone_violation=violation)
