@@ -37,6 +37,8 @@ class Loads(NamedTuple):
 
     def take(self, keep: BoolArray) -> "Loads":
         """The candidates `keep` (a mask over the last axis)."""
+        if keep.all():
+            return self
         fields = [
             MgcState(*(f[..., keep] for f in v)) if isinstance(v, MgcState) else v[..., keep]
             for v in self

@@ -117,13 +117,49 @@ def _route_cdf(
     else:
         base = mesh.local_s[cells]
         wait = loads.pd_wait
+    points = np.asarray(x, float)
+    # a cell whose unloaded TTFT exceeds every x adds nothing: dropped before the exponentials
+    # (most of a route's cells at a percentile target below its longest requests' TTFT)
+    lowest = base if base.ndim == 1 else base.min(axis=tuple(range(base.ndim - 1)))
+    reached = lowest <= points.max(initial=-np.inf)
+    if not reached.all():
+        base = base[..., reached]
+        weights = weights[..., reached]
+    if points.size and points.shape[1] == 1 and np.all(points == points.flat[0]):
+        return _route_cdf_at(points.flat[0], base, weights, wait)[:, None]
     probability = wait.wait_probability[:, None, None]
     conditional = wait.conditional_wait_s[:, None, None]
-    y = np.asarray(x, float)[:, :, None] - base
+    y = points[:, :, None] - base
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         decay = np.where(conditional > 0, np.exp(-np.maximum(y, 0) / conditional), 0.0)
     met = np.where(y >= 0, 1.0 - probability * decay, 0.0)
     out: FloatArray = (met * weights).sum(axis=-1)
+    return out
+
+
+def _route_cdf_at(x: float, base: FloatArray, weights: FloatArray, wait: MgcState) -> FloatArray:
+    """`_route_cdf` at one x for every plan (route_part's case), in fewer passes: the sum over
+    reached cells (base <= x) of w (1 − P e^(−(x − base)/c)) is W_reached − P Σ w e^(−y/c),
+    a masked exponential and a matrix-vector product. base: (n,) shared by the plans (the local
+    route: every cell left is reached) or (K, 1, n) (the offloaded route: the link's slowdown
+    differs by plan); weights (n,) or (K, 1, n) (plans at different thresholds)."""
+    conditional_s = wait.conditional_wait_s
+    waits = conditional_s > 0
+    scale = np.where(waits, conditional_s, 1.0)[:, None]
+    if base.ndim == 1 and weights.ndim == 1:
+        with np.errstate(over="ignore"):
+            decay_sum = np.exp(-(x - base)[None, :] / scale) @ weights
+        reached_weight = np.full(scale.shape[0], weights.sum())
+    else:
+        k = scale.shape[0]
+        y = x - np.broadcast_to(base, (k, 1, base.shape[-1]))[:, 0, :]
+        w = np.broadcast_to(weights, (k, 1, base.shape[-1]))[:, 0, :]
+        reached = y >= 0
+        with np.errstate(over="ignore", invalid="ignore"):
+            decay = np.exp(np.where(reached, -y, -np.inf) / scale)
+        decay_sum = np.einsum("kn,kn->k", decay, w)
+        reached_weight = np.einsum("kn,kn->k", reached, w)
+    out: FloatArray = reached_weight - np.where(waits, wait.wait_probability * decay_sum, 0.0)
     return out
 
 

@@ -16,7 +16,7 @@ Units: req/s, $/h, s.
 import itertools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -70,6 +70,20 @@ class TtftSearch:
     pairs: int
 
 
+@dataclass
+class SearchMemo:
+    """What successive searches with the same X and load share (the ε-constraint loop of
+    `ttft_frontier`, each goal stricter than the last, so what fails once fails again): the
+    pools' states, which do not depend on the TTFT target; the pairs (k, j) with no plan meeting
+    a goal; and per threshold the fewest PD-P instances, per pair the fewest site instances,
+    that could still meet one (more instances only lower a route's TTFT)."""
+
+    queues: "dict[tuple[object, ...], Loads]" = field(default_factory=dict)
+    failed: set[tuple[int, int]] = field(default_factory=set)
+    least_pd_prefill: dict[int, float] = field(default_factory=dict)
+    least_site: dict[tuple[int, int], float] = field(default_factory=dict)
+
+
 def _decode_instances(space: ProcureSpace, target_rps: float, load_rps: float) -> int:
     """The fewest decode instances with θ_d n_d >= X and θ_d n_d > λ (a stable decode pool)."""
     theta = space.decode_rps_per_instance
@@ -84,15 +98,18 @@ def cheapest_with_ttft(
     target_rps: float,
     goal: TtftGoal,
     volume_at_capacity: bool = False,
-    queues: "dict[tuple[object, ...], Loads] | None" = None,
+    memo: SearchMemo | None = None,
+    report_reach: bool = True,
 ) -> TtftSearch:
     """The cheapest (k, j, n_j, n_p, n_d) of the module docstring; among equally cheap plans
     the one that meets the target by the widest margin (highest P(TTFT <= target), or lowest
     mean), across pairs too. The link volume is billed at X, as in the MILP's target mode, or
     with `volume_at_capacity` at the plan's Λ_max (as `procure --pareto` prices plans).
-    `queues` memoises the pools' states, which depend on the counts, X and the load but not on
-    the TTFT target (several searches may share it: its keys carry X and λ)."""
-    queues = {} if queues is None else queues
+    `memo`: what a previous search with the same X and load and a laxer goal learnt (SearchMemo).
+    `report_reach`: when nothing meets the goal, find the best reach over every pair for the
+    caller's message (the frontier loop does not need it)."""
+    memo = SearchMemo() if memo is None else memo
+    queues, failed = memo.queues, memo.failed
     x, lam = float(target_rps), float(goal.load_rps)
     k_count = space.thresholds_tokens.size
     n_d = _decode_instances(space, x, lam)
@@ -128,13 +145,16 @@ def cheapest_with_ttft(
 
     def local_part(k: int) -> tuple[FloatArray, FloatArray, float]:
         if k not in local_parts:
-            t, n_p = float(space.thresholds_tokens[k]), counts[k]
+            t = float(space.thresholds_tokens[k])
             keep = np.zeros(every.offload_fraction.size, bool)
-            keep[ends[k] - n_p.size : ends[k]] = True
+            keep[ends[k] - counts[k].size : ends[k]] = True
+            keep[ends[k] - counts[k].size : ends[k]] = counts[k] >= memo.least_pd_prefill.get(k, 0)
+            n_p = counts[k][keep[ends[k] - counts[k].size : ends[k]]]
             local = route_part(pd_system, pd_mesh, every.take(keep), np.full(n_p.size, t), 0.0,
                                goal.target_s, offloaded=False)  # fmt: skip
             reachable = np.flatnonzero(local + most_remote[k] >= need - 1e-12)
             least = float(n_p[reachable[0]]) if reachable.size else math.inf
+            memo.least_pd_prefill[k] = least
             local_parts[k] = (n_p, local, least)
         return local_parts[k]
 
@@ -165,14 +185,18 @@ def cheapest_with_ttft(
             return np.zeros(1), n_p, local[None, :], np.zeros(1)
         t = float(space.thresholds_tokens[k])
         site, site_queues = space.sites[j], sites[j]
-        n = np.arange(int(site_least[j][k]), site.max_instances + 1, dtype=float)
-        ts = np.full(n.size, t)
+        every_n = np.arange(int(site_least[j][k]), site.max_instances + 1, dtype=float)
         key = ("remote", k, j, x, lam)
         if key not in queues:
-            queues[key] = loads(site_queues.system, workload, ts, n, 1, n_d,
-                                             lam, site_queues.rtt_s)  # fmt: skip
-        remote = route_part(site_queues.system, meshes[j], queues[key], ts,
-                            site_queues.rtt_s, goal.target_s, offloaded=True)  # fmt: skip
+            queues[key] = loads(site_queues.system, workload, np.full(every_n.size, t), every_n,
+                                1, n_d, lam, site_queues.rtt_s)  # fmt: skip
+        keep = every_n >= memo.least_site.get((k, j), 0)
+        n = every_n[keep]
+        remote = route_part(site_queues.system, meshes[j], queues[key].take(keep),
+                            np.full(n.size, t), site_queues.rtt_s, goal.target_s,
+                            offloaded=True)  # fmt: skip
+        reachable = np.flatnonzero(remote + local.max(initial=-np.inf) >= need - 1e-12)
+        memo.least_site[(k, j)] = float(n[reachable[0]]) if reachable.size else math.inf
         usd_site = site.usd_per_instance_hour * n + site.fixed_usd_per_hour
         return n, n_p, remote[:, None] + local[None, :], usd_site
 
@@ -183,11 +207,19 @@ def cheapest_with_ttft(
     for bound, k, j in pairs:
         if best is not None and bound > best.usd_per_hour + 1e-9:
             break
+        if (k, j) in failed:
+            hopeless.append((k, j))
+            continue
         least = local_part(k)[2]
-        # the same bound with the fewest PD-P instances whose route could meet the target
+        # the same bound with the fewest PD-P instances whose route could meet the target (and
+        # the fewest site instances that could, as far as an earlier search found)
         refined = bound + price_pd * (least - n_p_min[k])
+        if j >= 0 and (k, j) in memo.least_site:
+            more = memo.least_site[(k, j)] - site_least[j][k]
+            refined += space.sites[j].usd_per_instance_hour * more
         if not math.isfinite(refined):
             hopeless.append((k, j))
+            failed.add((k, j))
             continue
         if best is not None and refined > best.usd_per_hour + 1e-9:
             continue
@@ -196,6 +228,7 @@ def cheapest_with_ttft(
         best_reach = max(best_reach, float(reach.max()))
         ok = reach >= need - 1e-12
         if not ok.any():
+            failed.add((k, j))
             continue
         served = np.full(reach.shape, x)
         if j >= 0 and volume_at_capacity:
@@ -220,7 +253,7 @@ def cheapest_with_ttft(
             shares = tuple(float(p[k] * x) if i == j else 0.0 for i in range(len(space.sites)))
             best = ProcurePoint(k, instances, shares, int(n_p[b]), n_d, x, float(usd[a, b]))
             best_point_reach = float(reach[a, b])
-    if best is None:  # the most any plan reaches, for the caller's message: every pair
+    if best is None and report_reach:  # the most any plan reaches, for the message: every pair
         for k, j in hopeless:
             best_reach = max(best_reach, float(grid(k, j)[2].max()))
     finite = math.isfinite(best_reach)
@@ -279,11 +312,12 @@ def ttft_frontier(
     a plan within `step` of a found one's TTFT, and dearer, may be missed."""
     found: list[FrontierPoint] = []
     limit = math.inf
-    queues: dict[tuple[object, ...], Loads] = {}
+    memo = SearchMemo()  # each goal is stricter than the last: what fails once fails again
     while len(found) < max_points:
         goal = TtftGoal(percentile, limit * (1 - step) if found else 1e12, load_rps)
         search = cheapest_with_ttft(space, pd_system, sites, workload, target_rps, goal,
-                                    volume_at_capacity=True, queues=queues)  # fmt: skip
+                                    volume_at_capacity=True, memo=memo,
+                                    report_reach=False)  # fmt: skip
         if search.point is None:
             break
         state = point_ttft(space, pd_system, sites, workload, search.point, load_rps)
