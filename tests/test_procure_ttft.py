@@ -149,7 +149,7 @@ def test_procure_ttft_cli():
     ("args", "code", "fragments"),
     [
         (["--target-rps", "4", "--ttft-target-s", "1"], 6,
-         ["no deployment with at most one PrfaaS site", "P(TTFT <= 1 s) reaches at most",
+         ["no deployment reaches --target-rps 4", "P(TTFT <= 1 s) reaches at most", "multi-site plans",
           "needs 90%"]),
         (["--target-rps", "4", "--ttft-target-s", "5", "--ttft-load-rps", "100"], 6,
          ["every candidate is overloaded at 100 req/s"]),

@@ -92,7 +92,7 @@ def ttft_mesh(system: ServingSystem, workload: LengthDistribution) -> TtftMesh:
     )
 
 
-def _route_cdf(
+def route_cdf(
     mesh: TtftMesh,
     loads: Loads,
     thresholds: ArrayLike,
@@ -138,7 +138,7 @@ def _route_cdf(
 
 
 def _route_cdf_at(x: float, base: FloatArray, weights: FloatArray, wait: MgcState) -> FloatArray:
-    """`_route_cdf` at one x for every plan (route_part's case), in fewer passes: the sum over
+    """`route_cdf` at one x for every plan (route_part's case), in fewer passes: the sum over
     reached cells (base <= x) of w (1 − P e^(−(x − base)/c)) is W_reached − P Σ w e^(−y/c),
     a masked exponential and a matrix-vector product. base: (n,) shared by the plans (the local
     route: every cell left is reached) or (K, 1, n) (the offloaded route: the link's slowdown
@@ -168,7 +168,7 @@ def ttft_cdf(
 ) -> FloatArray:
     """P(TTFT <= x) under the approximation of the module docstring, for K candidate plans
     (`loads` and `thresholds` of shape (K,)) at points x of shape (K, Q): shape (K, Q)."""
-    return _route_cdf(mesh, loads, thresholds, link_latency_s, x, False) + _route_cdf(
+    return route_cdf(mesh, loads, thresholds, link_latency_s, x, False) + route_cdf(
         mesh, loads, thresholds, link_latency_s, x, True
     )
 
@@ -201,7 +201,7 @@ def route_part(
         overloaded = used & (u[BOUND_ORDER.index(Bound.PD_PREFILL)] >= 1)
     if mesh is not None:
         x = np.full((np.asarray(thresholds).size, 1), target_s)
-        part = _route_cdf(mesh, loads, thresholds, link_latency_s, x, offloaded)[:, 0]
+        part = route_cdf(mesh, loads, thresholds, link_latency_s, x, offloaded)[:, 0]
     else:
         with np.errstate(invalid="ignore"):
             if offloaded:

@@ -18,6 +18,7 @@ from prfaas_plan import bounds, units
 from prfaas_plan.analytic.capacity import ServingSystem
 from prfaas_plan.analytic.loaded_ttft import LoadedTtft, Metric, check_metric
 from prfaas_plan.analytic.profiles import FittedCurve
+from prfaas_plan.analytic.split_ttft import SplitTtft
 from prfaas_plan.choices import CostModel, Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.commands.plan import TtftTarget, ttft_target
@@ -32,6 +33,7 @@ from prfaas_plan.solve.procure_exact import (
     SitePrices,
     exact_budget,
     exact_target,
+    fixed_usd_per_hour,
 )
 from prfaas_plan.solve.procure_milp import (
     ProcurePoint,
@@ -84,12 +86,14 @@ class ProcureTtft:
 
     target: TtftTarget
     load_rps: float
-    loaded: LoadedTtft  # the chosen deployment at load_rps (its site's link and RTT)
+    # the chosen deployment at load_rps: over its site's link and RTT, or split over its sites
+    loaded: LoadedTtft | SplitTtft
     capacity_only_usd_per_hour: float  # the cheapest deployment reaching the target rate alone
     binds: bool  # the TTFT target makes the deployment dearer than capacity_only_usd_per_hour
-    capacity_only_sites: int  # PrfaaS sites that cheapest deployment uses (> 1: not modelled)
+    capacity_only_sites: int  # PrfaaS sites that cheapest deployment uses
     pairs_evaluated: int  # (threshold, site) pairs the TTFT search evaluated, of `pairs`
     pairs: int
+    headroom_plans: int = 0  # multi-site plans tried at rates above the target (_with_ttft)
 
 
 def default_sites(catalog: Catalog, problem: Problem) -> list[SiteSpec]:
@@ -357,20 +361,27 @@ def site_queues(
     return tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))
 
 
+# multi-site plans for a TTFT target: the capacity-cheapest deployments at the target rate
+# times HEADROOM_STEP, HEADROOM_STEP², ... (at most HEADROOM_PLANS of them)
+HEADROOM_STEP = 1.1
+HEADROOM_PLANS = 16
+
+
 def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
                model: ProcureModel, target_rps: float, cheapest: ExactPoint,
                ttft: TtftTarget) -> ProcureReport:  # fmt: skip
     """The cheapest deployment reaching `target_rps` and meeting `ttft`: the capacity-only
-    optimum `cheapest` if it meets it (then nothing cheaper can), else the single-site search
-    of solve/procure_ttft.py over the grid and the exact optimum's thresholds; InfeasibleError
+    optimum `cheapest` if it meets it (then nothing cheaper can); else the cheaper of the
+    single-site search of solve/procure_ttft.py (every single-site plan, over the grid and the
+    exact optimum's thresholds) and the multi-site plans `_headroom` tries. InfeasibleError
     naming the most any plan reaches."""
     load = ttft.rate_rps(target_rps)
     metric = check_metric(ttft.percentile)
     queues = site_queues(sites, model.site_systems)
     space, point = cheapest.space, cheapest.point
     state = point_ttft(space, problem.system, queues, problem.workload, point, load)
-    meets = state is not None and state.stable and state.metric(metric) <= ttft.target_s
-    evaluated, pairs = 0, 0
+    meets = state.stable and state.metric(metric) <= ttft.target_s
+    evaluated, pairs, tried = 0, 0, 0
     if not meets:
         space = model.space(np.unique(np.concatenate([
             milp_threshold_grid(problem.workload), cheapest.space.thresholds_tokens
@@ -379,7 +390,13 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
         search = cheapest_with_ttft(space, problem.system, queues, problem.workload, target_rps,
                                     goal)  # fmt: skip
         evaluated, pairs = search.pairs_evaluated, search.pairs
-        if search.point is None:
+        ceiling = search.point.usd_per_hour if search.point is not None else math.inf
+        split, tried = _headroom(model, problem, queues, target_rps, goal, ceiling)
+        if split is not None:
+            space, point = split.space, split.point
+        elif search.point is not None:
+            point = search.point
+        else:
             if math.isfinite(search.best_met_fraction):
                 what = (f"P(TTFT <= {ttft.target_s:g} s) reaches at most "
                         f"{search.best_met_fraction:.1%} (needs {float(metric):g}%)")  # fmt: skip
@@ -388,23 +405,67 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
             else:
                 what = f"every candidate is overloaded at {load:g} req/s"
             raise InfeasibleError(
-                f"no deployment with at most one PrfaaS site reaches target_rps {target_rps:g} "
-                f"req/s with {_metric_name(metric)} TTFT <= {ttft.target_s:g} s at "
-                f"{load:g} req/s: {what}; allow more instances (--max-instances-per-site, "
-                "procurement.max_pd_instances), a faster or nearer site, a lower load, or relax "
-                "the target",
+                f"no deployment reaches target_rps {target_rps:g} req/s with "
+                f"{_metric_name(metric)} TTFT <= {ttft.target_s:g} s at {load:g} req/s: "
+                f"{what} (every single-site plan; multi-site plans with up to "
+                f"{HEADROOM_STEP**HEADROOM_PLANS:.1f}x the target's capacity); allow more "
+                "instances (--max-instances-per-site, procurement.max_pd_instances), a faster or "
+                "nearer site, a lower load, or relax the target",
                 parameter="ttft.target_s",
             )
-        point = search.point
         state = point_ttft(space, problem.system, queues, problem.workload, point, load)
-    assert state is not None
     capacity, bound = binding(space, point)
-    binds = point.usd_per_hour > cheapest.point.usd_per_hour * (1 + 1e-9)
+    binds = bool(point.usd_per_hour > cheapest.point.usd_per_hour * (1 + 1e-9))
     used = sum(n > 0 for n in cheapest.point.site_instances)
     extra = ProcureTtft(ttft, load, state, cheapest.point.usd_per_hour, binds, used, evaluated,
-                        pairs)  # fmt: skip
+                        pairs, tried)  # fmt: skip
     return ProcureReport(problem, pricing, sites, space, target_rps, None, point, capacity, bound,
                          extra, cheapest.monotone_violation)  # fmt: skip
+
+
+def _headroom(model: ProcureModel, problem: Problem, queues: tuple[SiteQueues, ...],
+              target_rps: float, goal: TtftGoal,
+              ceiling_usd_per_hour: float) -> tuple[ExactPoint | None, int]:  # fmt: skip
+    """Multi-site plans for a TTFT goal: the capacity-cheapest deployment reaching
+    target_rps x HEADROOM_STEP^m (m = 1, 2, ...: more capacity, less queueing), priced serving
+    the target, its offloaded requests split as its plan splits them; the first that offloads
+    to several sites, meets the goal and costs less than `ceiling_usd_per_hour`, and how many
+    were tried. Stops once a deployment's instances alone cost the ceiling (more capacity only
+    costs more). Not exhaustive: a heuristic over multi-site plans (single-site plans are
+    searched exhaustively by cheapest_with_ttft)."""
+    tried = 0
+    for m in range(1, HEADROOM_PLANS + 1):
+        found = exact_target(model, target_rps * HEADROOM_STEP**m)
+        if found is None:
+            break
+        point = _serving(model, found, target_rps)
+        if fixed_usd_per_hour(model, point) >= ceiling_usd_per_hour:
+            break
+        if sum(n > 0 for n in point.site_instances) < 2:
+            continue
+        tried += 1
+        state = point_ttft(found.space, problem.system, queues, problem.workload, point,
+                           goal.load_rps)  # fmt: skip
+        if state.stable and state.metric(goal.metric) <= goal.target_s:
+            if point.usd_per_hour < ceiling_usd_per_hour:
+                return dataclasses.replace(found, point=point), tried
+            break
+    return None, tried
+
+
+def _serving(model: ProcureModel, found: ExactPoint, rps: float) -> ProcurePoint:
+    """`found`'s deployment serving `rps` (<= what it was solved for): its offloaded req/s
+    scaled down, its link volume billed at `rps`."""
+    point = found.point
+    scale = rps / point.served_rps if point.served_rps > 0 else 0.0
+    k = point.threshold_index
+    site_rps = tuple(r * scale for r in point.site_rps)
+    volume = sum(
+        units.per_s_to_per_hour(s.usd_per_offloaded_request[k]) * r
+        for s, r in zip(found.space.sites, site_rps, strict=True)
+    )
+    usd = float(fixed_usd_per_hour(model, point) + volume)
+    return dataclasses.replace(point, site_rps=site_rps, served_rps=rps, usd_per_hour=usd)
 
 
 def _metric_name(metric: Metric) -> str:

@@ -111,7 +111,11 @@ def _ttft_json(ttft: ProcureTtft | None) -> Document | None:
         "binds": ttft.binds,
         "capacity_only_sites": ttft.capacity_only_sites,
         "capacity_only_usd_per_hour": float(ttft.capacity_only_usd_per_hour),
-        "search": {"pairs_evaluated": ttft.pairs_evaluated, "pairs": ttft.pairs},
+        "search": {
+            "pairs_evaluated": ttft.pairs_evaluated,
+            "pairs": ttft.pairs,
+            "multi_site_plans_tried": ttft.headroom_plans,
+        },
     }
 
 
@@ -125,14 +129,8 @@ def _ttft_notes(report: ProcureReport) -> list[str]:
     figure = ttft.loaded.metric(ttft.target.percentile)
     cost = (
         f"the TTFT target raises the cost from {ttft.capacity_only_usd_per_hour:,.1f} $/h (the "
-        f"cheapest deployment reaching {report.target_rps:g} req/s alone"
-        + (
-            f", which splits the offload over {ttft.capacity_only_sites} sites, a case the TTFT "
-            "model does not cover"
-            if ttft.capacity_only_sites > 1
-            else ""
-        )
-        + f") to {float(report.point.usd_per_hour):,.1f} $/h"
+        f"cheapest deployment reaching {report.target_rps:g} req/s alone) to "
+        f"{float(report.point.usd_per_hour):,.1f} $/h"
         if ttft.binds
         else "the cheapest deployment reaching the rate already meets it"
     )
@@ -140,9 +138,11 @@ def _ttft_notes(report: ProcureReport) -> list[str]:
         f"Capacity of this deployment: {report.capacity_rps:.3f} req/s, bound by {report.bound}.",
         f"{name} TTFT at {ttft.load_rps:g} req/s (Poisson): {figure:.3f} s, target "
         f"{ttft.target.target_s:g} s (P50/P90/P99 {ttft.loaded.p50_s:.3f} / "
-        f"{ttft.loaded.p90_s:.3f} / {ttft.loaded.p99_s:.3f} s); {cost}. With a TTFT target "
-        "the offloaded traffic goes to one site at most (the queueing model has one PrfaaS "
-        "pool and one link).",
+        f"{ttft.loaded.p90_s:.3f} / {ttft.loaded.p99_s:.3f} s); {cost}. Searched: every "
+        f"single-site plan ({ttft.pairs_evaluated} of {ttft.pairs} (threshold, site) pairs "
+        "evaluated, the rest bounded out) and multi-site plans with more capacity than the "
+        f"target ({ttft.headroom_plans} tried); a plan splitting its offloaded requests over "
+        "several sites queues at each site's own pool and link.",
     ]
 
 

@@ -33,6 +33,7 @@ from prfaas_plan.analytic.loaded_ttft import (
     route_part,
     ttft_mesh,
 )
+from prfaas_plan.analytic.split_ttft import SiteRoute, SplitTtft, split_ttft
 from prfaas_plan.solve.procure_milp import (
     ProcurePoint,
     ProcureSpace,
@@ -279,18 +280,25 @@ def point_ttft(
     workload: LengthDistribution,
     point: ProcurePoint,
     load_rps: float,
-) -> LoadedTtft | None:
-    """The TTFT at Poisson `load_rps` of a point offloading to at most one site, over that
-    site's link with its RTT (None: the point uses several sites, which the model does not
-    cover)."""
+) -> LoadedTtft | SplitTtft:
+    """The TTFT at Poisson `load_rps` of a point: over its one site's link with its RTT
+    (loaded_ttft), or, offloading to several sites, with the offloaded requests split as the
+    point's offloaded req/s are (analytic/split_ttft.py)."""
     used = [j for j, n in enumerate(point.site_instances) if n > 0]
+    threshold = float(space.thresholds_tokens[point.threshold_index])
     if len(used) > 1:
-        return None
+        total = sum(point.site_rps[j] for j in used)
+        routes = [
+            SiteRoute(sites[j].system, sites[j].rtt_s, point.site_instances[j],
+                      point.site_rps[j] / total if total > 0 else 1 / len(used))
+            for j in used
+        ]  # fmt: skip
+        return split_ttft(pd_system, workload, threshold, point.pd_prefill_instances,
+                          point.pd_decode_instances, routes, load_rps)  # fmt: skip
     system, rtt_s = (sites[used[0]].system, sites[used[0]].rtt_s) if used else (pd_system, 0.0)
     configuration = Configuration(
-        sum(point.site_instances), point.pd_prefill_instances, point.pd_decode_instances,
-        float(space.thresholds_tokens[point.threshold_index]),
-    )  # fmt: skip
+        sum(point.site_instances), point.pd_prefill_instances, point.pd_decode_instances, threshold
+    )
     return loaded_ttft(system, workload, configuration, load_rps, link_latency_s=rtt_s)
 
 
@@ -321,7 +329,6 @@ def ttft_frontier(
         if search.point is None:
             break
         state = point_ttft(space, pd_system, sites, workload, search.point, load_rps)
-        assert state is not None  # the search offloads to one site at most
         limit = state.metric(percentile)
         found.append(FrontierPoint(search.point, limit))
     # a plan as cheap as the next one found (whose TTFT is lower) is dominated by it
