@@ -166,6 +166,17 @@ MIN_UTILIZATION = 0.01
 MAX_PROCURE_SITES = 64
 MAX_PROCURE_INSTANCES_PER_SITE = 1_000
 MAX_BRUTE_FORCE_POINTS = 2_000_000
+# a budget (procure --budget-usd-per-hour): a cent an hour buys nothing; above 10^8 $/h (~$876
+# billion a year, more than any fleet; the largest candidate space, 64 sites x 1,000 instances x
+# 8 GPUs at MAX_USD_PER_GPU_HOUR, costs ~5 x 10^8) it is a unit slip or "no budget", which is
+# target_rps's question, not this one's
+MIN_BUDGET_USD_PER_HOUR = 0.01
+MAX_BUDGET_USD_PER_HOUR = 1e8
+# procure --pareto enumerates thresholds x site instance counts x PD counts block by block
+# (memory holds only the frontiers) at ~10^7 candidates a second on one core: above this bound
+# (~15 s) the space is refused before anything is computed; the PD splits it compares, N^2/2 per
+# threshold, count too
+MAX_PARETO_CANDIDATES = 150_000_000
 
 # --- output lengths, decode context and prefix caching (issue 11, part B) ---
 # a prefix-cache hit-rate above 99% leaves under 1% of a prompt to prefill: the closed form's

@@ -169,6 +169,8 @@ def test_procure_cli_target_and_budget():
         ([], 3, ["exactly one of --target-rps and --budget-usd-per-hour"]),
         (["--target-rps", "1", "--budget-usd-per-hour", "9"], 3, ["exactly one"]),
         (["--budget-usd-per-hour", "-5"], 3, ["--budget-usd-per-hour", "got -5"]),
+        (["--budget-usd-per-hour", "1e300"], 3,
+         ["--budget-usd-per-hour must be in [0.01, 1e+08] $/h", "got 1e+300"]),
     ],
 )  # fmt: skip
 def test_procure_cli_failures(args, code, fragments):

@@ -4,12 +4,13 @@ enumeration of a small space, and the CLI's formats and refusals."""
 import csv
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from prfaas_plan import units
-from prfaas_plan.commands.procure_pareto import enumerate_plans, non_dominated
+from prfaas_plan.commands.procure_pareto import candidate_bound, enumerate_plans, non_dominated
 from prfaas_plan.solve.procure_milp import capacity_rps
 from tests.test_cli import assert_clean_error, run
 from tests.test_procure import case_space, shrink  # noqa: F401  (fixture)
@@ -54,8 +55,10 @@ def test_frontiers_match_brute_force(case_space, usd_per_request):  # noqa: F811
     k_count = small.thresholds_tokens.size
     rng = np.random.default_rng(1)
     p90 = rng.uniform(1, 5, size=(len(small.sites), k_count))
-    plans = enumerate_plans(small, p90, 9.0)
+    target = 2.0
+    plans, count = enumerate_plans(small, p90, 9.0, target)
     every = brute_force_plans(small, p90, 9.0)
+    assert plans["k"].size < count <= candidate_bound(small)  # blocks keep their frontiers
     found = np.column_stack([plans["usd_per_hour"], plans["capacity_rps"], plans["p90_s"]])
     # cost against Λ_max: the frontier is non-dominated and dominates every enumerated plan
     cap = found[non_dominated(found[:, 0], -found[:, 1])][:, :2]
@@ -70,7 +73,6 @@ def test_frontiers_match_brute_force(case_space, usd_per_request):  # noqa: F811
         for c, b in cap
     )
     # cost against P90 among plans reaching a target
-    target = 2.0
     reach = found[found[:, 1] >= target]
     ttft = reach[non_dominated(reach[:, 0], reach[:, 2])]
     assert np.all(np.diff(ttft[:, 2]) < 0)
@@ -105,3 +107,19 @@ def test_pareto_cli_refusals():
     assert_clean_error(run("procure", "--pareto"), 3, "--target-rps")
     assert_clean_error(run("procure", "--pareto", "--budget-usd-per-hour", "100"), 3, "--pareto")
     assert_clean_error(run("procure", "--target-rps", "2", "--format", "csv"), 3, "--pareto")
+
+
+def test_a_space_too_large_to_enumerate_is_refused_before_it_starts(tmp_path):
+    """64 sites x 1,000 instances x 1,000 PD instances (each within its own bound) would weigh
+    ~8e9 plans: refused at once, naming what to shrink; 6 sites x 1,000 instances runs, its
+    memory holding only the frontiers (blocks reduced as they are enumerated)."""
+    sites = "".join(
+        f"    - {{name: s{i}, gpu: h200, link_offering: aws-dx-100g, max_instances: 1000}}\n"
+        for i in range(64)
+    )
+    scenario = tmp_path / "big.yaml"
+    scenario.write_text(Path("examples/case_study.yaml").read_text()
+                        + "procurement:\n  max_pd_instances: 1000\n  sites:\n" + sites)  # fmt: skip
+    assert_clean_error(run("procure", scenario, "--pareto", "--target-rps", "4"), 3,
+                       "would weigh 8.45e+09 candidate plans", "--max-instances-per-site",
+                       "procurement.max_pd_instances")  # fmt: skip

@@ -246,3 +246,40 @@ def test_pareto_at_a_load_cli(tmp_path):
         3,
         "--pareto takes --ttft-load-rps alone",
     )
+
+
+@pytest.mark.parametrize("offered", [0.0, 0.01, 0.5, 1.0, 3.0, 10.0, 57.3, 200.0, 900.0, 5000.0])
+def test_past_saturated_servers_no_request_waits(offered):
+    """The searches stop a pool's count at saturated_servers: there Erlang C is below 1e-25, so
+    a TTFT figure cannot move by more than that with more servers."""
+    from prfaas_plan.analytic.queueing import mgc
+    from prfaas_plan.solve.procure_ttft import saturated_servers
+
+    servers = int(saturated_servers(np.array([offered]))[0])
+    state = mgc(servers, np.array([offered]), 1.0, 1.0)
+    assert float(state.wait_probability[0]) < 1e-25
+
+
+def test_a_route_at_one_point_is_the_whole_cdf_at_that_point(case):
+    """route_cdf's one-x path (a masked exponential and a matrix-vector product) equals its
+    general path, for plans at one threshold and at several, both routes, loaded or not."""
+    from prfaas_plan.analytic.loaded_ttft import route_cdf
+
+    _, problem, _, _, queues = case
+    system, rtt = queues[3].system, queues[3].rtt_s
+    mesh = ttft_mesh(system, problem.workload)
+    rng = np.random.default_rng(7)
+    for lam in (0.0, 1.0, 2.8):
+        t = rng.choice([4_000.0, 19_435.0, 70_000.0], size=6)
+        for thresholds in (np.full(6, 19_435.0), t):
+            state = loads(system, problem.workload, thresholds, rng.integers(1, 8, 6),
+                          rng.integers(1, 8, 6), 6, lam, rtt)  # fmt: skip
+            for offloaded in (False, True):
+                for x in (0.3, 2.0, 7.5, 60.0):
+                    one = route_cdf(mesh, state, thresholds, rtt, np.full((6, 1), x), offloaded)
+                    two = route_cdf(mesh, state, thresholds, rtt,
+                                    np.column_stack([np.full(6, x), np.full(6, 2 * x)]),
+                                    offloaded)  # fmt: skip
+                    finite = np.isfinite(two[:, 0])
+                    np.testing.assert_allclose(one[finite, 0], two[finite, 0], rtol=1e-12,
+                                               atol=1e-15)  # fmt: skip

@@ -156,7 +156,7 @@ def _route_cdf_at(x: float, base: FloatArray, weights: FloatArray, wait: MgcStat
         w = np.broadcast_to(weights, (k, 1, base.shape[-1]))[:, 0, :]
         reached = y >= 0
         with np.errstate(over="ignore", invalid="ignore"):
-            decay = np.exp(np.where(reached, -y, -np.inf) / scale)
+            decay = np.where(reached, np.exp(np.where(reached, -y, 0.0) / scale), 0.0)
         decay_sum = np.einsum("kn,kn->k", decay, w)
         reached_weight = np.einsum("kn,kn->k", reached, w)
     out: FloatArray = reached_weight - np.where(waits, wait.wait_probability * decay_sum, 0.0)

@@ -279,13 +279,11 @@ def procure(
         bounds.check_in_range(
             "target_rps", target_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
         )
-    if budget_usd_per_hour is not None and not (
-        budget_usd_per_hour > 0 and math.isfinite(budget_usd_per_hour)
-    ):
-        raise ConfigError(
-            f"budget_usd_per_hour must be a finite number > 0, got {budget_usd_per_hour:g}",
-            parameter="budget_usd_per_hour",
-        )
+    if budget_usd_per_hour is not None:
+        bounds.check_in_range(
+            "budget_usd_per_hour", budget_usd_per_hour, bounds.MIN_BUDGET_USD_PER_HOUR,
+            bounds.MAX_BUDGET_USD_PER_HOUR, "$/h",
+        )  # fmt: skip
     if ttft is not None and target_rps is None:
         raise ConfigError(
             "a TTFT target (ttft.target_s) applies to target_rps (the cheapest deployment "

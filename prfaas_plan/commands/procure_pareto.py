@@ -28,6 +28,7 @@ from prfaas_plan.choices import Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.commands.plan import Deployment, plan
 from prfaas_plan.commands.procure import Site, binding, procure_candidates, site_queues
+from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem
@@ -80,18 +81,51 @@ def non_dominated(cost: FloatArray, worse: FloatArray) -> np.ndarray:
     return order[keep]
 
 
+def candidate_bound(space: ProcureSpace) -> int:
+    """An upper bound on the candidates `enumerate_plans` considers, known before it runs:
+    thresholds x (one per instance count of every site, plus none) x N_pd,max (the PD splits
+    kept at a threshold: at most one per total PD count)."""
+    instances = 1 + sum(s.max_instances for s in space.sites)
+    return space.thresholds_tokens.size * instances * space.max_pd_instances
+
+
+def _check_size(space: ProcureSpace) -> None:
+    """Refuse, before enumerating, a space larger than bounds.MAX_PARETO_CANDIDATES."""
+    from prfaas_plan import bounds
+
+    n = space.max_pd_instances
+    thresholds = space.thresholds_tokens.size
+    work = candidate_bound(space) + thresholds * n * (n + 1) // 2
+    if work > bounds.MAX_PARETO_CANDIDATES:
+        instances = 1 + sum(s.max_instances for s in space.sites)
+        raise ConfigError(
+            f"procure --pareto would weigh {work:.3g} candidate plans and PD splits "
+            f"({thresholds} thresholds x {instances:,} site instance counts x {n} PD counts, "
+            f"and {n * (n + 1) // 2:,} PD splits a threshold), above "
+            f"{bounds.MAX_PARETO_CANDIDATES:.3g} (~15 s); allow fewer instances per site "
+            "(max_instances_per_site), fewer sites (procurement.sites) or fewer PD instances "
+            "(procurement.max_pd_instances)",
+            parameter="max_instances_per_site",
+        )
+
+
 def enumerate_plans(
-    space: ProcureSpace, p90_s: FloatArray, pd_p90_s: float
-) -> dict[str, FloatArray]:
+    space: ProcureSpace, p90_s: FloatArray, pd_p90_s: float, target_rps: float
+) -> tuple[dict[str, FloatArray], int]:
     """Every candidate (threshold, one site or none, instances, PD split) worth keeping,
     flattened: arrays k, site (-1: none), n, n_p, n_d, usd_per_hour (at Λ_max), capacity_rps,
-    p90_s. `p90_s[j, k]`: site j's unloaded P90 at t_k; `pd_p90_s` the PD cluster's alone. At
-    each threshold only the PD splits no other split beats on both price and PD capacity are
-    kept (a beaten split only makes every plan dearer or smaller)."""
+    p90_s; and how many candidates were considered. `p90_s[j, k]`: site j's unloaded P90 at
+    t_k; `pd_p90_s` the PD cluster's alone. At each threshold only the PD splits no other split
+    beats on both price and PD capacity are kept (a beaten split only makes every plan dearer
+    or smaller), and each block (one threshold and site) keeps only its plans on one of the
+    two frontiers (cost against Λ_max; among plans reaching `target_rps`, cost against P90): a
+    plan beaten within its block is beaten overall, so memory holds the frontiers, not the
+    candidates."""
     n_max = space.max_pd_instances
     n_p, n_d = np.array([(a, b) for a in range(n_max) for b in range(1, n_max - a + 1)]).T
     pd_usd = space.pd_usd_per_instance_hour * (n_p + n_d)
     parts: list[dict[str, FloatArray]] = []
+    count = 0
     for k in range(space.thresholds_tokens.size):
         s, p = space.local_fraction[k], space.offload_fraction[k]
         pd_cap = space.decode_rps_per_instance * n_d
@@ -113,13 +147,27 @@ def enumerate_plans(
             )
             nn, pp = np.meshgrid(n, split, indexing="ij")
             live = cap > 0
-            parts.append({
+            count += int(live.sum())
+            block = {
                 "k": np.full(int(live.sum()), k), "site": np.where(nn > 0, j, -1)[live],
                 "n": nn[live], "n_p": n_p[pp][live], "n_d": n_d[pp][live],
                 "usd_per_hour": usd[live], "capacity_rps": cap[live],
                 "p90_s": np.where(nn > 0, p90_s[j, k], pd_p90_s)[live],
-            })  # fmt: skip
-    return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+            }  # fmt: skip
+            parts.append(_on_a_frontier(block, target_rps))
+    plans = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+    return plans, count
+
+
+def _on_a_frontier(plans: dict[str, FloatArray], target_rps: float) -> dict[str, FloatArray]:
+    """The plans on either frontier of `plans` (cost against Λ_max; among those reaching
+    `target_rps`, cost against P90)."""
+    cost, capacity = plans["usd_per_hour"], plans["capacity_rps"]
+    keep = np.zeros(cost.size, bool)
+    keep[non_dominated(cost, -capacity)] = True
+    reach = np.flatnonzero(capacity >= target_rps * (1 - 1e-9))
+    keep[reach[non_dominated(cost[reach], plans["p90_s"][reach])]] = True
+    return {key: value[keep] for key, value in plans.items()}
 
 
 @model_numerics("procure")
@@ -149,6 +197,7 @@ def procure_pareto(
     sites, space, systems = procure_candidates(
         catalog, problem, pricing, gpu_prices, max_instances_per_site, mode
     )
+    _check_size(space)
     grid = space.thresholds_tokens
     p90 = np.array([
         unloaded_percentile_by_threshold(system, problem.workload, grid, float(PARETO_PERCENTILE), site.rtt_s)
@@ -157,7 +206,7 @@ def procure_pareto(
     pd_p90 = unloaded_percentile_by_threshold(
         problem.system, problem.workload, np.full(1, np.inf), float(PARETO_PERCENTILE)
     )
-    plans = enumerate_plans(space, p90, float(pd_p90[0]))
+    plans, count = enumerate_plans(space, p90, float(pd_p90[0]), target_rps)
 
     def chosen(idx: np.ndarray) -> tuple[ParetoPlan, ...]:
         return tuple(
@@ -195,7 +244,7 @@ def procure_pareto(
         for name, d in (("homogeneous_pd", report.homogeneous),
                         ("naive_heterogeneous", report.naive), ("scenario", report.plan))
     )  # fmt: skip
-    return ParetoReport(problem, pricing, target_rps, int(plans["k"].size), chosen(capacity),
+    return ParetoReport(problem, pricing, target_rps, count, chosen(capacity),
                         ttft, markers, ttft_load_rps)  # fmt: skip
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray
-from prfaas_plan.analytic.capacity import Configuration, ServingSystem
+from prfaas_plan.analytic.capacity import Configuration, ServingSystem, rates
 from prfaas_plan.analytic.deployment_load import Loads, loads
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.analytic.loaded_ttft import (
@@ -34,6 +34,7 @@ from prfaas_plan.analytic.loaded_ttft import (
     ttft_mesh,
 )
 from prfaas_plan.analytic.split_ttft import SiteRoute, SplitTtft, split_ttft
+from prfaas_plan.choices import Mode
 from prfaas_plan.solve.procure_milp import (
     ProcurePoint,
     ProcureSpace,
@@ -85,6 +86,28 @@ class SearchMemo:
     least_site: dict[tuple[int, int], float] = field(default_factory=dict)
 
 
+def saturated_servers(offered_load: FloatArray) -> FloatArray:
+    """Servers past which an M/G/c pool offered `offered_load` (λ E[S], erlangs) has a wait
+    probability (Erlang C) below 1e-25, so that a TTFT figure cannot move by more than that:
+    a + 12 √a + 12 (with c = a + β √a, Erlang C tends to (1 + β Φ(β)/φ(β))^-1, ~1e-32 at
+    β = 12; the + 12 covers a < 1; tests/test_procure_ttft.py checks it). A search may stop a
+    pool's count there: more servers only cost more."""
+    a = np.nan_to_num(np.asarray(offered_load, float), nan=0.0)
+    servers: FloatArray = np.ceil(a + 12.0 * np.sqrt(a) + 12.0)
+    return servers
+
+
+def _exact_service_s(
+    system: ServingSystem, workload: LengthDistribution, space: ProcureSpace, offloaded: bool
+) -> FloatArray:
+    """E[T(L) | route] at each threshold (the queues' exact-mode service time; 0 where the
+    route is empty)."""
+    r = rates(system, workload, space.thresholds_tokens, 1, 1, 1, Mode.EXACT)
+    service = r.prfaas_service_time_s if offloaded else r.pd_prefill_service_time_s
+    seconds: FloatArray = np.nan_to_num(np.asarray(service, float), nan=0.0)
+    return seconds
+
+
 def _decode_instances(space: ProcureSpace, target_rps: float, load_rps: float) -> int:
     """The fewest decode instances with θ_d n_d >= X and θ_d n_d > λ (a stable decode pool)."""
     theta = space.decode_rps_per_instance
@@ -127,8 +150,9 @@ def cheapest_with_ttft(
     # the local route's part at t_k for each n_p, computed when a pair of t_k is first reached;
     # it bounds n_p from below at every pair of t_k, the offloaded route adding at most its share
     # of requests (or, for the mean, nothing)
+    pd_cap = saturated_servers(lam * (1 - p) * _exact_service_s(pd_system, workload, space, False))
     counts = [
-        np.arange(n_p_min[k], space.max_pd_instances - n_d + 1)
+        np.arange(n_p_min[k], max(n_p_min[k], min(space.max_pd_instances - n_d, pd_cap[k])) + 1)
         if np.isfinite(n_p_min[k]) else np.zeros(0)
         for k in range(k_count)
     ]  # fmt: skip
@@ -179,6 +203,8 @@ def cheapest_with_ttft(
         pairs += [(float(usd[k]), int(k), j) for k in np.flatnonzero(np.isfinite(usd))]
     pairs.sort()
 
+    site_caps: dict[int, FloatArray] = {}
+
     def grid(k: int, j: int) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         """(n_j, n_p, reach on the (n_j, n_p) grid, $/h of the site's instances and port)."""
         n_p, local, _ = local_part(k)
@@ -186,7 +212,12 @@ def cheapest_with_ttft(
             return np.zeros(1), n_p, local[None, :], np.zeros(1)
         t = float(space.thresholds_tokens[k])
         site, site_queues = space.sites[j], sites[j]
-        every_n = np.arange(int(site_least[j][k]), site.max_instances + 1, dtype=float)
+        if j not in site_caps:
+            site_caps[j] = saturated_servers(
+                lam * p * _exact_service_s(site_queues.system, workload, space, True)
+            )
+        top = max(site_least[j][k], min(site.max_instances, site_caps[j][k]))
+        every_n = np.arange(int(site_least[j][k]), int(top) + 1, dtype=float)
         key = ("remote", k, j, x, lam)
         if key not in queues:
             queues[key] = loads(site_queues.system, workload, np.full(every_n.size, t), every_n,
