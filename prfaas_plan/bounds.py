@@ -95,6 +95,8 @@ MAX_BATCH_SIZE = 1e6
 MAX_KV_CACHE_MIB = 2.0**30
 # a GPU, model or dtype name is a file or folder name in data/: short, no path separators
 MAX_NAME_CHARS = 64
+# free text (a scenario's name, its description): a title or a paragraph, not a file
+MAX_LABEL_CHARS = 2_000
 # a trace read into memory (the public Mooncake traces have ~2·10^4 requests): measured with
 # /usr/bin/time -v, `simulate --trace` peaks at 334 MB RSS for 10^6 requests without hash ids
 # (~275 bytes a request over a ~60 MB base) and at 180 MB for 10^5 requests with 10^7 hash_ids

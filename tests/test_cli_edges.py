@@ -4,6 +4,7 @@ fragment), and the interrupt and out-of-memory handling around the commands."""
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -210,3 +211,22 @@ def test_main_is_the_console_script(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit:
         cli.main()
     assert exit.value.code == 130 and capsys.readouterr().err == "interrupted\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ('"two\\nlines"', "must be printable text, found the character U+000A"),
+        ('"bad\\ud800name"', "unable to parse raw data as a unicode string"),
+        ("'" + "x" * 2001 + "'", "name: string should have at most 2000 characters"),
+    ],
+)
+def test_a_scenario_name_every_view_can_print(tmp_path, name, fragment):
+    """A scenario name (free text) with a control character, a lone surrogate or a file's worth
+    of text is refused with one line, never a traceback in a view."""
+    scenario = tmp_path / "s.yaml"
+    text = Path("examples/case_study.yaml").read_text()
+    scenario.write_text("\n".join(
+        f"name: {name}" if line.startswith("name:") else line for line in text.splitlines()
+    ))  # fmt: skip
+    assert_clean_error(run("optimize", scenario, "-f", "markdown"), 3, fragment)

@@ -375,3 +375,30 @@ def test_solver_writes_to_descriptor_1_never_reach_stdout():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout == "before\nafter\n" and out.stderr == ""
+
+
+def test_no_site_at_all_buys_the_pd_cluster_alone(tmp_path):
+    """`procurement.sites: []` means no PrfaaS site (not the default sites): every answer is
+    homogeneous PD, in target, budget and --pareto modes."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(Path("examples/case_study.yaml").read_text()
+                        + "procurement:\n  sites: []\n")  # fmt: skip
+    for goal in (["--target-rps", "3"], ["--budget-usd-per-hour", "300"]):
+        doc = json.loads(run("procure", scenario, *goal, "-f", "json").stdout)
+        assert doc["candidate_sites"] == [] and doc["sites"] == []
+        assert doc["threshold_tokens"] is None and doc["offload_fraction"] == 0.0
+    pareto = json.loads(run("procure", scenario, "--pareto", "--target-rps", "3", "-f", "json")
+                        .stdout)  # fmt: skip
+    plans = pareto["capacity_frontier"] + pareto["ttft_frontier"]
+    assert plans and all(p["site"] is None for p in plans)
+
+
+def test_site_names_are_unique(tmp_path):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(Path("examples/case_study.yaml").read_text() + (
+        "procurement:\n  sites:\n"
+        "    - {name: a, gpu: h200, link_offering: aws-dx-100g}\n"
+        "    - {name: a, gpu: h20, link_offering: aws-dx-10g}\n"
+    ))  # fmt: skip
+    assert_clean_error(run("procure", scenario, "--target-rps", "3"), 3,
+                       "procurement: value error, site names must be unique, 'a' repeats")  # fmt: skip

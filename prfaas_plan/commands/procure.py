@@ -167,15 +167,21 @@ def procure_model(
 ) -> tuple[tuple[Site, ...], ProcureModel]:
     """The candidate sites and the model that evaluates their rates at any threshold."""
     spec = problem.scenario.procurement
-    specs = list(spec.sites) if spec and spec.sites else default_sites(catalog, problem)
+    given = spec.sites if spec is not None else None
+    specs = list(given) if given is not None else default_sites(catalog, problem)
     if max_instances_per_site is not None:
         bounds.check_in_range(
             "max_instances_per_site", max_instances_per_site, 0,
             bounds.MAX_PROCURE_INSTANCES_PER_SITE, "instances",
         )  # fmt: skip
         specs = [s.model_copy(update={"max_instances": max_instances_per_site}) for s in specs]
-    if not specs:
-        raise ConfigError("procure has no candidate PrfaaS site", parameter="procurement.sites")
+    if not specs and given is None:  # `sites: []` asks for the PD cluster alone
+        raise ConfigError(
+            f"procure has no candidate PrfaaS site: no GPU has a prefill profile for "
+            f"{problem.scenario.model} at {problem.scenario.prfaas_cluster.gpus_per_instance} GPUs "
+            "per instance; list procurement.sites, or give `sites: []` to buy the PD cluster alone",
+            parameter="procurement.sites",
+        )
     if len(specs) > bounds.MAX_PROCURE_SITES:
         raise ConfigError(
             f"procure takes at most {bounds.MAX_PROCURE_SITES} candidate sites, got {len(specs)}",

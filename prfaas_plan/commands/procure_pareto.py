@@ -132,27 +132,32 @@ def enumerate_plans(
         if s > 0:
             pd_cap = np.minimum(pd_cap, space.pd_prefill_rps_per_instance[k] * n_p / s)
         split = non_dominated(pd_usd, -pd_cap)
-        for j, site in enumerate(space.sites):
-            n = np.arange(0 if j == 0 else 1, site.max_instances + 1)  # n = 0 once, as site -1
-            if p > 0:
-                remote = np.minimum(site.compute_rps_per_instance[k] * n, site.link_rps[k]) / p
+        for j, site in enumerate((None, *space.sites), start=-1):  # -1: no site (n = 0)
+            if site is None:
+                n = np.zeros(1, int)
+                remote = np.array([np.inf if p == 0 else 0.0])  # offloading needs a site
+                usd_site = np.zeros(1)
+                volume = 0.0
+                p90 = np.full(1, pd_p90_s)
             else:
-                remote = np.where(n > 0, 0.0, np.inf)  # a site that carries nothing is waste
+                n = np.arange(1, site.max_instances + 1)
+                if p > 0:
+                    remote = np.minimum(site.compute_rps_per_instance[k] * n, site.link_rps[k]) / p
+                else:
+                    remote = np.zeros(n.size)  # a site that carries nothing is waste
+                usd_site = site.usd_per_instance_hour * n + site.fixed_usd_per_hour
+                volume = units.per_s_to_per_hour(site.usd_per_offloaded_request[k] * p)
+                p90 = np.full(n.size, p90_s[j, k])
             cap = np.minimum(pd_cap[split][None, :], remote[:, None])  # (N, P)
-            volume = units.per_s_to_per_hour(site.usd_per_offloaded_request[k] * p)  # $/h / rps
-            usd = (
-                pd_usd[split][None, :]
-                + (site.usd_per_instance_hour * n + site.fixed_usd_per_hour * (n > 0))[:, None]
-                + np.where(n[:, None] > 0, volume * cap, 0.0)
-            )
+            usd = pd_usd[split][None, :] + usd_site[:, None] + volume * cap  # volume: $/h / rps
             nn, pp = np.meshgrid(n, split, indexing="ij")
             live = cap > 0
             count += int(live.sum())
             block = {
-                "k": np.full(int(live.sum()), k), "site": np.where(nn > 0, j, -1)[live],
+                "k": np.full(int(live.sum()), k), "site": np.full(nn.shape, j)[live],
                 "n": nn[live], "n_p": n_p[pp][live], "n_d": n_d[pp][live],
                 "usd_per_hour": usd[live], "capacity_rps": cap[live],
-                "p90_s": np.where(nn > 0, p90_s[j, k], pd_p90_s)[live],
+                "p90_s": np.broadcast_to(p90[:, None], nn.shape)[live],
             }  # fmt: skip
             parts.append(_on_a_frontier(block, target_rps))
     plans = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, model_validator
 
 from prfaas_plan import bounds, units
 from prfaas_plan.analytic.capacity import ServingSystem
@@ -41,6 +41,19 @@ _MIN_GBPS = units.bytes_per_s_to_gbps(bounds.MIN_BANDWIDTH_BYTES_PER_S)
 _MAX_GBPS = units.bytes_per_s_to_gbps(bounds.MAX_BANDWIDTH_BYTES_PER_S)
 # a GPU, model or dtype name (it names a file or folder of the catalog)
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+def _printable(text: str) -> str:
+    """Free text (a scenario's name and description) every view can print: no control
+    character (a newline would split a one-line message) and no lone surrogate (not encodable
+    in UTF-8: it broke the table and Markdown views)."""
+    bad = next((c for c in text if not c.isprintable() and c != " "), None)
+    if bad is not None:
+        raise ValueError(f"must be printable text, found the character U+{ord(bad):04X}")
+    return text
+
+
+Label = Annotated[str, Field(max_length=bounds.MAX_LABEL_CHARS), AfterValidator(_printable)]
 # a length in tokens, as every length field takes it
 Tokens = Annotated[float, Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)]
 
@@ -316,13 +329,22 @@ class ProcurementSpec(Strict):
     """`procure`'s candidate space (default sites: every GPU with a prefill profile for the
     model x every link offering of data/links/)."""
 
-    sites: list[SiteSpec] = Field(default_factory=list, max_length=bounds.MAX_PROCURE_SITES)
+    # None (absent): the default sites; [] no PrfaaS site at all (the PD cluster alone)
+    sites: list[SiteSpec] | None = Field(default=None, max_length=bounds.MAX_PROCURE_SITES)
     max_pd_instances: int = Field(default=32, ge=1, le=bounds.MAX_PROCURE_INSTANCES_PER_SITE)
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> "ProcurementSpec":
+        names = [s.name for s in self.sites or ()]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"site names must be unique, {', '.join(map(repr, twice))} repeats")
+        return self
 
 
 class Scenario(Strict):
-    name: str
-    description: str = ""
+    name: Label
+    description: Label = ""
     model: Name
     kv_dtype: Name = "bf16"
     prfaas_cluster: ClusterSpec

@@ -187,8 +187,12 @@ def procure_view(report: ProcureReport) -> View:
         f"{fmt(total / tokens_per_hour * 1e6 if tokens_per_hour > 0 else None, '.2f')} $ per "
         f"million output tokens) serving {p.served_rps:.3f} req/s; {routing}.",
         *_ttft_notes(report),
-        f"Candidates: {len(report.sites)} sites ({', '.join(s.name for s in report.sites)}); "
-        f"cost model {report.pricing.cost_model}.",
+        (
+            f"Candidates: {len(report.sites)} sites ({', '.join(s.name for s in report.sites)}); "
+            if report.sites
+            else "Candidates: no PrfaaS site (procurement.sites: []); "
+        )
+        + f"cost model {report.pricing.cost_model}.",
         NOTE,
         *_exactness_notes(report),
     ]
