@@ -133,6 +133,7 @@ def enumerate_plans(
             pd_cap = np.minimum(pd_cap, space.pd_prefill_rps_per_instance[k] * n_p / s)
         split = non_dominated(pd_usd, -pd_cap)
         for j, site in enumerate((None, *space.sites), start=-1):  # -1: no site (n = 0)
+            remote: FloatArray
             if site is None:
                 n = np.zeros(1, int)
                 remote = np.array([np.inf if p == 0 else 0.0])  # offloading needs a site

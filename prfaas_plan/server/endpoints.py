@@ -243,7 +243,7 @@ def procure_inputs(body: bodies.ProcurePricesBody, catalog: Catalog) -> tuple[Pr
         limits = [("procurement.max_pd_instances", spec.max_pd_instances)]
         if body.max_instances_per_site is None:
             limits += [(f"procurement.sites[{s.name}].max_instances", s.max_instances)
-                       for s in spec.sites]  # fmt: skip
+                       for s in spec.sites or ()]  # fmt: skip
         for field, value in limits:
             if value > bodies.MAX_PROCURE_INSTANCES:
                 raise ConfigError(
