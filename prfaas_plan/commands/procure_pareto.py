@@ -134,6 +134,7 @@ def enumerate_plans(
         split = non_dominated(pd_usd, -pd_cap)
         for j, site in enumerate((None, *space.sites), start=-1):  # -1: no site (n = 0)
             remote: FloatArray
+            usd_site: FloatArray
             if site is None:
                 n = np.zeros(1, int)
                 remote = np.array([np.inf if p == 0 else 0.0])  # offloading needs a site
@@ -146,7 +147,9 @@ def enumerate_plans(
                     remote = np.minimum(site.compute_rps_per_instance[k] * n, site.link_rps[k]) / p
                 else:
                     remote = np.zeros(n.size)  # a site that carries nothing is waste
-                usd_site = site.usd_per_instance_hour * n + site.fixed_usd_per_hour
+                usd_site = np.asarray(
+                    site.usd_per_instance_hour * n + site.fixed_usd_per_hour, float
+                )
                 volume = units.per_s_to_per_hour(site.usd_per_offloaded_request[k] * p)
                 p90 = np.full(n.size, p90_s[j, k])
             cap = np.minimum(pd_cap[split][None, :], remote[:, None])  # (N, P)
