@@ -55,7 +55,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
+from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
 from prfaas_plan.analytic.capacity import BOUND_ORDER, Bound, Configuration, ServingSystem
 from prfaas_plan.analytic.deployment_load import Loads, loads
 from prfaas_plan.analytic.distributions import LengthDistribution
@@ -79,6 +79,7 @@ class TtftMesh(NamedTuple):
     local_s: FloatArray  # T_pd(l)
     offloaded_s: FloatArray  # T_prfaas(l)
     transfer_s: FloatArray  # S_kv(l) / B, unshared
+    ascending: bool = False  # tokens in increasing order: a route's cells are a slice
 
 
 def ttft_mesh(system: ServingSystem, workload: LengthDistribution) -> TtftMesh:
@@ -89,7 +90,20 @@ def ttft_mesh(system: ServingSystem, workload: LengthDistribution) -> TtftMesh:
         system.pd_prefill_latency(tokens),
         system.prfaas_prefill_latency(tokens),
         system.kv_cache_size(tokens) / system.link_bandwidth_bytes_per_s,
+        bool(np.all(np.diff(tokens) >= 0)),
     )
+
+
+def _cells(mesh: TtftMesh, threshold_tokens: float, offloaded: bool) -> "slice | BoolArray":
+    """The mesh cells of a route at one threshold: L > t offloaded, L <= t local (a slice, a
+    view without copies, where the mesh is in increasing order)."""
+    if mesh.ascending:
+        i = int(np.searchsorted(mesh.tokens, threshold_tokens, side="right"))
+        return slice(i, None) if offloaded else slice(0, i)
+    mask: BoolArray = (
+        mesh.tokens > threshold_tokens if offloaded else mesh.tokens <= threshold_tokens
+    )
+    return mask
 
 
 def route_cdf(
@@ -104,11 +118,11 @@ def route_cdf(
     (`loads` and `thresholds` of shape (K,)) at points x of shape (K, Q): shape (K, Q)."""
     t = np.asarray(thresholds, float)
     if t.size and np.all(t == t.flat[0]):  # one threshold: only the route's own cells
-        cells = mesh.tokens > t.flat[0] if offloaded else mesh.tokens <= t.flat[0]
+        cells: slice | BoolArray = _cells(mesh, float(t.flat[0]), offloaded)
         weights = mesh.weights[cells]
     else:
         above = mesh.tokens > t[:, None, None]  # (K, 1, n)
-        cells = np.ones(mesh.tokens.size, bool)
+        cells = slice(None)
         weights = np.where(above if offloaded else ~above, mesh.weights, 0.0)
     if offloaded:
         slowdown = loads.link_slowdown[:, None, None]
