@@ -108,6 +108,28 @@ def test_every_endpoint_answers_as_the_cli(client, name, body, args):
     assert response.json() == cli_json(*args)
 
 
+@pytest.mark.parametrize(
+    ("name", "body", "args"),
+    [
+        ("plan", {}, ["optimize"]),
+        ("evaluate", {"threshold_tokens": 19435, "pd_prefill_instances": 3},
+         ["evaluate", "--threshold-tokens", "19435", "--pd-prefill-instances", "3"]),
+    ],
+)  # fmt: skip
+def test_both_equal_cost_comparisons_are_answered(client, name, body, args):
+    """The API answers the GPU-spend comparison beside the all-in one, as the CLI does."""
+    prices = {"gpu_prices_usd_per_gpu_hour": {"h200": 2, "h20": 1}}
+    document = post(client, name, {**body, **prices}).json()
+    cost = document["plan" if name == "plan" else "configuration"]["cost"]
+    for basis in ("equal_cost", "equal_gpu_spend"):
+        block = cost[f"{basis}_homogeneous_pd"]
+        assert set(block) == {"budget_usd_per_hour", "pd_instances", "system_rps",
+                              "usd_per_hour_total", "pd_prefill_instances"}  # fmt: skip
+        assert cost[f"speedup_vs_{basis}_homogeneous"] > 0
+    assert cost["equal_gpu_spend_homogeneous_pd"]["pd_instances"] == 16
+    assert document == cli_json(*args, "--gpu-price", "h200=2", "--gpu-price", "h20=1")
+
+
 def test_the_pareto_endpoint_is_the_clis_json_and_markdown_byte_for_byte(client):
     """The JSON is the CLI's document written compact (no indentation: for programs), the
     Markdown the CLI's byte for byte."""
