@@ -165,6 +165,12 @@ def test_evaluate_is_priced():
                                        "aws-dx-100g"]),
         (["--link-offering", "aws-dx-10g"], ["--link-offering", "10 Gbps", "--bandwidth-gbps 10"]),
         (["--utilization", "0"], ["--utilization"]),
+        (["--gpu-price", "h20=nan"], ["--gpu-price", "price of h20", "got nan"]),
+        (["--link-offering", "../owned"], ["--link-offering", "unknown link offering",
+                                           "or 'owned'"]),
+        (["--link-offering", "owned", "--bandwidth-gbps", "400"],
+         ["--link-offering 'owned' is the scenario's own 100 Gbps link", "400 Gbps",
+          "--bandwidth-gbps at most 100"]),
     ],
 )  # fmt: skip
 def test_bad_pricing_input(args, fragments):
@@ -204,7 +210,14 @@ def test_the_link_is_priced_at_the_bandwidth_the_plan_assumes():
         3, "--link-offering 'aws-dx-100g' carries 100 Gbps, less than the 400 Gbps",
     )  # fmt: skip
     narrow = json.loads(run("optimize", "--bandwidth-gbps", "10", "-f", "json").stdout)
-    assert narrow["plan"]["cost"]["link_offering"] in {"aws-dx-10g", "aws-internet-egress"}
+    catalog = Catalog.open()
+    offerings = [catalog.link_offering(n) for n in catalog.link_offering_names()]
+    wide_enough = [o for o in offerings if o.bandwidth_gbps >= 10]
+    assert {o.name for o in wide_enough} >= {"aws-dx-10g"}  # the 10G port is a candidate now
+    plan = narrow["plan"]
+    egress_gb_per_h = 0.7 * plan["kv_egress_bytes_per_s"] * 3600 / 1e9
+    cheapest = min(wide_enough, key=lambda o: o.monthly_usd / 730 + egress_gb_per_h * o.usd_per_gb)
+    assert plan["cost"]["link_offering"] == cheapest.name
 
 
 def test_an_offering_narrower_than_the_egress_is_never_bought():
@@ -227,3 +240,69 @@ def test_an_offering_narrower_than_the_egress_is_never_bought():
         ConfigError, match=r"no link offering carries the plan's KV egress of 12\.5 Gbps"
     ):
         deployment_cost(links=(narrow,), kv_egress_bytes_per_s=gbps(12.5), **common)
+
+
+def _flat_plan(*args: str) -> dict:
+    return _plan("--gpu-price", "h200=2", "--gpu-price", "h20=1", *args)
+
+
+def test_an_owned_link_costs_nothing_and_both_comparisons_agree():
+    """`--link-offering owned`: the scenario's own 100 Gbps link at 0 $/month and 0 $/GB, so
+    the all-in budget is the GPU spend and both comparisons give the paper's 1.155×."""
+    doc = _flat_plan("--link-offering", "owned")
+    cost = doc["plan"]["cost"]
+    assert cost["link_offering"] == "owned"
+    assert cost["usd_per_hour"]["link_fixed"] == 0 == cost["usd_per_hour"]["link_volume"]
+    assert cost["usd_per_hour"]["total"] == pytest.approx(32 * 2 + 64 * 1)
+    (owned,) = doc["inputs"]["prices"]["link_offerings"]
+    assert owned == {"name": "owned", "fixed_usd_per_hour": 0.0, "usd_per_gb": 0.0,
+                     "bandwidth_bytes_per_s": units.gbps_to_bytes_per_s(100), "rtt_s": 0.0}  # fmt: skip
+    gpu, all_in = cost["equal_gpu_spend_homogeneous_pd"], cost["equal_cost_homogeneous_pd"]
+    assert gpu == all_in and gpu["pd_instances"] == 16
+    assert (
+        cost["speedup_vs_equal_cost_homogeneous"] == cost["speedup_vs_equal_gpu_spend_homogeneous"]
+    )
+    # a plan over a narrower link than the one owned is priced on the owned link, at no cost
+    narrow = _flat_plan("--link-offering", "owned", "--bandwidth-gbps", "10")
+    assert narrow["plan"]["cost"]["usd_per_hour"]["total"] == pytest.approx(128)
+
+
+def test_an_owned_link_from_the_scenario(tmp_path):
+    from tests.test_cli import scenario_with
+
+    path = scenario_with(tmp_path, cost={"link_offering": "owned"})
+    doc = _plan(str(path))
+    assert doc["plan"]["cost"]["link_offering"] == "owned"
+    assert doc["plan"]["cost"]["usd_per_hour"]["link_fixed"] == 0
+    assert_clean_error(run("optimize", path, "--bandwidth-gbps", "200"), 3,
+                       "'owned' is the scenario's own 100 Gbps link", "200 Gbps")  # fmt: skip
+
+
+def test_the_owned_link_function_procure_can_call():
+    """inputs/links.py link_offering_for: 'owned' is built at the bandwidth owned, any other
+    name is read from data/links/, and a link narrower than it must carry is refused."""
+    from prfaas_plan.errors import ConfigError
+    from prfaas_plan.inputs.links import link_offering_for
+
+    catalog = Catalog.open()
+    owned = link_offering_for(catalog, "owned", owned_gbps=25.0)
+    assert (owned.bandwidth_gbps, owned.monthly_usd, owned.usd_per_gb) == (25.0, 0.0, 0.0)
+    assert owned.prices.basis == "estimate" and owned.rtt.basis == "unknown"
+    port = link_offering_for(catalog, "aws-dx-100g", owned_gbps=25.0, carry_gbps=100.0)
+    assert port == catalog.link_offering("aws-dx-100g")
+    with pytest.raises(ConfigError, match=r"'owned' is the scenario's own 25 Gbps link"):
+        link_offering_for(catalog, "owned", owned_gbps=25.0, carry_gbps=40.0)
+    with pytest.raises(ConfigError, match=r"'aws-dx-10g' carries 10 Gbps, less than the 40"):
+        link_offering_for(catalog, "aws-dx-10g", owned_gbps=25.0, carry_gbps=40.0)
+    with pytest.raises(ConfigError, match=r"where: unknown link offering 'x'; known: .*or 'owned'"):
+        link_offering_for(catalog, "x", owned_gbps=25.0, where="where: ")
+
+
+def test_a_file_may_not_take_the_owned_name(tmp_path):
+    from tests.test_cli import data_copy
+
+    data = data_copy(tmp_path)
+    text = (data / "links" / "aws-dx-100g.yaml").read_text()
+    (data / "links" / "owned.yaml").write_text(text.replace("name: aws-dx-100g", "name: owned"))
+    assert_clean_error(run("optimize", "--data-dir", data), 3, "owned.yaml",
+                       "'owned' is reserved for a link already owned")  # fmt: skip
