@@ -213,7 +213,7 @@ def test_the_link_is_priced_at_the_bandwidth_the_plan_assumes():
     catalog = Catalog.open()
     offerings = [catalog.link_offering(n) for n in catalog.link_offering_names()]
     wide_enough = [o for o in offerings if o.bandwidth_gbps >= 10]
-    assert {o.name for o in wide_enough} >= {"aws-dx-10g"}  # the 10G port is a candidate now
+    assert {o.name for o in wide_enough} > {"aws-dx-10g"}  # the 10G port is a candidate now
     plan = narrow["plan"]
     egress_gb_per_h = 0.7 * plan["kv_egress_bytes_per_s"] * 3600 / 1e9
     cheapest = min(wide_enough, key=lambda o: o.monthly_usd / 730 + egress_gb_per_h * o.usd_per_gb)
@@ -296,6 +296,26 @@ def test_the_owned_link_function_procure_can_call():
         link_offering_for(catalog, "aws-dx-10g", owned_gbps=25.0, carry_gbps=40.0)
     with pytest.raises(ConfigError, match=r"where: unknown link offering 'x'; known: .*or 'owned'"):
         link_offering_for(catalog, "x", owned_gbps=25.0, where="where: ")
+
+
+@pytest.mark.parametrize(
+    ("offering", "fixed_usd_per_hour"),
+    [  # monthly_usd / 730 h, from the figures each file states
+        ("metro-wave-100g", 10_000 / 730),
+        ("dark-fibre-16km-100g", 9_111 / 730),
+        ("colo-cross-connect-100g", 300 / 730),
+    ],
+)
+def test_flat_rate_links_pay_no_volume(offering, fixed_usd_per_hour):
+    """A flat-rate offering costs its monthly fee whatever the KV carried: the all-in budget is
+    the GPU spend plus that fee."""
+    cost = _flat_plan("--link-offering", offering)["plan"]["cost"]
+    assert cost["usd_per_hour"]["link_volume"] == 0
+    assert cost["usd_per_hour"]["link_fixed"] == pytest.approx(fixed_usd_per_hour)
+    assert cost["equal_cost_homogeneous_pd"]["budget_usd_per_hour"] == pytest.approx(
+        128 + fixed_usd_per_hour
+    )
+    assert cost["equal_cost_homogeneous_pd"]["pd_instances"] == int((128 + fixed_usd_per_hour) // 8)
 
 
 def test_a_file_may_not_take_the_owned_name(tmp_path):
