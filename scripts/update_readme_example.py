@@ -42,6 +42,10 @@ EXAMPLES = {
         "evaluate", "--threshold-tokens", "19435", "--pd-prefill-instances", "3",
         "--gpu-price", "h200=2.4", "--format", "markdown",
     ],
+    "paper-equal-cost-markdown": [
+        "optimize", "--gpu-price", "h200=2", "--gpu-price", "h20=1",
+        "--link-offering", "metro-wave-100g", "--format", "markdown",
+    ],
     "procure-markdown": ["procure", "--target-rps", "4", "--format", "markdown"],
     "procure-ttft-markdown": [
         "procure", "--target-rps", "2", "--ttft-target-s", "8", "--format", "markdown",

@@ -20,6 +20,41 @@ def test_every_gpu_file_loads_with_a_source():
         assert gpu.dense_fp8_tflops > gpu.dense_bf16_tflops
 
 
+FLAT_RATE_LINKS = ("metro-wave-100g", "dark-fibre-16km-100g", "colo-cross-connect-100g")
+
+
+def test_every_link_offering_loads_with_its_provenance():
+    """Every file of data/links/ passes the LinkOffering schema (an estimate says its basis),
+    names itself, and says where its prices and RTT come from and when; the flat-rate offerings
+    (a leased wavelength, dark fibre, a cross-connect) bill nothing per GB."""
+    names = CATALOG.link_offering_names()
+    assert {"aws-dx-100g", "aws-dx-10g", "aws-internet-egress", *FLAT_RATE_LINKS} <= set(names)
+    assert "owned" not in names  # a reserved name (inputs/links.py), not a file
+    for name in names:
+        offering = CATALOG.link_offering(name)
+        assert offering.name == name and offering.description
+        for provenance in (offering.prices, offering.rtt):
+            assert provenance.source and provenance.date
+            assert provenance.basis == "quoted" or provenance.note
+    for name in FLAT_RATE_LINKS:
+        assert CATALOG.link_offering(name).usd_per_gb == 0
+
+
+def test_the_flat_rate_prices_are_their_stated_derivations():
+    """Each derived monthly_usd is the arithmetic its note states, recomputed here."""
+    wave = CATALOG.link_offering("metro-wave-100g")
+    assert wave.monthly_usd == (5_000 + 15_000) / 2  # the midpoint of the quoted 100 GbE range
+    fibre = CATALOG.link_offering("dark-fibre-16km-100g")
+    strands, route_miles, usd_per_strand_mile_month = 2, 10, 450  # Portsmouth VA, 2024-01-23
+    optics_usd, months = 2 * 2_000, 36  # a 100G pluggable each end, amortised over 3 years
+    lease = strands * route_miles * usd_per_strand_mile_month
+    assert fibre.monthly_usd == round(lease + optics_usd / months)
+    assert route_miles * 1.609344 == pytest.approx(16, abs=0.1)  # the name's 16 km
+    # RTT: light in fibre at ~4.9 us/km each way, rounded up for the hops
+    assert 2 * 16.1 * 4.9e-3 <= fibre.rtt_ms <= 2 * 2 * 16.1 * 4.9e-3
+    assert CATALOG.link_offering("colo-cross-connect-100g").monthly_usd == 300
+
+
 def test_every_profile_has_provenance_and_loads():
     metas = sorted(DATA.glob("profiles/*/*/*/meta.yaml"))
     assert len(metas) >= 4

@@ -15,7 +15,13 @@ from prfaas_plan import units
 from prfaas_plan.commands.procure import procure_space
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
-from prfaas_plan.inputs.scenario import open_problem
+from prfaas_plan.inputs.resources import default_scenario_file
+from prfaas_plan.inputs.scenario import (
+    ProcurementSpec,
+    SiteSpec,
+    build_problem,
+    load_scenario,
+)
 from prfaas_plan.solve.procure_milp import (
     ProcureSpace,
     _site_caps,
@@ -28,11 +34,24 @@ from prfaas_plan.solve.procure_milp import (
 )
 from tests.test_cli import assert_clean_error, run
 
+AWS_LINKS = ("aws-dx-100g", "aws-dx-10g", "aws-internet-egress")
+
+
+def aws_problem():
+    """The case study with the candidate sites these tests index (`sites=(3, 0)`: h200 and h20 on
+    aws-dx-100g, ...): each GPU x the three AWS offerings, whatever else data/links/ holds."""
+    path = default_scenario_file()
+    sites = [SiteSpec(name=f"{g}.{x}", gpu=g, link_offering=x) for g in ("h20", "h200")
+             for x in AWS_LINKS]  # fmt: skip
+    scenario = load_scenario(path)
+    scenario = scenario.model_copy(update={"procurement": ProcurementSpec(sites=sites)})
+    return build_problem(scenario, path, Catalog.open())
+
 
 @pytest.fixture(scope="module")
 def case_space() -> ProcureSpace:
     catalog = Catalog.open()
-    problem = open_problem()
+    problem = aws_problem()
     pricing = resolve_pricing(catalog, problem.scenario, problem.source)
     return procure_space(catalog, problem, pricing)[1]
 

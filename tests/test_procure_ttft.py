@@ -16,7 +16,6 @@ from prfaas_plan.commands.plan import TtftTarget
 from prfaas_plan.commands.procure import procure, procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
-from prfaas_plan.inputs.scenario import open_problem
 from prfaas_plan.solve.procure_milp import capacity_rps, solve_procure
 from prfaas_plan.solve.procure_ttft import (
     SiteQueues,
@@ -25,13 +24,13 @@ from prfaas_plan.solve.procure_ttft import (
     cheapest_with_ttft,
 )
 from tests.test_cli import assert_clean_error, run
-from tests.test_procure import shrink
+from tests.test_procure import aws_problem, shrink
 
 
 @pytest.fixture(scope="module")
 def case():
     catalog = Catalog.open()
-    problem = open_problem()
+    problem = aws_problem()
     pricing = resolve_pricing(catalog, problem.scenario, problem.source)
     sites, space, systems = procure_candidates(catalog, problem, pricing)
     queues = tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))

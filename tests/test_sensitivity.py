@@ -223,7 +223,9 @@ def test_step_costs_are_the_gpus_plus_the_link_volume_they_move(case_study):
     from prfaas_plan.inputs.pricing import resolve_pricing
 
     catalog = Catalog.open()
-    pricing = resolve_pricing(catalog, case_study.scenario, case_study.source)
+    pricing = resolve_pricing(
+        catalog, case_study.scenario, case_study.source, link_offering="aws-dx-100g"
+    )
     report = sensitivity_report(case_study, Mode.PAPER, 200, catalog, pricing)
     h200, h20 = pricing.prfaas.usd_per_gpu_hour, pricing.pd.usd_per_gpu_hour
 

@@ -77,6 +77,12 @@ SAME_AS_CLI = [
      ["simulate", "--requests", "400", "--load", "0.5,0.8", "--seed", "3"]),
     ("plan", {"gpu_prices_usd_per_gpu_hour": {"h200": 2.4}, "cost_model": "tco"},
      ["optimize", "--gpu-price", "h200=2.4", "--cost-model", "tco"]),
+    ("plan", {"gpu_prices_usd_per_gpu_hour": {"h200": 2, "h20": 1}, "link_offering": "owned"},
+     ["optimize", "--gpu-price", "h200=2", "--gpu-price", "h20=1", "--link-offering", "owned"]),
+    ("evaluate", {"threshold_tokens": 19435, "pd_prefill_instances": 3,
+                  "link_offering": "metro-wave-100g"},
+     ["evaluate", "--threshold-tokens", "19435", "--pd-prefill-instances", "3",
+      "--link-offering", "metro-wave-100g"]),
     ("sensitivity", {"bins": 200, "bandwidth_gbps": 10},
      ["sensitivity", "--bins", "200", "--bandwidth-gbps", "10"]),
     ("explain", {"mode": "exact"}, ["explain", "--mode", "exact"]),
@@ -106,6 +112,28 @@ def test_every_endpoint_answers_as_the_cli(client, name, body, args):
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "application/json"
     assert response.json() == cli_json(*args)
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "args"),
+    [
+        ("plan", {}, ["optimize"]),
+        ("evaluate", {"threshold_tokens": 19435, "pd_prefill_instances": 3},
+         ["evaluate", "--threshold-tokens", "19435", "--pd-prefill-instances", "3"]),
+    ],
+)  # fmt: skip
+def test_both_equal_cost_comparisons_are_answered(client, name, body, args):
+    """The API answers the GPU-spend comparison beside the all-in one, as the CLI does."""
+    prices = {"gpu_prices_usd_per_gpu_hour": {"h200": 2, "h20": 1}}
+    document = post(client, name, {**body, **prices}).json()
+    cost = document["plan" if name == "plan" else "configuration"]["cost"]
+    for basis in ("equal_cost", "equal_gpu_spend"):
+        block = cost[f"{basis}_homogeneous_pd"]
+        assert set(block) == {"budget_usd_per_hour", "pd_instances", "system_rps",
+                              "usd_per_hour_total", "pd_prefill_instances"}  # fmt: skip
+        assert cost[f"speedup_vs_{basis}_homogeneous"] > 0
+    assert cost["equal_gpu_spend_homogeneous_pd"]["pd_instances"] == 16
+    assert document == cli_json(*args, "--gpu-price", "h200=2", "--gpu-price", "h20=1")
 
 
 def test_the_pareto_endpoint_is_the_clis_json_and_markdown_byte_for_byte(client):
@@ -181,6 +209,11 @@ ERRORS = [
     ("evaluate", {"threshold_tokens": 1000, "pd_prefill_instances": 8}, 422, "ConfigError",
      "pd_prefill_instances must be in [0, 7]"),
     ("evaluate", {}, 422, "ConfigError", "threshold_tokens: field required"),
+    ("plan", {"link_offering": "owned", "bandwidth_gbps": 400}, 422, "ConfigError",
+     "link_offering 'owned' is the scenario's own 100 Gbps link (link.bandwidth_gbps), less than "
+     "the 400 Gbps link the plan assumes (bandwidth_gbps)"),
+    ("plan", {"link_offering": "fibre"}, 422, "ConfigError",
+     "unknown link offering 'fibre'; known: aws-dx-100g"),
     ("sensitivity", {"bins": 100_000}, 422, "ConfigError", "bins: input should be less than or equal to 5000"),
     ("procure", {"target_rps": 400}, 409, "InfeasibleError", "no deployment in the candidate space reaches"),
     ("procure", {"max_instances_per_site": 65, "target_rps": 4}, 422, "ConfigError",

@@ -299,7 +299,10 @@ def test_a_procure_sweep_row_is_the_procure_report(tmp_path):
                          max_instances_per_site=8)  # fmt: skip
         expected = flatten(procure_to_json(report))
         assert {k: row[k] for k in expected} == pytest.approx(expected)
-        assert row["served_rps"] >= row["axis.target_rps"]
+        # HiGHS meets Λ >= target to its feasibility tolerance: 3.9999999999999973 for 4 req/s
+        # at TCO prices on the cross-connect sites (solve/procure_milp.py point_from_solution
+        # reports the solver's Λ, not the target)
+        assert row["served_rps"] >= row["axis.target_rps"] * (1 - 1e-9)
 
 
 def test_a_procure_sweep_takes_a_ttft_target(tmp_path):

@@ -60,13 +60,13 @@ class DeploymentCost:
     output_tokens: float  # mean per request
 
     @property
+    def gpus_usd_per_hour(self) -> float:
+        """What the GPUs cost, PrfaaS + PD (the paper's equal-cost basis: GPU spend)."""
+        return self.prfaas_gpus_usd_per_hour + self.pd_gpus_usd_per_hour
+
+    @property
     def total_usd_per_hour(self) -> float:
-        return (
-            self.prfaas_gpus_usd_per_hour
-            + self.pd_gpus_usd_per_hour
-            + self.link_fixed_usd_per_hour
-            + self.link_volume_usd_per_hour
-        )
+        return self.gpus_usd_per_hour + self.link_fixed_usd_per_hour + self.link_volume_usd_per_hour
 
     @property
     def usd_per_million_output_tokens(self) -> float:

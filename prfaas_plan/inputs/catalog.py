@@ -121,9 +121,14 @@ class GpuPrices(Strict):
         return self
 
 
+# the name of a link already owned (inputs/links.py): no file of data/links/ may take it
+OWNED_LINK = "owned"
+
+
 class LinkOffering(Strict):
     """A link one can buy between the PrfaaS site and the PD cluster: a fixed port/circuit
-    price per month plus a price per GB carried (cloud egress is billed by volume)."""
+    price per month plus a price per GB carried (cloud egress is billed by volume; a leased
+    wavelength, dark fibre or a cross-connect is flat-rate, 0 per GB)."""
 
     name: str
     description: str = ""
@@ -353,6 +358,11 @@ class Catalog:
                 f"{where}unknown link offering {bounds.quoted(name)}; known: "
                 f"{self._known(folder)} ({folder}/)",
                 parameter=parameter,
+            )
+        if name == OWNED_LINK:
+            raise ConfigError(
+                f"{path}: the name {OWNED_LINK!r} is reserved for a link already owned "
+                "(link_offering: owned, at no cost); rename the file and its name:"
             )
         offering = parse(LinkOffering, read_yaml(path, "link offering"), str(path))
         if offering.name != name:

@@ -1,6 +1,8 @@
 """Prices for a scenario: each GPU-hour (on-demand or total cost of ownership) and the link
 offerings, from the GPU files and data/links/, overridden by the scenario's `cost:` block and
-then by the command line (`--gpu-price`, `--link-offering`, `--cost-model`).
+then by the command line (`--gpu-price`, `--link-offering`, `--cost-model`). A named offering
+comes from inputs/links.py (`owned`: the scenario's own link, at no cost); without one, the
+cheapest file of data/links/ wide enough is bought.
 """
 
 from dataclasses import dataclass
@@ -10,6 +12,7 @@ from prfaas_plan.analytic.cost import LinkPrice, tco_usd_per_gpu_hour
 from prfaas_plan.choices import CostModel
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog, GpuPrices, LinkOffering
+from prfaas_plan.inputs.links import link_offering_for
 from prfaas_plan.inputs.scenario import DEFAULT_UTILIZATION, Scenario
 
 
@@ -166,18 +169,11 @@ def resolve_pricing(
     name = link_offering or (spec.link_offering if spec else None)
     needed_gbps = scenario.link.bandwidth_gbps if link_gbps is None else link_gbps
     if name is not None:
-        offering = catalog.link_offering(
-            name,
+        offering = link_offering_for(
+            catalog, name, owned_gbps=scenario.link.bandwidth_gbps, carry_gbps=needed_gbps,
             where="link_offering: " if link_offering else f"{where}cost.link_offering: ",
             parameter="link_offering" if link_offering else None,
         )  # fmt: skip
-        if offering.bandwidth_gbps < needed_gbps:
-            raise ConfigError(
-                f"link_offering {name!r} carries {offering.bandwidth_gbps:g} Gbps, less than the "
-                f"{needed_gbps:g} Gbps link the plan assumes (link.bandwidth_gbps); choose a wider "
-                f"offering or model this one with --bandwidth-gbps {offering.bandwidth_gbps:g}",
-                parameter="link_offering",
-            )
         links: tuple[LinkPrice, ...] = (_link_price(offering),)
     else:
         offerings = [catalog.link_offering(n) for n in catalog.link_offering_names()]

@@ -3,7 +3,7 @@
 
 from prfaas_plan import units
 from prfaas_plan.analytic.cost import DeploymentCost
-from prfaas_plan.commands.cost import PlanCost
+from prfaas_plan.commands.cost import EqualCost, PlanCost
 from prfaas_plan.commands.plan import Deployment
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.render.views import Document, fmt, number
@@ -28,20 +28,30 @@ def deployment_cost_json(c: DeploymentCost) -> Document:
     }
 
 
+def _equal_cost_json(e: EqualCost) -> Document:
+    return {
+        "budget_usd_per_hour": e.budget_usd_per_hour,
+        "pd_instances": e.pd_instances,
+        "system_rps": e.system_throughput_rps,
+        "usd_per_hour_total": e.cost.total_usd_per_hour if e.cost else None,
+        "pd_prefill_instances": e.evaluation.configuration.pd_prefill_instances
+        if e.evaluation
+        else None,
+    }
+
+
 def plan_cost_json(cost: PlanCost, system_throughput_rps: float) -> Document:
-    e = cost.equal_cost
+    """The deployment's cost and both equal-cost comparisons: `equal_cost_homogeneous_pd` (the
+    all-in $/hour; its keys unchanged since it was the only one) and
+    `equal_gpu_spend_homogeneous_pd` (the GPU $/hour only, the paper's comparison)."""
     return {
         **deployment_cost_json(cost.deployment),
-        "equal_cost_homogeneous_pd": {
-            "budget_usd_per_hour": e.budget_usd_per_hour,
-            "pd_instances": e.pd_instances,
-            "system_rps": e.system_throughput_rps,
-            "usd_per_hour_total": e.cost.total_usd_per_hour if e.cost else None,
-            "pd_prefill_instances": e.evaluation.configuration.pd_prefill_instances
-            if e.evaluation
-            else None,
-        },
+        "equal_cost_homogeneous_pd": _equal_cost_json(cost.equal_cost),
         "speedup_vs_equal_cost_homogeneous": number(cost.gain_vs_equal_cost(system_throughput_rps)),
+        "equal_gpu_spend_homogeneous_pd": _equal_cost_json(cost.equal_gpu_spend),
+        "speedup_vs_equal_gpu_spend_homogeneous": number(
+            cost.gain_vs_equal_gpu_spend(system_throughput_rps)
+        ),
     }
 
 
@@ -79,10 +89,27 @@ def cost_rows(deployments: list[Deployment]) -> list[tuple[str, list[str]]]:
     ]  # fmt: skip
 
 
+def _equal_cost_text(e: EqualCost, gpu: str, gain: float) -> str:
+    """'<budget> $/h buys <n> <gpu> PD instances in homogeneous PD (...), Λ_max ...; this plan
+    gives <gain>× that.'"""
+    bought = ""
+    if e.evaluation is not None and e.cost is not None:
+        c = e.evaluation.configuration
+        bought = (
+            f" (PD-P/PD-D {c.pd_prefill_instances}/{c.pd_decode_instances}, "
+            f"{e.cost.total_usd_per_hour:,.0f} $/h)"
+        )
+    return (
+        f"{e.budget_usd_per_hour:,.0f} $/h buys {e.pd_instances} {gpu} PD instances in "
+        f"homogeneous PD{bought}, Λ_max {e.system_throughput_rps:.3f} req/s; this plan gives "
+        f"{fmt(gain, '.3f')}× that."
+    )
+
+
 def cost_notes(cost: PlanCost | None, system_throughput_rps: float) -> list[str]:
     if cost is None:
         return []
-    p, e, c = cost.pricing, cost.equal_cost, cost.deployment
+    p, c = cost.pricing, cost.deployment
     link = (
         f"link {c.link.name} ({c.link.fixed_usd_per_hour:.2f} $/h fixed + {c.link.usd_per_gb:g} $/GB, "
         f"{units.per_hour_to_per_month(c.link_volume_usd_per_hour):,.0f} $/month of volume at "
@@ -90,11 +117,13 @@ def cost_notes(cost: PlanCost | None, system_throughput_rps: float) -> list[str]
         if c.link
         else "no link"
     )
+    rps = system_throughput_rps
     return [
         f"Cost ({p.cost_model}, at {c.utilization:.0%} of Λ_max): {p.prfaas.gpu} "
         f"{p.prfaas.usd_per_gpu_hour:.2f} $/GPU-h ({p.prfaas.source}), {p.pd.gpu} "
         f"{p.pd.usd_per_gpu_hour:.2f} $/GPU-h ({p.pd.source}); {link}.",
-        f"Equal cost: {e.budget_usd_per_hour:,.0f} $/h buys {e.pd_instances} {p.pd.gpu} PD "
-        f"instances in homogeneous PD, Λ_max {e.system_throughput_rps:.3f} req/s; this plan gives "
-        f"{fmt(cost.gain_vs_equal_cost(system_throughput_rps), '.2f')}× that.",
+        "Equal cost, GPU spend (the paper's comparison: the plan's GPUs only): "
+        + _equal_cost_text(cost.equal_gpu_spend, p.pd.gpu, cost.gain_vs_equal_gpu_spend(rps)),
+        f"Equal cost, all-in (GPUs + link fixed + volume at {c.utilization:.0%} of Λ_max): "
+        + _equal_cost_text(cost.equal_cost, p.pd.gpu, cost.gain_vs_equal_cost(rps)),
     ]
