@@ -212,8 +212,10 @@ def test_the_link_is_priced_at_the_bandwidth_the_plan_assumes():
     narrow = json.loads(run("optimize", "--bandwidth-gbps", "10", "-f", "json").stdout)
     catalog = Catalog.open()
     offerings = [catalog.link_offering(n) for n in catalog.link_offering_names()]
-    wide_enough = [o for o in offerings if o.bandwidth_gbps >= 10]
+    # a colocation cross-connect is bought only when named (it assumes one site)
+    wide_enough = [o for o in offerings if o.bandwidth_gbps >= 10 and not o.colocated]
     assert {o.name for o in wide_enough} > {"aws-dx-10g"}  # the 10G port is a candidate now
+    assert any(o.colocated for o in offerings)
     plan = narrow["plan"]
     egress_gb_per_h = 0.7 * plan["kv_egress_bytes_per_s"] * 3600 / 1e9
     cheapest = min(wide_enough, key=lambda o: o.monthly_usd / 730 + egress_gb_per_h * o.usd_per_gb)
@@ -326,3 +328,17 @@ def test_a_file_may_not_take_the_owned_name(tmp_path):
     (data / "links" / "owned.yaml").write_text(text.replace("name: aws-dx-100g", "name: owned"))
     assert_clean_error(run("optimize", "--data-dir", data), 3, "owned.yaml",
                        "'owned' is reserved for a link already owned")  # fmt: skip
+
+
+def test_a_cross_connect_is_bought_only_when_named():
+    """The colocation cross-connect is the cheapest shipped link but assumes both clusters in
+    one site: never the default, priced when asked for."""
+    from tests.test_cli import run
+
+    default = json.loads(run("optimize", "-f", "json").stdout)["plan"]["cost"]
+    assert default["link_offering"] != "colo-cross-connect-100g"
+    named = json.loads(
+        run("optimize", "--link-offering", "colo-cross-connect-100g", "-f", "json").stdout
+    )["plan"]["cost"]
+    assert named["link_offering"] == "colo-cross-connect-100g"
+    assert named["usd_per_hour"]["link_fixed"] < default["usd_per_hour"]["link_fixed"]

@@ -48,13 +48,19 @@ def case():
     return catalog, problem, pricing
 
 
+AWS_SITES = ("h20.aws-dx-100g", "h20.aws-dx-10g", "h20.aws-internet-egress",
+             "h200.aws-dx-100g", "h200.aws-dx-10g", "h200.aws-internet-egress")  # fmt: skip
+
+
 def small_model(case, mode=Mode.PAPER, sites=(3,), h200_usd_per_instance_hour=8.0, max_instances=6,
                 max_pd=10, usd_per_gb=None, fixed=None):  # fmt: skip
-    """The case study's candidate sites (3: h200 over the 100G port), re-priced and shrunk."""
+    """The case study's candidate sites by index into AWS_SITES (3: h200 over the 100G Direct
+    Connect port), re-priced and shrunk."""
     catalog, problem, pricing = case
     _, model = procure_model(catalog, problem, pricing, mode=mode)
+    names = [s.name for s in model.sites]
     prices, systems = [], []
-    for j in sites:
+    for j in (names.index(AWS_SITES[i]) for i in sites):
         s = model.sites[j]
         prices.append(dataclasses.replace(
             s, usd_per_instance_hour=h200_usd_per_instance_hour, max_instances=max_instances,

@@ -60,7 +60,10 @@ def procure_command(
     cost_model: CostModelOpt = None,
     export_model: Annotated[
         Path | None,
-        typer.Option("--export-model", help="Also write the procurement MILP on the threshold grid (.mps or .lp)."),
+        typer.Option(
+            "--export-model",
+            help="Also write the procurement MILP on the threshold grid (.mps or .lp).",
+        ),
     ] = None,
     ttft_target_s: TtftTargetOpt = None,
     ttft_percentile: TtftPercentileOpt = None,

@@ -25,6 +25,7 @@ from prfaas_plan.commands.plan import TtftTarget, ttft_target
 from prfaas_plan.errors import ConfigError, InfeasibleError
 from prfaas_plan.inputs.catalog import Catalog, LinkOffering
 from prfaas_plan.inputs.files import write_atomically
+from prfaas_plan.inputs.links import link_offering_for
 from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price, resolve_pricing
 from prfaas_plan.inputs.scenario import Problem, SiteSpec
 from prfaas_plan.solve.procure_exact import (
@@ -97,15 +98,17 @@ class ProcureTtft:
 
 
 def default_sites(catalog: Catalog, problem: Problem) -> list[SiteSpec]:
-    """Every GPU with a prefill profile for the model x every link offering."""
+    """Every GPU with a prefill profile for the model x every link offering between datacentres
+    (a colocation cross-connect only when a site names it: it assumes one site)."""
     s = problem.scenario
     folder = catalog.data_dir / "profiles" / s.model / "prefill"
     suffix = f"-x{s.prfaas_cluster.gpus_per_instance}"
     gpus = sorted(p.name[: -len(suffix)] for p in folder.glob(f"*{suffix}") if p.is_dir())
+    links = [n for n in catalog.link_offering_names() if not catalog.link_offering(n).colocated]
     return [
         SiteSpec(name=f"{gpu}.{link}", gpu=gpu, link_offering=link)
         for gpu in gpus
-        for link in catalog.link_offering_names()
+        for link in links
     ]
 
 
@@ -191,7 +194,10 @@ def procure_model(
     for s in specs:
         if s.link_offering not in offerings:
             where = f"{problem.source}: procurement.sites[{s.name}]: "
-            offerings[s.link_offering] = catalog.link_offering(s.link_offering, where=where)
+            offerings[s.link_offering] = link_offering_for(
+                catalog, s.link_offering, owned_gbps=problem.scenario.link.bandwidth_gbps,
+                where=where, parameter="procurement.sites",
+            )  # fmt: skip
     sites = tuple(_site(problem, pricing, catalog, s, offerings, gpu_prices or {}) for s in specs)
     system, workload = problem.system, problem.workload
     systems = []

@@ -132,12 +132,16 @@ class LinkOffering(Strict):
 
     name: str
     description: str = ""
-    bandwidth_gbps: float = Field(gt=0, le=bounds.MAX_BANDWIDTH_GBPS)
+    bandwidth_gbps: float = Field(ge=bounds.MIN_BANDWIDTH_GBPS, le=bounds.MAX_BANDWIDTH_GBPS)
     monthly_usd: float = Field(ge=0, le=bounds.MAX_LINK_USD_PER_MONTH)
     usd_per_gb: float = Field(ge=0, le=bounds.MAX_LINK_USD_PER_GB)
     rtt_ms: float = Field(ge=0, le=bounds.MAX_RTT_MS)
     prices: Provenance  # of monthly_usd and usd_per_gb
     rtt: Provenance
+    # both clusters in one facility or campus (a cross-connect): not a link between
+    # datacentres, so never bought unasked (optimize's cheapest offering, procure's default
+    # sites); a plan that names it (--link-offering, procurement.sites) states the colocation
+    colocated: bool = False
 
 
 class GpuSpec(Strict):

@@ -176,7 +176,10 @@ def resolve_pricing(
         )  # fmt: skip
         links: tuple[LinkPrice, ...] = (_link_price(offering),)
     else:
-        offerings = [catalog.link_offering(n) for n in catalog.link_offering_names()]
+        offerings = [
+            o for o in (catalog.link_offering(n) for n in catalog.link_offering_names())
+            if not o.colocated  # a cross-connect only when named: it assumes one site
+        ]  # fmt: skip
         links = tuple(_link_price(o) for o in offerings if o.bandwidth_gbps >= needed_gbps)
         if not links:
             if asked:

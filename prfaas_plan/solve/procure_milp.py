@@ -531,13 +531,9 @@ def _solve_one(
             return None
         point = point_from_solution(one, x)
         if target_rps is None or point.served_rps >= target_rps * (1 - 1e-13):
-            return dataclasses.replace(
-                point,
-                threshold_index=k,
-                served_rps=min(
-                    point.served_rps, target_rps if target_rps is not None else math.inf
-                ),
-            )
+            # a target reached (its counts' capacity checked to 1e-13) is served exactly
+            served = point.served_rps if target_rps is None else target_rps
+            return dataclasses.replace(point, threshold_index=k, served_rps=served)
         assert goal is not None
         goal = goal + 2 * (goal - point.served_rps)
     return None
