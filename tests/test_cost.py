@@ -342,3 +342,20 @@ def test_a_cross_connect_is_bought_only_when_named():
     )["plan"]["cost"]
     assert named["link_offering"] == "colo-cross-connect-100g"
     assert named["usd_per_hour"]["link_fixed"] < default["usd_per_hour"]["link_fixed"]
+
+
+def test_a_scenario_price_for_a_gpu_it_cannot_use_is_refused(tmp_path):
+    """cost.gpu_prices_usd_per_gpu_hour naming a GPU the scenario neither deploys nor may buy
+    (a typo: h100) is refused; a procurement site's GPU may be priced."""
+    from pathlib import Path
+
+    from tests.test_cli import assert_clean_error, run
+
+    base = Path("examples/case_study.yaml").read_text()
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(base + "cost:\n  gpu_prices_usd_per_gpu_hour: {h100: 2.0}\n")
+    assert_clean_error(run("optimize", typo), 3,
+                       "cost.gpu_prices_usd_per_gpu_hour prices 'h100'", "may use h20, h200")  # fmt: skip
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(base + "cost:\n  gpu_prices_usd_per_gpu_hour: {h200: 2.0}\n")
+    assert run("optimize", ok).returncode == 0

@@ -101,9 +101,7 @@ def default_sites(catalog: Catalog, problem: Problem) -> list[SiteSpec]:
     """Every GPU with a prefill profile for the model x every link offering between datacentres
     (a colocation cross-connect only when a site names it: it assumes one site)."""
     s = problem.scenario
-    folder = catalog.data_dir / "profiles" / s.model / "prefill"
-    suffix = f"-x{s.prfaas_cluster.gpus_per_instance}"
-    gpus = sorted(p.name[: -len(suffix)] for p in folder.glob(f"*{suffix}") if p.is_dir())
+    gpus = catalog.prefill_gpus(s.model, s.prfaas_cluster.gpus_per_instance)
     links = [n for n in catalog.link_offering_names() if not catalog.link_offering(n).colocated]
     return [
         SiteSpec(name=f"{gpu}.{link}", gpu=gpu, link_offering=link)

@@ -375,6 +375,14 @@ class Catalog:
             )
         return offering
 
+    def prefill_gpus(self, model: str, gpus_per_instance: int) -> tuple[str, ...]:
+        """The GPUs with a prefill latency table for `model` at `gpus_per_instance` GPUs."""
+        folder = self.data_dir / "profiles" / model / "prefill"
+        suffix = f"-x{gpus_per_instance}"
+        return tuple(
+            sorted(p.name[: -len(suffix)] for p in folder.glob(f"*{suffix}") if p.is_dir())
+        )
+
     def link_offering_names(self) -> tuple[str, ...]:
         folder = self.data_dir / "links"
         return tuple(sorted(p.stem for p in folder.glob("*.yaml"))) if folder.is_dir() else ()

@@ -121,6 +121,29 @@ def gpu_hour_price(
     )
 
 
+def _check_priced_gpus(
+    catalog: Catalog, scenario: Scenario, prices: dict[str, float], where: str
+) -> None:
+    """A scenario's cost.gpu_prices_usd_per_gpu_hour may price only GPUs it deploys or may buy:
+    its clusters', its procurement sites', and (with procure's default sites) any GPU with a
+    prefill profile for its model; a price for any other is a typo, refused with one line."""
+    may_buy = {scenario.prfaas_cluster.gpu, scenario.pd_cluster.gpu}
+    procurement = scenario.procurement
+    if procurement is not None and procurement.sites is not None:
+        may_buy |= {site.gpu for site in procurement.sites}
+    else:
+        may_buy |= set(
+            catalog.prefill_gpus(scenario.model, scenario.prfaas_cluster.gpus_per_instance)
+        )
+    foreign = sorted(set(prices) - may_buy)
+    if foreign:
+        raise ConfigError(
+            f"{where}cost.gpu_prices_usd_per_gpu_hour prices {', '.join(map(repr, foreign))}, "
+            f"which the scenario neither deploys nor may buy; it may use "
+            f"{', '.join(sorted(may_buy))}"
+        )
+
+
 def resolve_pricing(
     catalog: Catalog,
     scenario: Scenario,
@@ -157,6 +180,7 @@ def resolve_pricing(
     bounds.check_in_range("utilization", share, bounds.MIN_UTILIZATION, 1.0, "of Λ_max")
     where = f"{source}: "
     in_scenario = dict(spec.gpu_prices_usd_per_gpu_hour) if spec else {}
+    _check_priced_gpus(catalog, scenario, in_scenario, where)
     try:
         prfaas, pd = (
             gpu_hour_price(catalog, c.gpu, model, overrides, in_scenario, where)
