@@ -94,17 +94,23 @@ def test_decode_bound_plan_depends_on_decode_and_on_the_lengths_through_the_cont
     for name in ("mu_log", "sigma_log", "output_tokens"):
         assert not forms.differentiable(name) and math.isnan(e[name])
         assert forms.derivatives_up[name] == -math.inf
-    # θ down: D = N_d b / (T(C) L_out) with T(C) = T0 + s (C − C0), by hand
-    decode = problem.system.decode
-    below = decode.context_sides[0]
-    slope = below.step_slope_s_per_token
-    mean = problem.workload.mean_tokens
-    dc_dmu = problem.workload.partial_moments(-math.inf, math.inf, 1)[1] / 1.0  # E[L]
-    assert forms.decode_context_per_input["output_tokens"] == pytest.approx(0.5)
-    # ∂ ln D / ∂ ln L_out = −1 − (L_out / T) ∂T/∂C ∂C/∂L_out
-    expected = -1 - problem.system.output_tokens / decode.step_latency_s * slope * 0.5
-    assert forms.elasticities_down["output_tokens"] == pytest.approx(expected, rel=1e-12)
-    assert dc_dmu == pytest.approx(mean)
+    # θ down, by hand: ε = −1[L_out] − (θ / T) ∂T/∂C ∂C/∂θ, with ∂C/∂L_out = 1/2 and
+    # ∂C/∂μ = ∂E[L]/∂μ (a central difference of the workload's mean)
+    decode, w = problem.system.decode, problem.workload
+    slope = decode.context_sides[0].step_slope_s_per_token
+    step = decode.step_latency_s
+    out = problem.system.output_tokens
+    assert forms.elasticities_down["output_tokens"] == pytest.approx(
+        -1 - out / step * slope * 0.5, rel=1e-12
+    )
+    h = 1e-6
+    mean_slope = (
+        dataclasses.replace(w, mu_log=w.mu_log + h).mean_tokens
+        - dataclasses.replace(w, mu_log=w.mu_log - h).mean_tokens
+    ) / (2 * h)
+    assert forms.elasticities_down["mu_log"] == pytest.approx(
+        -w.mu_log / step * slope * mean_slope, rel=1e-7
+    )
     assert any("BS_max steps right at the mean decode context" in n for n in forms.notes)
 
 
@@ -122,7 +128,7 @@ def test_single_term_at_the_end_of_the_range():
     s = problem.system
     mean = problem.workload.mean_tokens
     t_f = s.prfaas_prefill_latency
-    slope = (t_f(mean + 0.5) - t_f(mean - 0.5)) / 1.0  # a quadratic: the central difference is exact
+    slope = t_f(mean + 0.5) - t_f(mean - 0.5)  # T is quadratic: the central difference is exact
     first = (t_f(mean) - slope * (mean - 128.0)) / (t_f(mean) * s.pd_prefill_latency(128.0))
     assert forms.derivatives_up["pd_prefill_instances"] == pytest.approx(float(first), rel=1e-9)
     assert math.isnan(forms.derivatives_down["pd_prefill_instances"])

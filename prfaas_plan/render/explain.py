@@ -187,7 +187,10 @@ def explain_view(report: ExplainReport) -> View:
     ]
     forms = report.closed_forms
     if forms is None:
-        notes.append("Elasticities need a truncated_lognormal workload (closed-form moments).")
+        notes.append(
+            "Elasticities need a truncated_lognormal workload without prefix-cache hits "
+            "(closed-form moments)."
+        )
     else:
         for name, _ in INPUTS:
             rows.append(

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from prfaas_plan.analytic.capacity import Bound, Evaluation, ServingSystem
+from prfaas_plan.analytic.capacity import Bound, Configuration, Evaluation, ServingSystem
 from prfaas_plan.analytic.distributions import TruncatedLogNormal
 from prfaas_plan.analytic.normal import normal_mass
 from prfaas_plan.analytic.profiles import DecodeContextSide, FittedCurve
@@ -139,7 +139,6 @@ class ClosedForms:
 # --- the symbolic terms -------------------------------------------------------------------------
 
 VARIABLES = ("t", *(symbol for _, symbol in INPUTS))  # the Jacobian's columns
-TERMS = ("F_compute", "F_link", "G", "D", "C")  # the Jacobian's rows
 
 
 def _normal_mass_class() -> Any:
@@ -160,8 +159,8 @@ def _normal_mass_class() -> Any:
 
 @dataclass(frozen=True)
 class _Compiled:
-    """Each term's value and gradient over VARIABLES as a numeric function of the arguments
-    (ARGUMENTS' order); the gradient columns are VARIABLES."""
+    """Each term's (F_compute, F_link, G, D, C) value and gradient over VARIABLES, as numeric
+    functions of the arguments in ARGUMENTS' order, then the curves' coefficients."""
 
     terms: dict[str, Callable[..., Any]]
 
@@ -173,10 +172,10 @@ ARGUMENTS = (
 
 
 @lru_cache(maxsize=8)
-def _compiled(mode: Mode, degrees: tuple[int, int, int]) -> tuple[_Compiled, tuple[str, ...]]:
-    """The terms and their gradients, lambdified once per mode and curve degrees (prfaas
-    latency, PD latency, KV size), with the curves' coefficients as arguments after ARGUMENTS
-    (returned: the full argument names)."""
+def _compiled(mode: Mode, degrees: tuple[int, int, int]) -> _Compiled:
+    """The terms and their gradients, lambdified once per mode and curve degrees (PrfaaS
+    latency, PD latency, KV size), with the curves' coefficients as arguments after
+    ARGUMENTS."""
     import sympy as sp
 
     NormalMass = _normal_mass_class()
@@ -221,18 +220,54 @@ def _compiled(mode: Mode, degrees: tuple[int, int, int]) -> tuple[_Compiled, tup
         "C": context,
     }
     arguments = [s[name] for name in ARGUMENTS] + [c[name] for name in coefficient_names]
-    modules = [{"NormalMass": _mass}, "numpy"]
+    modules = [{"NormalMass": normal_mass}, "numpy"]
     terms = {
         name: sp.lambdify(
             arguments, [e, *(sp.diff(e, s[v]) for v in VARIABLES)], modules=modules, cse=True
         )
         for name, e in expressions.items()
     }
-    return _Compiled(terms), (*ARGUMENTS, *coefficient_names)
+    return _Compiled(terms)
 
 
-def _mass(a: Any, b: Any) -> Any:
-    return normal_mass(a, b)
+def _arguments(
+    system: ServingSystem,
+    workload: TruncatedLogNormal,
+    t: float,
+    values: dict[str, float],
+    slope_s_per_token: float,
+    output_spread: float,
+) -> list[float]:
+    """The compiled terms' arguments at threshold `t` and inputs `values` (keyed by NAMES),
+    with T_decode's slope in C on the side C moves to (0: none)."""
+    decode = system.decode
+    curves = (system.prfaas_prefill_latency, system.pd_prefill_latency, system.kv_cache_size)
+    return [
+        t, *(values[n] for n in NAMES), workload.min_tokens, workload.max_tokens,
+        float(decode.batch_size), decode.step_latency_s, slope_s_per_token,
+        decode.context_tokens if decode.context_tokens is not None else 0.0, output_spread,
+        *(x for curve in curves for x in curve.coefficients),
+    ]  # fmt: skip
+
+
+def _input_values(
+    system: ServingSystem, workload: TruncatedLogNormal, c: Configuration
+) -> dict[str, float]:
+    """θ at a configuration, keyed by NAMES (SI)."""
+    return {
+        "prfaas_instances": float(c.prfaas_instances),
+        "pd_prefill_instances": float(c.pd_prefill_instances),
+        "pd_decode_instances": float(c.pd_decode_instances),
+        "link_bandwidth": system.link_bandwidth_bytes_per_s,
+        "mu_log": workload.mu_log,
+        "sigma_log": workload.sigma_log,
+        "output_tokens": system.output_tokens,
+    }
+
+
+def _compiled_for(system: ServingSystem, mode: Mode) -> _Compiled:
+    curves = (system.prfaas_prefill_latency, system.pd_prefill_latency, system.kv_cache_size)
+    return _compiled(mode, (curves[0].degree, curves[1].degree, curves[2].degree))
 
 
 # --- evaluation at a plan -----------------------------------------------------------------------
@@ -254,9 +289,9 @@ def _evaluate(compiled: _Compiled, name: str, arguments: Sequence[float]) -> _Te
 
 
 def _derivative(curve: FittedCurve, tokens: float) -> float:
-    return float(np.polynomial.polynomial.polyval(
-        tokens, np.polynomial.polynomial.polyder(np.asarray(curve.coefficients, float))
-    ))  # fmt: skip
+    """The curve's slope at `tokens`."""
+    slope = np.polynomial.polynomial.polyder(np.asarray(curve.coefficients, float))
+    return float(np.polynomial.polynomial.polyval(tokens, slope))
 
 
 def _end_rate(curve: FittedCurve, mean_tokens: float, end_tokens: float, mode: Mode) -> float:
@@ -310,31 +345,15 @@ def closed_forms(
     input. `output_spread` = E[L_out²] / E[L_out]² (1 for a constant output), for the decode
     context C = E[L_in] + output_spread · L_out / 2."""
     c = plan.configuration
-    mode = plan.mode
-    curves = (system.prfaas_prefill_latency, system.pd_prefill_latency, system.kv_cache_size)
-    degrees = (curves[0].degree, curves[1].degree, curves[2].degree)
-    compiled, _ = _compiled(mode, degrees)
+    compiled = _compiled_for(system, plan.mode)
     lo, hi = workload.min_tokens, workload.max_tokens
     t = min(max(c.threshold_tokens, lo), hi)  # t = inf (no PrfaaS): the same as t = max
-    decode = system.decode
-    sides = decode.context_sides
-    context0 = decode.context_tokens if sides is not None else None
-    values = {
-        "prfaas_instances": float(c.prfaas_instances),
-        "pd_prefill_instances": float(c.pd_prefill_instances),
-        "pd_decode_instances": float(c.pd_decode_instances),
-        "link_bandwidth": system.link_bandwidth_bytes_per_s,
-        "mu_log": workload.mu_log,
-        "sigma_log": workload.sigma_log,
-        "output_tokens": system.output_tokens,
-    }
+    sides = system.decode.context_sides
+    context0 = system.decode.context_tokens if sides is not None else None
+    values = _input_values(system, workload, c)
 
     def arguments(slope_s_per_token: float) -> list[float]:
-        return [
-            t, *values.values(), lo, hi, float(decode.batch_size), decode.step_latency_s,
-            slope_s_per_token, context0 if context0 is not None else 0.0, output_spread,
-            *(x for curve in curves for x in curve.coefficients),
-        ]  # fmt: skip
+        return _arguments(system, workload, t, values, slope_s_per_token, output_spread)
 
     base = arguments(0.0)
     th = plan.throughput
@@ -540,18 +559,12 @@ def balance_threshold_tokens(
     """t solving F = G (eq. 7) by Newton's method on the closed forms from the plan's t, with F
     the compute term (or the link term when `compute` is False), the plan's split and instance
     counts."""
-    curves = (system.prfaas_prefill_latency, system.pd_prefill_latency, system.kv_cache_size)
-    degrees = (curves[0].degree, curves[1].degree, curves[2].degree)
-    compiled, _ = _compiled(plan.mode, degrees)
+    compiled = _compiled_for(system, plan.mode)
     c = plan.configuration
+    values = _input_values(system, workload, c)
     t = c.threshold_tokens
     for _ in range(50):
-        arguments = [
-            t, c.prfaas_instances, c.pd_prefill_instances, c.pd_decode_instances,
-            system.link_bandwidth_bytes_per_s, workload.mu_log, workload.sigma_log,
-            system.output_tokens, workload.min_tokens, workload.max_tokens, 1.0, 1.0, 0.0, 0.0,
-            1.0, *(x for curve in curves for x in curve.coefficients),
-        ]  # fmt: skip
+        arguments = _arguments(system, workload, t, values, 0.0, 1.0)
         f = _evaluate(compiled, "F_compute" if compute else "F_link", arguments)
         g = _evaluate(compiled, "G", arguments)
         step = (f.value - g.value) / (f.t - g.t)
