@@ -397,8 +397,10 @@ def closed_forms(
         latex.append(r"\partial D/\partial\theta\ (C = E[L_{in}] + E[L_{out}^2]/(2E[L_{out}]))")
     up, down = _combine(branches)
     if len(branches) > 1:
-        notes.insert(0, f"{' and '.join(labels)} bind together: Λ_max is their least, not "
-                        "differentiable; θ up and θ down move it by different amounts.")  # fmt: skip
+        together = " and ".join(str(b) for b in plan.bounds)
+        notes.insert(0, f"{together} bind together: Λ_max is the least of {len(branches)} "
+                        "branches, not differentiable where they move apart; θ up and θ down "
+                        "are given separately.")  # fmt: skip
     residual = math.nan
     if labels and labels[0] == Regime.BALANCE:
         f = terms[named[prfaas_term]].value if named[prfaas_term] in terms else math.nan
@@ -446,8 +448,6 @@ def _prefill_branches(
                 r"{F_t - G_t}\quad\text{on } F(t^*,\theta) = G(t^*,\theta)"
             )
             branches = [_both(_balance(terms[x], terms[y])) for x, y in pairs]
-            if len(pairs) > 1:
-                notes.append("PrfaaS compute and link bind together at the balance: two balances.")
             return branches, Regime.BALANCE
         latex.append(r"\partial\Lambda/\partial\theta \text{ at fixed } t\ (\text{envelope})")
         return [_both(terms[n].by_input) for n in live], Regime.SINGLE
