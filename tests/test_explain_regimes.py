@@ -28,6 +28,7 @@ from prfaas_plan.commands.explain import explain
 from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.resources import default_data_dir, default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, scenario_from_data
+from prfaas_plan.render.explain import explain_view
 from prfaas_plan.symbolic.closed_forms import NAMES
 
 # Relative step of the central differences. Λ is computed to ~1e-14 (bisection to the last
@@ -233,6 +234,9 @@ def check_case(case, catalogs):
     ]
     assert lam > 0
     assert forms.system_throughput_rps == pytest.approx(lam, rel=1e-9)
+    flat = problem.system.decode.context_sides is None
+    assert flat == (case.catalog == "flat")
+    assert flat == any("no context column" in n for n in explain_view(report).notes)
     assert best_rps(problem, counts, case.mode) == pytest.approx(lam, rel=1e-9)
     outcome = {}
     bounds = set(plan.bounds)

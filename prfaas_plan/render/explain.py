@@ -210,6 +210,11 @@ def explain_view(report: ExplainReport) -> View:
                 "itself); it moves decode capacity and, through the decode context, BS_max and "
                 "T_decode."
             )
+        if report.problem.system.decode.context_sides is None:
+            notes.append(
+                "The decode table has no context column: BS_max and T_decode do not depend on "
+                "the lengths (only L_out's 1 / L_out moves decode)."
+            )
         notes += list(forms.notes)
     return View(
         title=f"Explain: {report.problem.scenario.name} ({e.mode} mode)",
