@@ -168,7 +168,7 @@ class DecodeContextSide:
     bracket_tokens: tuple[float, float]  # the profiled contexts around the side, ascending
     step_latency_s: tuple[float, float]  # T_decode(BS_max) at them
     plateau_end_tokens: float  # BS_max holds from C up to this context (at most to the bracket)
-    # BS_max just past plateau_end_tokens: -1 one batch fewer, +1 one more, 0 unchanged up to
+    # BS_max just past plateau_end_tokens: -1 smaller, +1 larger, 0 unchanged up to
     # the bracket's end (BS_max changes, if it does, in the next bracket)
     batch_change: int
 
