@@ -35,6 +35,9 @@ EXAMPLES = {
     "import-plan-markdown": ["optimize", "--data-dir", "{data}", "--format", "markdown"],
     "sensitivity-markdown": ["sensitivity", "--format", "markdown"],
     "explain-markdown": ["explain", "--format", "markdown"],
+    "explain-decode-markdown": [
+        "explain", "examples/decode/decode_bound.yaml", "--format", "markdown",
+    ],
     "sensitivity-10gbps-markdown": [
         "sensitivity", "--bandwidth-gbps", "10", "--format", "markdown",
     ],

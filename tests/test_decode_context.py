@@ -145,6 +145,59 @@ def test_bilinear_interpolation_of_a_roofline_table_finds_its_closed_form_batch(
     )
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    footprint=footprints,
+    context=st.floats(1100, 130000),
+    slo=st.floats(5, 200),
+    point_batch=st.integers(1, 64),
+)
+def test_the_decode_point_says_how_it_moves_with_the_context(footprint, context, slo, point_batch):
+    """A roofline table is exactly bilinear, so each side's step slope is the roofline's
+    ∂T/∂C = b · S_kv'(C) / (η B) at BS_max = b, and BS_max = floor(budget η B / S_kv(C)) holds
+    while S_kv(C) stays in (budget η B / (b + 1), budget η B / b]: the plateau ends where
+    S_kv reaches those bounds (one fewer batch above, one more below) or at the bracket."""
+    roofline = calibrate_decode_roofline(
+        1e10, footprint, 3.2e13, batch_size=point_batch, context_tokens=30000, step_s=0.5
+    )
+    contexts, batches = (1024, 8192, 32768, 131072), tuple(range(1, 257))
+    rows = [(c, b) for c in contexts for b in batches]
+    c_col, b_col = [c for c, _ in rows], [b for _, b in rows]
+    budget_s = 1 / slo - roofline.weights_bytes / roofline.hbm_bytes_per_s
+    if _bs_oracle(roofline, context, slo) < 1 or _bs_oracle(roofline, context, slo) >= 256:
+        return
+    point = decode_point_at_context(
+        c_col, b_col, roofline.step_s(b_col, c_col), decode_context_tokens=context,
+        slo_tokens_per_s=slo, source="t.csv",
+    )  # fmt: skip
+    b = point.batch_size
+    per_token_s = roofline.footprint.per_token_bytes / (
+        roofline.efficiency * roofline.hbm_bytes_per_s
+    )
+    size_at = budget_s * roofline.efficiency * roofline.hbm_bytes_per_s  # S_kv bounds x batch
+
+    def context_of(size_bytes):  # S_kv is affine: its inverse
+        return (
+            size_bytes - roofline.footprint.fixed_state_bytes
+        ) / roofline.footprint.per_token_bytes
+
+    below, above = point.context_sides
+    for side, edge, change in (
+        (above, context_of(size_at / b), -1),
+        (below, context_of(size_at / (b + 1)), 1),
+    ):
+        assert side.step_slope_s_per_token == pytest.approx(b * per_token_s, rel=1e-6)
+        lo, hi = side.bracket_tokens
+        assert lo <= context <= hi
+        inside = lo <= edge <= hi and (edge - context) * change < 0
+        if inside:
+            assert side.batch_change == change
+            assert side.plateau_end_tokens == pytest.approx(edge, rel=1e-9)
+        else:
+            assert side.batch_change == 0
+            assert side.plateau_end_tokens == (hi if change < 0 else lo)
+
+
 def test_a_context_outside_the_table_is_refused_not_extrapolated():
     with pytest.raises(RangeError, match="outside the profiled contexts"):
         decode_point_at_context([1024, 1024], [1, 2], [0.01, 0.02], decode_context_tokens=4096,

@@ -18,7 +18,7 @@ from prfaas_plan.commands.sensitivity import Resource, routing_upper_bound, sens
 from prfaas_plan.inputs.scenario import open_problem
 from prfaas_plan.solve.relaxation import length_bins, solve_routing_lp
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
-from tests.test_cli import assert_clean_error, run
+from tests.test_cli import assert_clean_error, run, scenario_with
 
 BINS = 200  # enough for the properties; the command's default is 2,000
 
@@ -58,6 +58,49 @@ def test_duals_are_the_finite_differences_of_the_lp_optimum(case_study, gbps):
         assert difference == pytest.approx(base.shadow_prices[bound], rel=1e-3, abs=1e-6), bound
         binding += base.shadow_prices[bound] > 1e-6
     assert binding == 2  # PD-P and one PrfaaS row (compute at 100 Gbps, link at 10 Gbps)
+
+
+@pytest.mark.parametrize("gbps", [100.0, 2.0])
+def test_a_role_without_instances_is_priced_by_its_first_unit(case_study, gbps):
+    """A split with no PD-P (no PrfaaS) instance has no such row in the LP, yet its price
+    exists: the right derivative of Λ*, here (Λ*(h) − Λ*(0)) / h exactly, the LP being linear
+    in h up to its first breakpoint. The first PD-P unit takes the shortest bins: short prompts
+    (μ = 7) put mass there, so that breakpoint is far above h (compute binds at 100 Gbps, the
+    link at 2). The first PrfaaS unit takes the longest bins, which the case study's prompts
+    reach; the link is then idle (price 0)."""
+    h = 1e-4
+    short = TruncatedLogNormal(7.0, 1.0, 128.0, 131072.0)
+    for workload, split, index, bound in (
+        (short, (2, 0, 12), 1, Bound.PD_PREFILL),
+        (case_study.workload, (0, 3, 5), 0, Bound.PRFAAS_COMPUTE),
+    ):
+        problem = dataclasses.replace(with_bandwidth(case_study, gbps), workload=workload)
+        bins = length_bins(problem.system, problem.workload, 50)
+        base = solve_routing_lp(problem.system, bins, *split)
+        stepped = list(split)
+        stepped[index] = h
+        difference = (solve_routing_lp(problem.system, bins, *stepped).system_throughput_rps
+                      - base.system_throughput_rps) / h  # fmt: skip
+        assert base.shadow_prices[bound] > 0.1
+        assert base.shadow_prices[bound] == pytest.approx(difference, rel=1e-6), (split, bound)
+        if index == 0:
+            assert base.shadow_prices[Bound.PRFAAS_LINK] == 0.0
+    # decode binding with no PD-P (4/0/1 at 100 Gbps): the first PD-P instance buys nothing
+    bins = length_bins(case_study.system, case_study.workload, 50)
+    decode_bound = solve_routing_lp(case_study.system, bins, 4, 0, 1)
+    assert decode_bound.shadow_prices[Bound.PD_DECODE] > 0
+    assert decode_bound.shadow_prices[Bound.PD_PREFILL] == 0.0
+
+
+def test_sensitivity_reports_the_pd_prefill_price_of_a_plan_without_pd_prefill(tmp_path):
+    """The exact-mode plan of 16 PrfaaS and 8 PD instances offloads everything (16/0/8, decode
+    binds): the PD-P price is reported (0: decode binds), not left empty."""
+    path = scenario_with(tmp_path, **{"prfaas_cluster.instances": 16})
+    ran = run("sensitivity", "--bins", "200", "-f", "json", path)
+    assert ran.returncode == 0, ran.stderr
+    shadow = json.loads(ran.stdout)["shadow_prices"]
+    assert shadow["pd_prefill_instances"] == 0
+    assert shadow["pd_prefill_rps_per_pd_prefill_instance"] == 0.0
 
 
 @pytest.mark.parametrize("gbps", [100.0, 10.0, 5.0])
@@ -244,6 +287,41 @@ def test_step_costs_are_the_gpus_plus_the_link_volume_they_move(case_study):
     assert Resource.DECODE_SLO_SLACK not in costs  # an SLO is not bought
     per = {r: report.rps_per_usd_per_hour(r) or 0.0 for r in costs}
     assert report.best_buy == max(per, key=per.__getitem__)
+
+
+@pytest.mark.parametrize(
+    ("gbps", "bought", "wider"),
+    [(5.0, "aws-dx-10g", "aws-dx-10g"), (10.0, "aws-dx-10g", "aws-dx-100g")],
+)
+def test_the_link_step_is_priced_once(gbps, bought, wider):
+    """By hand from data/links/: at 5 Gbps the plan buys the 10G port and the +10% link's egress
+    (5.5 Gbps, link-bound) still fits it: 10% of that port's hour plus the extra volume. At
+    10 Gbps the plan fills the 10G port and the wider link needs the 100G one: the step is
+    the 100G port's hour instead of the 10G's plus the extra volume, with nothing on top (the
+    10G port is replaced, not paid 10% more)."""
+    from prfaas_plan.commands.cost import price_deployment
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.inputs.pricing import resolve_pricing
+
+    catalog = Catalog.open()
+    problem = open_problem(bandwidth_gbps=gbps)
+    pricing = resolve_pricing(catalog, problem.scenario, problem.source, link_gbps=gbps)
+    report = sensitivity_report(problem, Mode.PAPER, 200, catalog, pricing)
+    plan, step = report.plan, report.marginal_gains[Resource.LINK_BANDWIDTH].plan
+    c = plan.configuration
+    gpus = (c.prfaas_instances * 8, (c.pd_prefill_instances + c.pd_decode_instances) * 8)
+    assert price_deployment(problem, pricing, *gpus, plan).link.name == bought
+    assert price_deployment(problem, pricing, *gpus, step).link.name == wider
+    assert step.kv_egress_bytes_per_s == pytest.approx(1.1 * plan.kv_egress_bytes_per_s, rel=0.05)
+    port_usd_per_hour = {"aws-dx-10g": 1642 / 730, "aws-dx-100g": 16425 / 730}
+    extra_volume = 0.7 * (step.kv_egress_bytes_per_s - plan.kv_egress_bytes_per_s) * 3600 / 1e9
+    if bought == wider:
+        expected = 0.1 * port_usd_per_hour[bought] + 0.02 * extra_volume
+    else:
+        expected = port_usd_per_hour[wider] - port_usd_per_hour[bought] + 0.02 * extra_volume
+    assert report.step_cost_usd_per_hour[Resource.LINK_BANDWIDTH] == pytest.approx(
+        expected, rel=1e-9
+    )
 
 
 def test_sensitivity_prices_the_steps_from_the_command_line():

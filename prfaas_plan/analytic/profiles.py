@@ -158,6 +158,27 @@ def fit_curve(
 
 
 @dataclass(frozen=True)
+class DecodeContextSide:
+    """One side of a decode point read at context C from a table with a context column (toward
+    lower or higher contexts): the two profiled contexts that side lies between, the step time
+    of BS_max at them, and how far from C BS_max holds. Between two profiled contexts the step
+    is linear in context (decode_point_at_context's bilinear interpolation), so with BS_max held
+    ∂T_decode/∂C on this side is `step_slope_s_per_token`."""
+
+    bracket_tokens: tuple[float, float]  # the profiled contexts around the side, ascending
+    step_latency_s: tuple[float, float]  # T_decode(BS_max) at them
+    plateau_end_tokens: float  # BS_max holds from C up to this context (at most to the bracket)
+    # BS_max just past plateau_end_tokens: -1 smaller, +1 larger, 0 unchanged up to
+    # the bracket's end (BS_max changes, if it does, in the next bracket)
+    batch_change: int
+
+    @property
+    def step_slope_s_per_token(self) -> float:
+        (c0, c1), (t0, t1) = self.bracket_tokens, self.step_latency_s
+        return (t1 - t0) / (c1 - c0)
+
+
+@dataclass(frozen=True)
 class DecodePoint:
     """Largest decode batch meeting the SLO and its step time on one instance."""
 
@@ -165,6 +186,9 @@ class DecodePoint:
     step_latency_s: float
     source: str
     context_tokens: float | None = None  # the decode context it holds at, where profiled
+    # where profiled by context: the sides below and above `context_tokens` (None: C is the
+    # table's lowest, or highest, context: nothing is profiled beyond it)
+    context_sides: tuple[DecodeContextSide | None, DecodeContextSide | None] | None = None
 
 
 def decode_point_for_slo(
@@ -223,6 +247,66 @@ def validate_context_table(
     return contexts
 
 
+def _steps_at(
+    context: FloatArray, batch: FloatArray, step: FloatArray, at_tokens: float, batches: FloatArray
+) -> FloatArray:
+    """Step time at `batches` at one profiled context (inf for batches not profiled there)."""
+    rows = context == at_tokens
+    return _step_at_batches(batch[rows], step[rows], batches)
+
+
+def _between(low: FloatArray, high: FloatArray, weight: float) -> FloatArray:
+    """(1 − weight) · low + weight · high, exactly `low` at weight 0 and `high` at 1 (an
+    unprofiled batch, inf at one end, is inf strictly between the ends, never 0 · inf)."""
+    if weight == 0.0:
+        return low
+    if weight == 1.0:
+        return high
+    mixed: FloatArray = (1 - weight) * low + weight * high
+    return mixed
+
+
+def _context_side(
+    context: FloatArray,
+    batch: FloatArray,
+    step: FloatArray,
+    *,
+    bracket: tuple[float, float],
+    decode_context_tokens: float,
+    batch_size: int,
+    max_step_s: float,
+    toward_high: bool,
+) -> DecodeContextSide:
+    """The side of `decode_context_tokens` inside `bracket` toward its high (or low) end: the
+    step of BS_max = `batch_size` at the bracket's contexts, and where BS_max stops holding.
+    Along the side the steps of `batch_size` and `batch_size + 1` are linear in context, so
+    BS_max holds until the first of: `batch_size` exceeds the step budget (one batch fewer
+    beyond), `batch_size + 1` meets it (one more), the bracket's end (unchanged)."""
+    c0, c1 = bracket
+    c = decode_context_tokens
+    far = c1 if toward_high else c0
+    pair = np.array([batch_size, batch_size + 1], float)
+    at_low, at_high = (_steps_at(context, batch, step, x, pair) for x in bracket)
+    here = _between(at_low, at_high, (c - c0) / (c1 - c0))
+    there = at_high if toward_high else at_low
+    ends: list[tuple[float, int]] = [(far, 0)]
+    # batch_size fails past c where its step, linear from here to there, crosses the budget
+    if there[0] > max_step_s:
+        fail = 0.0 if not np.isfinite(there[0]) else (max_step_s - here[0]) / (there[0] - here[0])
+        ends.append((c + max(fail, 0.0) * (far - c), -1))
+    # batch_size + 1 (if profiled on this side) meets the budget where its step crosses it
+    if np.isfinite(there[1]) and there[1] <= max_step_s:
+        meet = 1.0 if not np.isfinite(here[1]) else (here[1] - max_step_s) / (here[1] - there[1])
+        ends.append((c + min(max(meet, 0.0), 1.0) * (far - c), 1))
+    end, change = min(ends, key=lambda e: (abs(e[0] - c), e[1] == 0))
+    return DecodeContextSide(
+        bracket_tokens=(float(c0), float(c1)),
+        step_latency_s=(float(at_low[0]), float(at_high[0])),
+        plateau_end_tokens=float(end),
+        batch_change=change,
+    )
+
+
 def decode_point_at_context(
     context_tokens: ArrayLike,
     batch_sizes: ArrayLike,
@@ -241,7 +325,9 @@ def decode_point_at_context(
     the two profiled contexts around `decode_context_tokens` (bilinear, exact for a roofline
     step = a + b·batch + c·context + d·batch·context). Nothing is extrapolated: the context must
     lie within the profiled contexts, and only batches profiled at both neighbouring contexts
-    count."""
+    count (at a profiled context, the batches profiled there). The point also says how it moves
+    with the context (`context_sides`: the step's slope on each side, BS_max held, and how far
+    BS_max holds), which `explain` needs for the elasticities in the workload's lengths."""
     context = np.asarray(context_tokens, dtype=float)
     batch = np.asarray(batch_sizes, dtype=float)
     step = np.asarray(step_latencies_s, dtype=float)
@@ -254,14 +340,16 @@ def decode_point_at_context(
             "that context (the table is not extrapolated)"
         )
     upper = int(np.searchsorted(contexts, decode_context_tokens))
-    low, high = contexts[max(upper - 1, 0)], contexts[upper]
-    if decode_context_tokens == low:
-        high = low
+    profiled = bool(contexts[upper] == decode_context_tokens)
+    low = float(contexts[upper] if profiled else contexts[upper - 1])
+    high = float(contexts[upper])
     weight = 0.0 if high == low else (decode_context_tokens - low) / (high - low)
     candidates = np.arange(1.0, float(batch.max()) + 1.0)
-    steps = (1 - weight) * _step_at_batches(
-        batch[context == low], step[context == low], candidates
-    ) + weight * _step_at_batches(batch[context == high], step[context == high], candidates)
+    steps = _between(
+        _steps_at(context, batch, step, low, candidates),
+        _steps_at(context, batch, step, high, candidates),
+        weight,
+    )
     max_step_s = 1.0 / slo_tokens_per_s
     ok = np.flatnonzero(steps <= max_step_s * (1 + 1e-12))
     if ok.size == 0:
@@ -273,8 +361,33 @@ def decode_point_at_context(
             f"is {fastest:g} s; relax slo.decode_tokens_per_s or profile smaller batches"
         )
     best = ok[-1]
+    batch_size = int(candidates[best])
+    # the brackets on each side of C: one bracket where C lies between two profiled contexts,
+    # the two around it where C is one (None past the table's ends)
+    above_index = upper + 1 if profiled else upper
+    brackets = (
+        (float(contexts[upper - 1]), float(contexts[upper])) if upper > 0 else None,
+        (float(contexts[above_index - 1]), float(contexts[above_index]))
+        if above_index < contexts.size
+        else None,
+    )
+    sides = [
+        None
+        if bracket is None
+        else _context_side(
+            context,
+            batch,
+            step,
+            bracket=bracket,
+            decode_context_tokens=decode_context_tokens,
+            batch_size=batch_size,
+            max_step_s=max_step_s * (1 + 1e-12),
+            toward_high=high_side,
+        )
+        for bracket, high_side in zip(brackets, (False, True), strict=True)
+    ]
     return DecodePoint(
-        int(candidates[best]), float(steps[best]), source, float(decode_context_tokens)
+        batch_size, float(steps[best]), source, float(decode_context_tokens), (sides[0], sides[1])
     )
 
 

@@ -22,6 +22,15 @@ class ExplainReport:
     closed_forms: ClosedForms | None  # None unless the workload is a truncated log-normal
 
 
+def output_spread(problem: Problem) -> float:
+    """E[L_out²] / E[L_out]² of the problem's output lengths (1 for a constant output): the
+    decode context's output part is output_spread · L_out / 2."""
+    out = problem.output_lengths
+    if out is None:
+        return 1.0
+    return out.mean_squared_tokens / out.mean_tokens**2
+
+
 @model_numerics("explain")
 def explain(problem: Problem, mode: Mode = Mode.PAPER) -> ExplainReport:
     """The optimum in `mode` and, for a truncated log-normal workload, its closed forms."""
@@ -29,6 +38,6 @@ def explain(problem: Problem, mode: Mode = Mode.PAPER) -> ExplainReport:
     plan = optimize_fixed_hardware(problem.system, problem.workload, space, mode)
     forms = None
     if isinstance(problem.workload, TruncatedLogNormal):
-        forms = closed_forms(problem.system, problem.workload, plan)
+        forms = closed_forms(problem.system, problem.workload, plan, output_spread(problem))
     long_kv = float(problem.system.kv_cache_size(plan.long_mean_tokens))
     return ExplainReport(problem, plan, long_kv, forms)

@@ -118,33 +118,46 @@ def step_costs(
 ) -> dict[Resource, float]:
     """$/hour each priced step adds: the deployment with the unit added, re-optimised and priced
     at the same utilisation (commands/cost.py; its link volume follows its new egress), minus
-    the plan's own. +10% link is priced pro rata: 10% of the bought offering's port price plus
-    the extra volume; the decode SLO is not bought, so it has no price. No link bought (nothing
-    offloaded), or no offering wide enough for the wider link's egress: the link step is
-    unpriced."""
+    the plan's own. The decode SLO is not bought, so it has no price.
+
+    +10% link is priced once, by what it needs of the link offering the plan bought:
+    - the wider link's egress (at Λ_max) still fits that offering: 10% of its port price, pro
+      rata, plus the extra volume at its rate — the offering is kept, even where another would
+      now be cheaper (the operator widens what they have);
+    - it does not fit: the deployment is re-priced with the cheapest offering that carries it,
+      and the step costs the difference of the two deployments' $/hour (the new port replaces
+      the old one: nothing is added on top).
+    No link bought (nothing offloaded), or no offering wide enough for the wider link's
+    egress: the link step is unpriced."""
     s, c = problem.scenario, plan.configuration
     g_prfaas, g_pd = s.prfaas_cluster.gpus_per_instance, s.pd_cluster.gpus_per_instance
     prfaas_gpus = c.prfaas_instances * g_prfaas
     pd_gpus = (c.pd_prefill_instances + c.pd_decode_instances) * g_pd
     base = price_deployment(problem, pricing, prfaas_gpus, pd_gpus, plan)
 
-    def added(resource: Resource, extra_prfaas: int, extra_pd: int) -> float:
+    def added(resource: Resource, extra_prfaas: int, extra_pd: int, links: Pricing) -> float:
         new = gains[resource].plan
-        cost = price_deployment(
-            problem, pricing, prfaas_gpus + extra_prfaas, pd_gpus + extra_pd, new
-        )
+        cost = price_deployment(problem, links, prfaas_gpus + extra_prfaas, pd_gpus + extra_pd, new)
         return cost.total_usd_per_hour - base.total_usd_per_hour
 
     out = {
-        Resource.PRFAAS_INSTANCE: added(Resource.PRFAAS_INSTANCE, g_prfaas, 0),
-        Resource.PD_INSTANCE: added(Resource.PD_INSTANCE, 0, g_pd),
+        Resource.PRFAAS_INSTANCE: added(Resource.PRFAAS_INSTANCE, g_prfaas, 0, pricing),
+        Resource.PD_INSTANCE: added(Resource.PD_INSTANCE, 0, g_pd, pricing),
     }
-    if base.link is not None:
+    if base.link is None:
+        return out
+    # the bought offering if it carries the wider link (its port pro rata + the volume), else
+    # the cheapest that does (the deployments' difference), else unpriced
+    bought = dataclasses.replace(pricing, links=(base.link,))
+    for links, port_share in (
+        (bought, STEP_FRACTION * base.link_fixed_usd_per_hour),
+        (pricing, 0.0),
+    ):
         try:
-            wider = added(Resource.LINK_BANDWIDTH, 0, 0)
-        except ConfigError:  # no offering carries the wider link's egress: it cannot be bought
-            return out
-        out[Resource.LINK_BANDWIDTH] = wider + STEP_FRACTION * base.link_fixed_usd_per_hour
+            out[Resource.LINK_BANDWIDTH] = added(Resource.LINK_BANDWIDTH, 0, 0, links) + port_share
+            break
+        except ConfigError:  # these offerings do not carry the wider link's egress
+            continue
     return out
 
 

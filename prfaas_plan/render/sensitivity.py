@@ -86,15 +86,17 @@ def sensitivity_view(report: SensitivityReport) -> View:
         notes=[
             "Gains re-optimise t and the PD split with the unit added.",
             "Shadow prices are duals of the routing LP (exact mode, fractional routing per "
-            f"length bin, {r.bins} bins) at the exact-mode plan's split: ∂Λ/∂capacity.",
+            f"length bin, {r.bins} bins) at the exact-mode plan's split: ∂Λ/∂capacity; for a "
+            "role with no instances there, what its first unit is worth (the slope from 0 up).",
             "The LP bound holds for every length-based routing policy on this hardware.",
             *(
                 [
                     "$/h of a step: the re-optimised deployment with the unit added, priced at the "
                     "same utilisation (GPUs, link port, link volume at its egress), minus the "
                     "plan's; +10% link: 10% of the bought offering's port price plus the extra "
-                    "volume (and a wider port where the new egress needs one). The decode SLO "
-                    "is not bought.",
+                    "volume where that offering still carries the new egress, else the "
+                    "deployment re-priced with the cheapest offering that does, minus the "
+                    "plan's (the new port replaces the old). The decode SLO is not bought.",
                     "Best buy (most req/s per $/h): "
                     + (
                         report.marginal_gains[report.best_buy].step

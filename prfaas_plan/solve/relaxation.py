@@ -179,20 +179,43 @@ def solve_routing_lp(
     # envelope theorem ∂s*/∂capacity_i = −μ_i s*, so ∂Λ*/∂capacity_i = μ_i Λ* (per instance for
     # decode: its row carries r_d)
     per_unit = {Bound.PD_DECODE: r_d}
-    # a resource with no instances has no row: its price (one-sided at 0) is not given
     duals = {
         bound: float(np.asarray(rows[bound].dual_value)) * lam * per_unit.get(bound, 1.0)
-        if bound in rows
-        else math.nan
-        for bound in Bound
+        for bound in rows
     }
     return RoutingOptimum(
         *split,
         system_throughput_rps=lam,
         offloaded_fraction=np.clip(q.value / w, 0.0, 1.0),
         edges_tokens=bins.edges_tokens,
-        shadow_prices=duals,
+        shadow_prices=_prices_at_zero(bins, duals, prfaas_instances, pd_prefill_instances),
     )
+
+
+def _prices_at_zero(
+    bins: Bins, duals: dict[Bound, float], prfaas_instances: float, pd_prefill_instances: float
+) -> dict[Bound, float]:
+    """Every capacity's price, those of a side with no instances (no row: its bins are fixed by
+    bounds) included: the right derivative, what its first unit is worth. With the other rows'
+    prices P (req/s per unit), moving a little of bin b to the empty side frees P_f T_f,b +
+    P_l S_b (to PD-P) or P_p T_p,b (to PrfaaS) and costs T_p,b or T_f,b of it, so the first
+    unit goes to the bin that frees most per second and is worth
+        PD-P:   max_b (P_f T_f,b + P_l S_b) / T_p,b
+        PrfaaS: max_b P_p T_p,b / T_f,b,   the link then idle (price 0).
+    This is the least of the empty row's dual values, which the LP leaves undetermined (at
+    N = 0 any larger value is dual-optimal too): the slope of Λ* for N from 0 upwards."""
+    prices = dict(duals)
+    if pd_prefill_instances <= 0:
+        freed = (
+            prices[Bound.PRFAAS_COMPUTE] * bins.prfaas_service_time_s
+            + prices[Bound.PRFAAS_LINK] * bins.kv_cache_gbit
+        )
+        prices[Bound.PD_PREFILL] = float(np.max(freed / bins.pd_prefill_service_time_s))
+    if prfaas_instances <= 0:
+        freed = prices[Bound.PD_PREFILL] * bins.pd_prefill_service_time_s
+        prices[Bound.PRFAAS_COMPUTE] = float(np.max(freed / bins.prfaas_service_time_s))
+        prices[Bound.PRFAAS_LINK] = 0.0
+    return {bound: prices[bound] for bound in Bound}
 
 
 def routing_bound(
