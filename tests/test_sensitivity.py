@@ -293,18 +293,26 @@ def test_step_costs_are_the_gpus_plus_the_link_volume_they_move(case_study):
     ("gbps", "bought", "wider"),
     [(5.0, "aws-dx-10g", "aws-dx-10g"), (10.0, "aws-dx-10g", "aws-dx-100g")],
 )
-def test_the_link_step_is_priced_once(gbps, bought, wider):
+def test_the_link_step_is_priced_once(tmp_path, gbps, bought, wider):
     """By hand from data/links/: at 5 Gbps the plan buys the 10G port and the +10% link's egress
     (5.5 Gbps, link-bound) still fits it: 10% of that port's hour plus the extra volume. At
     10 Gbps the plan fills the 10G port and the wider link needs the 100G one: the step is
     the 100G port's hour instead of the 10G's plus the extra volume, with nothing on top (the
     10G port is replaced, not paid 10% more)."""
+    import shutil
+
     from prfaas_plan.commands.cost import price_deployment
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.pricing import resolve_pricing
+    from prfaas_plan.inputs.resources import default_data_dir
 
-    catalog = Catalog.open()
-    problem = open_problem(bandwidth_gbps=gbps)
+    data = tmp_path / "data"  # the AWS offerings alone: the figures below are theirs
+    shutil.copytree(default_data_dir(), data)
+    for link in (data / "links").glob("*.yaml"):
+        if not link.name.startswith("aws-"):
+            link.unlink()
+    catalog = Catalog.open(data)
+    problem = open_problem(data_dir=data, bandwidth_gbps=gbps)
     pricing = resolve_pricing(catalog, problem.scenario, problem.source, link_gbps=gbps)
     report = sensitivity_report(problem, Mode.PAPER, 200, catalog, pricing)
     plan, step = report.plan, report.marginal_gains[Resource.LINK_BANDWIDTH].plan
@@ -331,3 +339,27 @@ def test_sensitivity_prices_the_steps_from_the_command_line():
     assert "cost_usd_per_hour" in gains["prfaas_instance"]
     assert "cost_usd_per_hour" not in gains["decode_slo_slack_10pct"]
     assert_clean_error(run("sensitivity", "--gpu-price", "h200=-1"), 3, "--gpu-price", "h200")
+
+
+def test_the_mean_length_curve_rereads_the_decode_point(case_study):
+    """Shorter prompts leave a shorter decode context: the curve's plans decode faster there
+    than the case study's (batch and step re-read from the table), not at its decode point."""
+    from prfaas_plan.commands.sensitivity import sensitivity_curves
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.inputs.scenario import decode_point
+
+    curve = {c.name: c for c in sensitivity_curves(case_study)}["mean_input_length"]
+    shortest = curve.plans[0]
+    base = case_study.system.decode_rps_per_instance
+    s = case_study.scenario
+    table = Catalog.open().decode_table(s.model, s.pd_cluster.gpu, s.pd_cluster.gpus_per_instance)
+    import dataclasses
+    import math
+
+    w = dataclasses.replace(case_study.workload, mu_log=case_study.workload.mu_log + math.log(0.25))
+    point = decode_point(table, s.slo.decode_tokens_per_s, w, case_study.output_lengths)
+    expected = point.batch_size / (point.step_latency_s * case_study.system.output_tokens)
+    assert expected > base
+    assert shortest.throughput.pd_decode_rps == pytest.approx(
+        expected * shortest.configuration.pd_decode_instances, rel=1e-12
+    )

@@ -102,8 +102,9 @@ def sensitivity(
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
     with spinner(fmt is OutputFormat.TABLE and output is None, "solving the routing LPs…"):
         pricing = load_pricing(problem, data_dir, gpu_price, link_offering, cost_model, utilization)
-        report = sensitivity_report(problem, mode, bins, Catalog.open(data_dir), pricing)
-        lines = sensitivity_curves(problem, mode) if curves or plot else ()
+        catalog = Catalog.open(data_dir)
+        report = sensitivity_report(problem, mode, bins, catalog, pricing)
+        lines = sensitivity_curves(problem, mode, catalog) if curves or plot else ()
     if curves is not None:
         from prfaas_plan.inputs.files import write_atomically, write_text
         from prfaas_plan.render.sensitivity import curves_to_csv, curves_to_json

@@ -20,10 +20,10 @@ from prfaas_plan.analytic.distributions import TruncatedLogNormal
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.cost import price_deployment
 from prfaas_plan.commands.numerics import model_numerics
-from prfaas_plan.errors import ConfigError
+from prfaas_plan.errors import ConfigError, InfeasibleError, RangeError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
-from prfaas_plan.inputs.scenario import Problem, SloSpec, build_problem
+from prfaas_plan.inputs.scenario import Problem, SloSpec, build_problem, decode_point
 from prfaas_plan.solve.relaxation import (
     DEFAULT_BINS,
     RoutingOptimum,
@@ -282,10 +282,33 @@ def _with_bandwidth(problem: Problem, gbps: float) -> Problem:
     return dataclasses.replace(problem, system=system)
 
 
+def _shifted_workload(
+    problem: Problem, workload: TruncatedLogNormal, catalog: Catalog
+) -> Problem | None:
+    """The problem with the input lengths `workload`, its decode operating point re-read from
+    the decode table at the new mean decode context (longer prompts make decode steps slower);
+    None where that context lies outside the profiled ones or no batch meets the SLO there."""
+    s = problem.scenario
+    output = problem.output_lengths
+    if output is None:
+        return dataclasses.replace(problem, workload=workload)
+    table = catalog.decode_table(s.model, s.pd_cluster.gpu, s.pd_cluster.gpus_per_instance)
+    try:
+        point = decode_point(table, s.slo.decode_tokens_per_s, workload, output)
+    except (RangeError, InfeasibleError):
+        return None
+    system = dataclasses.replace(problem.system, decode=point)
+    return dataclasses.replace(problem, workload=workload, system=system)
+
+
 @model_numerics("sensitivity")
-def sensitivity_curves(problem: Problem, mode: Mode = Mode.PAPER) -> tuple[Curve, ...]:
+def sensitivity_curves(
+    problem: Problem, mode: Mode = Mode.PAPER, catalog: Catalog | None = None
+) -> tuple[Curve, ...]:
     """Λ_max and t* against link bandwidth (the bandwidth wall), PrfaaS cluster size and (for a
-    truncated log-normal workload, by shifting μ) the mean input length."""
+    truncated log-normal workload, by shifting μ) the mean input length, the decode point
+    re-read at each length's decode context (points where the table has none are left out).
+    `catalog` (default: the shipped data) holds the decode table."""
     gbps = sorted(
         {*map(float, BANDWIDTH_CURVE_GBPS),
          float(units.bytes_per_s_to_gbps(problem.system.link_bandwidth_bytes_per_s))}
@@ -301,11 +324,15 @@ def sensitivity_curves(problem: Problem, mode: Mode = Mode.PAPER) -> tuple[Curve
     )  # fmt: skip
     w = problem.workload
     if isinstance(w, TruncatedLogNormal):
+        catalog = catalog if catalog is not None else Catalog.open()
         shifted = [
-            dataclasses.replace(w, mu_log=w.mu_log + math.log(f)) for f in MEAN_LENGTH_FACTORS
-        ]
+            (x.mean_tokens, p)
+            for x in (dataclasses.replace(w, mu_log=w.mu_log + math.log(f))
+                      for f in MEAN_LENGTH_FACTORS)
+            if (p := _shifted_workload(problem, x, catalog)) is not None
+        ]  # fmt: skip
         curves.append(
-            Curve("mean_input_length", "mean_input_tokens", tuple(s.mean_tokens for s in shifted),
-                  tuple(_optimum(dataclasses.replace(problem, workload=s), mode) for s in shifted))
+            Curve("mean_input_length", "mean_input_tokens", tuple(x for x, _ in shifted),
+                  tuple(_optimum(p, mode) for _, p in shifted))
         )  # fmt: skip
     return tuple(curves)
