@@ -1,0 +1,1 @@
+"""Independent oracles the optimisers are tested against (test-only code)."""
