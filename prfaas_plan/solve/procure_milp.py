@@ -39,7 +39,7 @@ from prfaas_plan.solve.sizing_milp import Milp, solve_milp, solve_milp_exactly, 
 # deployment short of a target by 1e-7 pass for one reaching it; the exact threshold search of
 # solve/procure_exact.py steps rates by 1e-10)
 PROCURE_REL_GAP = 1e-11
-PROCURE_FEASIBILITY_TOL = 1e-12
+PROCURE_FEASIBILITY_TOL = 1e-10  # HiGHS refuses (and ignores) any tighter
 
 
 @dataclass(frozen=True)
@@ -525,21 +525,56 @@ def _solve_one(
     one = _at(space, k)
     goal = target_rps
     for _ in range(TOLERANCE_RETRIES):
-        x = solve_milp_exactly(build_procure_milp(one, goal, budget_usd_per_hour),
-                               PROCURE_REL_GAP, PROCURE_FEASIBILITY_TOL)  # fmt: skip
+        milp = build_procure_milp(one, goal, budget_usd_per_hour)
+        scale = _rate_scale(one, goal)
+        x = solve_milp_exactly(_scaled(milp, scale), PROCURE_REL_GAP, PROCURE_FEASIBILITY_TOL)
         if x is None:
             return None
+        x = x * scale
         point = point_from_solution(one, x)
-        if target_rps is None or point.served_rps >= target_rps * (1 - 1e-13):
-            # a target reached (its counts' capacity checked to 1e-13) is served exactly
-            served = point.served_rps if target_rps is None else target_rps
-            return dataclasses.replace(point, threshold_index=k, served_rps=served)
+        if target_rps is None:
+            return dataclasses.replace(point, threshold_index=k)
+        if point.served_rps >= target_rps * (1 - 1e-13):
+            # a target reached (its counts' capacity checked to 1e-13) is served exactly, its
+            # offloaded req/s split over the sites cheapest volume first (the solver's shares
+            # hold their sum only to its tolerance, and so would its volume bill)
+            n = point.site_instances
+            offloaded = float(one.offload_fraction[0]) * target_rps
+            volume, shares = _volume_split(one, 0, n, offloaded)
+            usd = _cost_terms(one, 0, n, point.pd_prefill_instances, point.pd_decode_instances)
+            return dataclasses.replace(
+                point, threshold_index=k, served_rps=target_rps,
+                site_rps=tuple(float(v) for v in shares), usd_per_hour=float(usd + volume),
+            )  # fmt: skip
         assert goal is not None
         goal = goal + 2 * (goal - point.served_rps)
     return None
 
 
 TOLERANCE_RETRIES = 4
+
+
+def _rate_scale(space: ProcureSpace, target_rps: float | None) -> FloatArray:
+    """Per column, the unit the solver sees it in: with a target X at one threshold, Λ in units
+    of X and each site's share in units of p X (its fraction of the offloaded traffic), so the
+    solver's absolute row tolerance is a relative one on the target; counts and y unscaled."""
+    j_count, k = len(space.sites), space.thresholds_tokens.size
+    scale = np.ones(2 * j_count + 2 + 2 * k + j_count * k)
+    if target_rps is None or k != 1:
+        return scale
+    scale[2 * j_count + 2 + k] = target_rps
+    offloaded = float(space.offload_fraction[0]) * target_rps
+    if offloaded > 0:
+        scale[2 * j_count + 3 + k :] = offloaded
+    return scale
+
+
+def _scaled(m: Milp, scale: FloatArray) -> Milp:
+    """`m` in the columns x' = x / scale (its optimum, times scale, is m's)."""
+    return dataclasses.replace(
+        m, c=m.c * scale, a_values=m.a_values * scale[m.a_cols],
+        var_lower=m.var_lower / scale, var_upper=m.var_upper / scale,
+    )  # fmt: skip
 
 
 def solve_procure_monolithic(

@@ -210,26 +210,39 @@ def solve_milp_exactly(m: Milp, rel_gap: float, feasibility_tolerance: float) ->
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
     kinds = (highspy.HighsVarType.kContinuous, highspy.HighsVarType.kInteger)
     lp.integrality_ = [kinds[int(i)] for i in m.integrality]
-    with solver_output_silenced():  # the banner of the first instance goes to descriptor 1
-        h = highspy.Highs()  # type: ignore[no-untyped-call]
-        h.setOptionValue("output_flag", False)
-        for option, value in (
-            ("mip_rel_gap", rel_gap), ("mip_feasibility_tolerance", feasibility_tolerance),
-            ("primal_feasibility_tolerance", feasibility_tolerance),
-            ("time_limit", MILP_TIME_LIMIT_S),
-        ):  # fmt: skip
-            h.setOptionValue(option, value)
-        h.passModel(lp)
-        h.run()
-    status = h.getModelStatus()
-    if status == highspy.HighsModelStatus.kInfeasible:
-        return None
-    if status != highspy.HighsModelStatus.kOptimal:
-        raise SolverError(
-            f"HiGHS did not solve the procurement MILP: {h.modelStatusToString(status)}"
-        )
-    x: FloatArray = np.asarray(h.getSolution().col_value, dtype=np.float64)
-    return x
+    # HiGHS 1.16 has been seen to report an optimal, valid solution holding a NaN (a column its
+    # presolve removed), and to end in "Solve error" at a tight tolerance on a model it solves
+    # at a looser one: each is tried again without presolve, then at looser tolerances (the
+    # callers check what comes back against the exact model)
+    attempts = [(tol, presolve) for tol in (feasibility_tolerance, 1e-9, 1e-7)
+                if tol >= feasibility_tolerance for presolve in ("choose", "off")]  # fmt: skip
+    last = "no attempt"
+    for tolerance, presolve in attempts:
+        with solver_output_silenced():  # the banner of the first instance goes to descriptor 1
+            h = highspy.Highs()  # type: ignore[no-untyped-call]
+            h.setOptionValue("output_flag", False)
+            for option, value in (
+                ("mip_rel_gap", rel_gap), ("mip_feasibility_tolerance", tolerance),
+                ("primal_feasibility_tolerance", tolerance),
+                ("time_limit", MILP_TIME_LIMIT_S), ("presolve", presolve),
+            ):  # fmt: skip
+                if h.setOptionValue(option, value) != highspy.HighsStatus.kOk:
+                    # HiGHS keeps its default for a value out of its range, silently
+                    raise SolverError(f"HiGHS refused its option {option} = {value!r}")
+            h.passModel(lp)
+            h.run()
+        status = h.getModelStatus()
+        if status == highspy.HighsModelStatus.kInfeasible:
+            return None
+        last = h.modelStatusToString(status)
+        if status == highspy.HighsModelStatus.kTimeLimit:
+            break  # a harder model, not a numerical accident: no second minute
+        if status == highspy.HighsModelStatus.kOptimal:
+            x: FloatArray = np.asarray(h.getSolution().col_value, dtype=np.float64)
+            if np.isfinite(x).all():
+                return x
+            last = "a solution that is not a number"
+    raise SolverError(f"HiGHS did not solve the procurement MILP: {last}")
 
 
 def to_pulp(
