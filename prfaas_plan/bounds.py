@@ -142,9 +142,11 @@ MAX_BENCHMARK_BYTES = 256 * 2**20
 # the lists of scalars, decoded at C speed (~0.35 us each here) and kept as 8-byte floats plus a
 # copy while the table is made; and members and elements walked one at a time (1-3 us each, an
 # object's keys held while it is walked): three per request (itls, errors, generated_texts),
-# so 1.6·10^6 requests. Measured (/usr/bin/time, this machine, CPU time): a 255 MB vLLM result
-# of 1.2·10^7 ITLs 6.3 s and 548 MB, 2.8·10^7 short ITLs (222 MB) 9.2 s and 573 MB; at the
-# walked bound, 5·10^6 keys of one object 13.7 s and 771 MB, 5·10^6 empty lists 9.8 s
+# so 1.6·10^6 requests. Measured by benchmarks/bench_import.py (2026-12-04, this 2-core VM,
+# peak RSS): 1.2·10^7 ITLs as vLLM writes them (258 MB) 5.7 s and 553 MB (json.loads: 13 s and
+# 984 MB), 2.8·10^7 ITLs of 4 decimals (222 MB) 8.2 s and 573 MB (json.loads: 21 s, 1.86 GB);
+# at the walked bound, 5·10^6 keys of one object 12.5 s (771 MB with 256 MiB of text), 5·10^6
+# empty lists 9.8 s
 MAX_BENCHMARK_NUMBERS = 30_000_000
 MAX_BENCHMARK_WALKED_VALUES = 5_000_000
 # a Dynamo raw_data.npz is a few kB (an uncompressed zip of 3 or 5 arrays of at most a few
