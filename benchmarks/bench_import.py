@@ -13,6 +13,7 @@ Prints one line per file: exit code, elapsed s, CPU s (user + system), peak RSS 
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,6 +101,8 @@ def main() -> None:
         print(measure(fmt, path, folder / "data", *extra), flush=True)
         if args.keep is None:
             path.unlink()
+    if args.keep is None:
+        shutil.rmtree(folder)
 
 
 if __name__ == "__main__":
