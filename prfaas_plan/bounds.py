@@ -134,9 +134,28 @@ MAX_BURST_CV = 100.0
 MAX_SIMULATION_BYTES = units.gib_to_bytes(1)
 MAX_SIMULATION_S = 3600.0
 # --- benchmark result files (import-profile, inputs/benchmarks.py) ---
-# a detailed vLLM or SGLang result of 10^5 requests (per-request ITL lists) is ~100 MB; a
-# Dynamo raw_data.npz is a few kB
+# a detailed vLLM or SGLang result: the tools write 17-digit floats (~20 bytes an ITL), so 256
+# MiB holds ~1.3·10^7 ITLs, e.g. 13,000 requests of 1,000 output tokens. It is read as text and
+# its per-request lists decoded list by list into float64 arrays (inputs/bounded_json.py)
 MAX_BENCHMARK_BYTES = 256 * 2**20
+# the files of one import, charged before they are decoded (inputs/bounded_json.py): numbers of
+# the lists of scalars, decoded at C speed (~0.35 us each here) and kept as 8-byte floats plus a
+# copy while the table is made; and members and elements walked one at a time (1-3 us each, an
+# object's keys held while it is walked): three per request (itls, errors, generated_texts),
+# so 1.6·10^6 requests. Measured by benchmarks/bench_import.py (2026-12-04, this 2-core VM,
+# peak RSS): 1.2·10^7 ITLs as vLLM writes them (258 MB) 5.7 s and 553 MB (json.loads: 13 s and
+# 984 MB), 2.8·10^7 ITLs of 4 decimals (222 MB) 8.2 s and 573 MB (json.loads: 21 s, 1.86 GB);
+# at the walked bound, 5·10^6 keys of one object 12.5 s (771 MB with 256 MiB of text), 5·10^6
+# empty lists 9.8 s
+MAX_BENCHMARK_NUMBERS = 30_000_000
+MAX_BENCHMARK_WALKED_VALUES = 5_000_000
+# a Dynamo raw_data.npz is a few kB (an uncompressed zip of 3 or 5 arrays of at most a few
+# thousand points: DECODE_MAX_CONCURRENCY is 2000); its zip directory is read whole, ~400 bytes
+# an entry, so the file size bounds that too
+MAX_DYNAMO_BYTES = 8 * 2**20
+# rows of an imported table (points of one Dynamo array): the catalog reads a profile table back
+# within MAX_SCENARIO_BYTES (4 MiB, ~30 bytes a row: ~1.4·10^5 rows)
+MAX_PROFILE_POINTS = 100_000
 # --- sweeps (study/) ---
 # scenarios one sweep file may generate: 10^7 rows of ~60 columns is a few GB of Parquet, and
 # the generated points (a dict each) must fit in memory before the study starts

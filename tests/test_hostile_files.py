@@ -370,6 +370,19 @@ def scale_latency(factor: float):
     return make
 
 
+H20_DECODE = "profiles/internal-1t-hybrid/decode/h20-x8/decode_step.csv"
+
+
+def scale_decode(factor: float):
+    def make(data: Path) -> None:
+        path = data / H20_DECODE
+        header, *rows = path.read_text().split()
+        scaled = [f"{r.rsplit(',', 1)[0]},{float(r.rsplit(',', 1)[1]) * factor:g}" for r in rows]
+        path.write_text("\n".join([header, *scaled]) + "\n")
+
+    return make
+
+
 def to_device(relative: str):
     def make(data: Path) -> None:
         path = data / relative
@@ -389,6 +402,12 @@ CATALOGS = [
      [H200_PREFILL, "1e-300 s at 1000 tokens (1 row(s) in all) beats the speed of light"]),
     ("latency 1e300 s", scale_latency(1e300), 4,
      [H200_PREFILL, "column prefill_latency_s: must be <= 3.2e+07"]),
+    ("decode step in ms under _s", scale_decode(1000), 4,
+     [H20_DECODE, "data row 5: 4.859 s at batch 12", "slower than any decode step",
+      "the column looks like milliseconds, expected seconds"]),
+    ("decode step 1000x too fast", scale_decode(1e-3), 4,
+     [H20_DECODE, "data row 1: 6.914e-07 s at batch 1", "faster than reading the active weights",
+      "is the column in seconds"]),
     ("GPU TFLOP/s as a string", edit("gpus/h200.yaml", "dense_bf16_tflops: 989",
                                      'dense_bf16_tflops: "989"'), 3,
      ["h200.yaml: dense_bf16_tflops: input should be a valid number, got '989'"]),

@@ -215,10 +215,13 @@ def test_existing_profile_needs_force_and_a_physics_failure_leaves_the_data_as_i
     before = {p: p.read_bytes() for p in data.rglob("*") if p.is_file()}
     result = _import("vllm", [SAMPLES / "vllm_h200_prefill.json"], data, *H200)
     assert_clean_error(result, 3, "already exists")
-    # TTFTs in ms under a seconds field: the MFU floor refuses it, nothing changes
-    slow = _vllm_sample(ttfts=[t * 1000 for t in _vllm_sample()["ttfts"]])
+    # the times in ms under seconds fields: the MFU floor refuses it, nothing changes
+    times = {
+        k: [t * 1000 for t in _vllm_sample()[k]] for k in ("ttfts", "latencies", "start_times")
+    }
+    slow = _vllm_sample(**times)
     slow["errors"] = ["", *slow["errors"][1:]]
-    slow["ttfts"][0] = slow["ttfts"][1]
+    slow["ttfts"][0], slow["latencies"][0] = slow["ttfts"][1], slow["latencies"][1]
     result = _import("vllm", [_write(tmp_path, "ms.json", slow)], data, *H200, "--force")
     assert result.returncode == 4 and "is the column in ms" in result.stderr, result.stderr
     assert {p: p.read_bytes() for p in data.rglob("*") if p.is_file()} == before
@@ -242,7 +245,8 @@ def test_more_bad_input_classes(tmp_path):
     falling["ttfts"] = [
         7.0 if n == 1000 else t
         for n, t in zip(falling["input_lens"], falling["ttfts"], strict=True)
-    ]  # the shortest prompts slowest: a queued or mislabelled run
+    ]  # the shortest prompts slowest: a queued or mislabelled run (one at a time, no timings)
+    del falling["latencies"], falling["start_times"]
     concurrent = {**_sglang_sample(), "max_concurrency": None}  # SGLang saves no start_times
     cases = [
         ("vllm", _write(tmp_path, "falling.json", falling), H200, ("median TTFT falls", "7 s at 1000")),
@@ -267,7 +271,7 @@ def test_more_bad_input_classes(tmp_path):
     result = run(
         "import-profile", "dynamo", tmp_path / "raw_data.npz", *H200, "--data-dir", tmp_path / "d"
     )
-    assert_clean_error(result, 3, "prefill_ttft[1] must be > 0 s, found 0")
+    assert_clean_error(result, 3, "prefill_ttft[1] must be in (0, 3.2e+10] ms, found 0")
     assert not (tmp_path / "d").exists()
 
 

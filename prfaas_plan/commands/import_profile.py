@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from prfaas_plan.analytic.decode_physics import DecodeInstance, implausible_step
 from prfaas_plan.analytic.profiles import PREFILL_LATENCY_DEGREE, fit_curve
 from prfaas_plan.choices import ProfileFormat, ProfileKind
-from prfaas_plan.errors import ConfigError
+from prfaas_plan.errors import ConfigError, ProfileError
 from prfaas_plan.inputs import benchmarks as bench
 from prfaas_plan.inputs import profile_import as imp
 from prfaas_plan.inputs.catalog import Catalog
@@ -79,7 +80,8 @@ def _tables(
         tables += [imp.decode_from_dynamo(wanted[1])] if wanted[1] else []
         return tables, _ENGINES[fmt], None
     reader = bench.read_vllm if fmt is ProfileFormat.VLLM else bench.read_sglang
-    runs = [run for f in files for run in reader(f)]
+    budget = bench.import_budget()  # shared by the files (bounds.py)
+    runs = [run for f in files for run in reader(f, budget)]
     model_id, backend = _same(runs, "model_id"), _same(runs, "backend")
     if kind is ProfileKind.AUTO:
         concurrencies = {run.max_concurrency for run in runs}
@@ -90,6 +92,39 @@ def _tables(
     engine = _ENGINES[fmt] + (f", backend {backend}" if backend else "")
     engine += f", model_id {model_id}" if model_id else ""
     return [table], engine, _same(runs, "date")
+
+
+_UNIT_NAMES = {1.0: "seconds", 1e-3: "milliseconds"}
+_UNIT_SYMBOLS = {1.0: "s", 1e-3: "ms"}
+
+
+def _sources(table: imp.ImportedTable) -> str:
+    return ", ".join(dict.fromkeys(table.row_sources))
+
+
+def _check_decode_physics(table: imp.ImportedTable, instance: DecodeInstance) -> None:
+    """ProfileError naming the run and field of the first decode step outside the physical
+    bounds (analytic/decode_physics.py), and the unit it looks like it was given in."""
+    batch, step_s = table.values[0], table.values[-1]
+    step = implausible_step(instance, batch, step_s, table.seconds_per_unit)
+    if step is None:
+        return
+    expected = _UNIT_NAMES[table.seconds_per_unit]
+    if step.likely_unit:
+        hint = f"the values look like {step.likely_unit}, expected {expected}"
+    elif step.too_fast:
+        hint = (
+            "were the runs made with speculative decoding, or are --model (its active_params "
+            "in models.yaml) and --gpus-per-instance right?"
+        )
+    else:
+        hint = f"are the values in {expected}, and --model and --gpus-per-instance right?"
+    given = step.step_s / table.seconds_per_unit
+    raise ProfileError(
+        f"{table.row_sources[step.row]}: {table.value_name} {given:.4g} "
+        f"{_UNIT_SYMBOLS[table.seconds_per_unit]} at batch {step.batch_size:g} "
+        f"({step.rows} row(s) in all) is {step.reason(instance)}; {hint}"
+    )
 
 
 def import_profile(
@@ -111,6 +146,9 @@ def import_profile(
     target = Catalog.open(data_dir if not imp.needs_initialising(data_dir) else None)
     target.model(model, where="--model: ")
     target.gpu(gpu, where="--gpu: ", parameter="gpu")
+    for t in tables:
+        if t.kind == "decode":
+            _check_decode_physics(t, target.decode_instance(model, gpu, gpus_per_instance))
     sources = tuple(imp.source_file(f) for f in files)
     texts = {
         t.kind: (
@@ -129,10 +167,17 @@ def import_profile(
     def validate(staged: Path) -> None:  # the checks `check` runs on these tables
         catalog = Catalog(staged, models_file)
         for t in tables:
-            if t.kind == "prefill":
-                catalog.prefill_latency(model, gpu, gpus_per_instance)
-            else:
-                catalog.decode_table(model, gpu, gpus_per_instance)
+            try:
+                if t.kind == "prefill":
+                    catalog.prefill_latency(model, gpu, gpus_per_instance)
+                else:
+                    catalog.decode_table(model, gpu, gpus_per_instance)
+            except ProfileError as exc:  # named by its sources and where it would have gone
+                table = str(exc).replace(str(staged), str(data_dir))
+                unit = _UNIT_SYMBOLS[t.seconds_per_unit]
+                raise ProfileError(
+                    f"{_sources(t)}: {t.value_name} ({unit}), imported as {table}"
+                ) from None
 
     initialised = imp.write_profiles(
         data_dir, model, gpu, gpus_per_instance, texts, force=force, validate=validate

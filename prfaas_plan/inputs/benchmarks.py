@@ -29,20 +29,29 @@ settings and none of its own is refused.
   max_kv_tokens and y_context_length = isl + osl/2, so a point's batch is
   num_request = x_kv_usage · max_kv_tokens / y_context_length.
 
-Every message names the file (and line), the field and what was found.
+Reading is bounded before memory is spent (inputs/bounded_json.py: the per-request lists become
+float64 arrays, a key given twice in one object is refused, every number is charged to a budget
+shared by the files of one import (bounds.py); a Dynamo archive's members are
+checked by their zip entry and `.npy` header before their data is read, and read with a cap).
+Every value has its plausible range (bounds.py), checked on the successful requests; the
+medians of `ttfts` and `itls` must agree with the file's own `median_ttft_ms` and
+`median_itl_ms` where it has them (a list written in ms under a seconds name is 1000x off).
+Every message names the file (and line), the field (and request) and what was found.
 """
 
-import json
 import math
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
 from prfaas_plan import bounds, units
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.reading import bounded_lines, open_bounded, read_text
+from prfaas_plan.inputs.bounded_json import Budget, NumberLists, Shape, read_object, skip_whitespace
+from prfaas_plan.inputs.reading import bounded_lines, open_bounded, open_bounded_binary, read_text
 
 
 @dataclass(frozen=True)
@@ -82,28 +91,101 @@ class DynamoDecode:
     max_kv_tokens: float
 
 
-def _number(value: object, where: str, field: str, *, allow_inf: bool = False) -> float:
-    if allow_inf and value == "inf":
+def import_budget() -> Budget:
+    """The values the files of one import may hold, shared by them (bounds.py:
+    MAX_BENCHMARK_NUMBERS, MAX_BENCHMARK_WALKED_VALUES)."""
+    return Budget(
+        bounds.MAX_BENCHMARK_NUMBERS, bounds.MAX_BENCHMARK_WALKED_VALUES, "the files of one import"
+    )
+
+
+# the per-request lists of a vLLM or SGLang result, read into arrays (inputs/bounded_json.py);
+# `generated_texts` and anything else is walked and dropped
+_RESULT_SHAPES = {
+    "input_lens": Shape.NUMBERS,
+    "output_lens": Shape.NUMBERS,
+    "ttfts": Shape.NUMBERS,
+    "start_times": Shape.NUMBERS,
+    "latencies": Shape.NUMBERS,
+    "queue_times": Shape.NUMBERS,
+    "itls": Shape.NUMBER_LISTS,
+    "errors": Shape.TEXTS,
+}
+
+
+def _setting(
+    record: dict[str, object],
+    field: str,
+    where: str,
+    low: float,
+    high: float,
+    unit: str = "",
+    *,
+    allow_inf: bool = False,
+    whole: bool = False,
+    low_open: bool = False,
+) -> float | None:
+    """The run setting `field` (None when absent or null): a number in [low, high] ((low,
+    high] with `low_open`), whole with `whole`; with `allow_inf`, also inf or the string "inf"
+    (vLLM's request_rate)."""
+    value = record.get(field)
+    if value is None:
+        return None
+    if allow_inf and value in ("inf", math.inf):
         return math.inf
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{where}: {field} must be a number, found {bounds.quoted(value)}")
-    if not math.isfinite(value) and not (allow_inf and value == math.inf):
-        raise ConfigError(f"{where}: {field} must be finite, found {bounds.quoted(value)}")
+    inside = (low < value if low_open else low <= value) and value <= high
+    if not (math.isfinite(value) and inside) or (whole and value != round(value)):
+        kind = "a whole number" if whole else "a number"
+        raise ConfigError(
+            f"{where}: {field} must be {kind} in {'(' if low_open else '['}{low:g}, {high:g}]{unit}"
+            f"{' or inf' if allow_inf else ''}, found {bounds.quoted(value)}"
+        )
     return float(value)
 
 
-def _numbers(record: dict[str, object], field: str, where: str, count: int | None) -> np.ndarray:
-    values = record.get(field)
-    if not isinstance(values, list):
+def _check_each(
+    values: np.ndarray,
+    field: str,
+    where: str,
+    interval: tuple[float, float],
+    unit: str,
+    *,
+    label: "np.ndarray | _RaggedLabels | None" = None,
+    low_open: bool = False,
+    whole: bool = False,
+    hint: str = "",
+) -> None:
+    """Refuse the first value outside [low, high] ((low, high] with `low_open`), or not a whole
+    number with `whole`, naming it by its index in the file (`label[k]`: the request, or
+    `i][j` for a list of lists)."""
+    low, high = interval
+    bad = (values <= low if low_open else values < low) | (values > high)
+    if whole:
+        bad |= values != np.round(values)
+    if not bad.any():
+        return
+    where_bad = np.flatnonzero(bad)
+    k = int(where_bad[0])
+    index = label[k] if label is not None else k
+    kind = "a whole number in " if whole else "in "
+    bracket = "(" if low_open else "["
+    raise ConfigError(
+        f"{where}: {field}[{index}] must be {kind}{bracket}{low:g}, {high:g}]{unit}, found "
+        f"{values[k]:g} ({where_bad.size} value(s) in all){hint}"
+    )
+
+
+def _list_field(fields: dict[str, object], field: str, where: str, count: int | None) -> np.ndarray:
+    values = fields[field]
+    if not isinstance(values, np.ndarray):  # the reader makes every one an array
+        raise ConfigError(f"{where}: {field} must be a list of numbers (one per request)")
+    if count is not None and values.size != count:
         raise ConfigError(
-            f"{where}: {field} must be a list of numbers (one per request), found "
-            f"{bounds.quoted(values)}"
+            f"{where}: {field} has {values.size} entries, expected {count} (one per request)"
         )
-    if count is not None and len(values) != count:
-        raise ConfigError(
-            f"{where}: {field} has {len(values)} entries, expected {count} (one per request)"
-        )
-    return np.array([_number(v, where, f"{field}[{i}]") for i, v in enumerate(values)])
+    return values
 
 
 def _text(record: dict[str, object], field: str, where: str) -> str | None:
@@ -115,80 +197,93 @@ def _text(record: dict[str, object], field: str, where: str) -> str | None:
     return value
 
 
-def _positive(values: np.ndarray, field: str, where: str) -> None:
-    bad = np.flatnonzero(~(values > 0))
-    if bad.size:
+def _fields(record: dict[str, object], where: str) -> dict[str, object]:
+    """The run's fields, the per-request details nested under `details` (some SGLang forks)
+    taken as top-level ones; a field in both is refused (which would count?)."""
+    details = record.get("details")
+    if not isinstance(details, dict):
+        return record
+    both = sorted(set(record) & set(details) - {"details"})
+    if both:
         raise ConfigError(
-            f"{where}: {field}[{bad[0]}] must be > 0 s, found {values[bad[0]]:g} "
-            f"({bad.size} value(s) in all): a clock or unit problem"
+            f"{where}: {', '.join(both[:4])} given both at the top level and under details; "
+            "keep one"
         )
+    return {**record, **details}
+
+
+_TIME_HINT = ": a clock or unit problem"
 
 
 def _run(record: dict[str, object], where: str, engine: str) -> BenchmarkRun:
-    """A run from one vLLM or SGLang result object (details possibly nested in `details`)."""
-    details = record.get("details")
-    fields = {**record, **details} if isinstance(details, dict) else record
+    """A run from one vLLM or SGLang result object, its values checked on the successful
+    requests (each named by its index in the file)."""
+    fields = _fields(record, where)
     missing = [f for f in ("input_lens", "ttfts") if f not in fields]
     if missing:
         raise ConfigError(
             f"{where}: no per-request {', '.join(missing)}: not a detailed {engine} result "
             f"(run it with {'--save-result --save-detailed' if 'vLLM' in engine else '--output-details'})"
         )
-    inputs = _numbers(fields, "input_lens", where, None)
+    inputs = _list_field(fields, "input_lens", where, None)
     n = inputs.size
-    ttft = _numbers(fields, "ttfts", where, n)
-    outputs = _numbers(fields, "output_lens", where, n) if "output_lens" in fields else np.zeros(n)
-    errors = fields.get("errors", [""] * n)
-    if not isinstance(errors, list) or len(errors) != n:
+    ttft = _list_field(fields, "ttfts", where, n)
+    outputs = _list_field(fields, "output_lens", where, n) if "output_lens" in fields else None
+    errors = fields.get("errors")
+    if errors is None:
+        ok = np.ones(n, dtype=bool)
+    elif not isinstance(errors, list) or len(errors) != n:
         raise ConfigError(f"{where}: errors must be a list with one entry per request")
-    ok = np.array([not e for e in errors], dtype=bool)
-    itls_raw = fields.get("itls", [[] for _ in range(n)])
-    if not isinstance(itls_raw, list) or len(itls_raw) != n:
+    else:
+        ok = np.array([not e for e in errors], dtype=bool)
+    itls = fields.get("itls")
+    if itls is None:
+        itls = NumberLists(np.empty(0), np.zeros(n, dtype=np.int64))
+    if not isinstance(itls, NumberLists) or itls.counts.size != n:
         raise ConfigError(f"{where}: itls must be a list with one list per request")
-    pooled: list[float] = []
-    for i, per_request in enumerate(itls_raw):
-        if not ok[i]:
-            continue
-        if not isinstance(per_request, list):
+    timing = {
+        f: _list_field(fields, f, where, n)[ok] for f in ("start_times", "latencies") if f in fields
+    }
+    label = np.flatnonzero(ok)  # a kept request's index in the file
+    inputs, ttft = inputs[ok], ttft[ok]
+    outputs = outputs[ok] if outputs is not None else np.zeros(inputs.size)
+    tokens = (bounds.MIN_TOKENS, bounds.MAX_TOKENS)
+    _check_each(inputs, "input_lens", where, tokens, " tokens", label=label, whole=True)
+    _check_each(outputs, "output_lens", where, (0, bounds.MAX_TOKENS), " tokens", label=label,
+                whole=True)  # fmt: skip
+    seconds = (0.0, bounds.MAX_SECONDS)
+    _check_each(ttft, "ttfts", where, seconds, " s", label=label, low_open=True, hint=_TIME_HINT)
+    kept_itls = np.repeat(ok, itls.counts)
+    itl = itls.values if ok.all() else itls.values[kept_itls]  # a copy only if some failed
+    _check_each(itl, "itls", where, seconds, " s", label=_ragged_labels(itls.counts, kept_itls),
+                low_open=True, hint=_TIME_HINT)  # fmt: skip
+    if "latencies" in timing:
+        latency = timing["latencies"]
+        _check_each(latency, "latencies", where, seconds, " s", label=label, low_open=True,
+                    hint=_TIME_HINT)  # fmt: skip
+        short = np.flatnonzero(latency < ttft * (1 - 1e-6))  # rounding of either aside
+        if short.size:
+            i, k = int(label[short[0]]), int(short[0])
             raise ConfigError(
-                f"{where}: itls[{i}] must be a list of seconds, found {bounds.quoted(per_request)}"
+                f"{where}: latencies[{i}] is {latency[k]:g} s, shorter than ttfts[{i}] "
+                f"{ttft[k]:g} s: a request's latency includes its time to first token"
             )
-        pooled += [_number(v, where, f"itls[{i}]") for v in per_request]
-    itl = np.array(pooled)
-    timing = {}
-    for field in ("start_times", "latencies"):
-        if field in fields:
-            timing[field] = _numbers(fields, field, where, n)[ok]
-    ttft, inputs, outputs = ttft[ok], inputs[ok], outputs[ok]
-    _positive(ttft, "ttfts", where)
-    _positive(itl, "itls", where)
-    if inputs.size and not np.all((inputs >= bounds.MIN_TOKENS) & (inputs <= bounds.MAX_TOKENS)):
-        bad = inputs[(inputs < bounds.MIN_TOKENS) | (inputs > bounds.MAX_TOKENS)][0]
-        raise ConfigError(
-            f"{where}: input_lens must be in [{bounds.MIN_TOKENS:g}, {bounds.MAX_TOKENS:g}] "
-            f"tokens, found {bad:g}"
-        )
-    concurrency = record.get("max_concurrency")
-    if concurrency is not None and (
-        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
-    ):
-        raise ConfigError(
-            f"{where}: max_concurrency must be a whole number >= 1 or null, found "
-            f"{bounds.quoted(concurrency)}"
-        )
-    rate = _number(record.get("request_rate", math.inf), where, "request_rate", allow_inf=True)
-    mean_concurrency = record.get("concurrency")  # SGLang measures it
-    if "latencies" in timing and "duration" in record:
-        duration = _number(record["duration"], where, "duration")
-        mean_concurrency = float(np.sum(timing["latencies"])) / duration if duration > 0 else None
+    _check_statistics(record, where, ttft, itl)
+    concurrency = _setting(record, "max_concurrency", where, 1, bounds.MAX_BATCH_SIZE, whole=True)
+    rate = _setting(record, "request_rate", where, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS,
+                    " req/s", allow_inf=True)  # fmt: skip
+    mean_concurrency = _setting(record, "concurrency", where, 0, bounds.MAX_BATCH_SIZE)  # SGLang
+    duration = _setting(record, "duration", where, 0, bounds.MAX_SECONDS, " s", low_open=True)
+    if "latencies" in timing and duration is not None:
+        mean_concurrency = float(np.sum(timing["latencies"])) / duration
     return BenchmarkRun(
         source=where,
         engine=engine,
         backend=_text(record, "backend", where),
         model_id=_text(record, "model_id", where),
         date=_text(record, "date", where),
-        max_concurrency=concurrency,
-        request_rate_rps=rate,
+        max_concurrency=int(concurrency) if concurrency is not None else None,
+        request_rate_rps=math.inf if rate is None else rate,
         input_tokens=inputs,
         output_tokens=outputs,
         ttft_s=ttft,
@@ -196,10 +291,64 @@ def _run(record: dict[str, object], where: str, engine: str) -> BenchmarkRun:
         start_s=timing.get("start_times"),
         latency_s=timing.get("latencies"),
         failed=int(np.count_nonzero(~ok)),
-        mean_concurrency=(
-            float(mean_concurrency) if isinstance(mean_concurrency, int | float) else None
-        ),
+        mean_concurrency=mean_concurrency,
     )
+
+
+def _ragged_labels(counts: np.ndarray, kept: np.ndarray) -> "_RaggedLabels":
+    return _RaggedLabels(counts, np.flatnonzero(kept))
+
+
+@dataclass(frozen=True)
+class _RaggedLabels:
+    """`i][j` of the k-th kept value of a list of lists, computed only when a message needs it."""
+
+    counts: np.ndarray
+    kept: np.ndarray  # flat index of each kept value
+
+    def __getitem__(self, k: int) -> str:
+        flat = int(self.kept[k])
+        ends = np.cumsum(self.counts)
+        i = int(np.searchsorted(ends, flat, side="right"))
+        return f"{i}][{flat - int(ends[i] - self.counts[i])}"
+
+
+# a median that disagrees with the file's own by this factor is a unit slip, not a difference of
+# versions (a list in ms under a seconds name is 1000x off)
+STATISTIC_TOLERANCE = 30.0
+_STATISTICS = (("ttfts", "median_ttft_ms"), ("itls", "median_itl_ms"))
+_SLIPS = {1: "milliseconds", 2: "microseconds", 3: "nanoseconds"}
+
+
+def _check_statistics(
+    record: dict[str, object], where: str, ttft_s: np.ndarray, itl_s: np.ndarray
+) -> None:
+    """The medians of the kept ttfts and itls against the file's median_ttft_ms and
+    median_itl_ms (computed by the tool from the same successful requests), where it has them."""
+    for field, values in zip(("ttfts", "itls"), (ttft_s, itl_s), strict=True):
+        key = dict(_STATISTICS)[field]
+        stated = record.get(key)
+        if (
+            not values.size
+            or isinstance(stated, bool)
+            or not isinstance(stated, int | float)
+            or not (math.isfinite(stated) and stated > 0)
+        ):
+            continue
+        median_s = float(np.median(values))
+        ratio = units.s_to_ms(median_s) / stated
+        if 1 / STATISTIC_TOLERANCE <= ratio <= STATISTIC_TOLERANCE:
+            continue
+        slip = _SLIPS.get(round(math.log10(ratio) / 3))
+        likely = (
+            f"{field} look like {slip}, expected seconds"
+            if slip
+            else f"{field} or {key} is in the wrong unit"
+        )
+        raise ConfigError(
+            f"{where}: the median of {field} is {median_s:.4g} s but the file's own {key} is "
+            f"{stated:.4g} ms ({ratio:.3g}x): {likely}"
+        )
 
 
 # run settings and statistics only one tool writes: vLLM names the model and its run
@@ -241,37 +390,45 @@ def check_shape(record: dict[str, object], where: str, fmt: str) -> None:
         )
 
 
-def _json_object(text: str, where: str, what: str) -> dict[str, object]:
-    try:
-        record = json.loads(text)
-    except (ValueError, RecursionError):
-        raise ConfigError(f"{where}: not JSON; is this a {what}?") from None
-    if not isinstance(record, dict):
-        raise ConfigError(f"{where}: expected a JSON object, found {type(record).__name__}")
-    return record
-
-
-def read_vllm(path: Path) -> list[BenchmarkRun]:
-    """The run in a `vllm bench serve --save-result --save-detailed` JSON file."""
-    text = read_text(path, "vLLM result", limit_bytes=bounds.MAX_BENCHMARK_BYTES)
-    if text.lstrip().startswith("{") and "\n{" in text.strip():
-        raise ConfigError(f"{path}: several JSON objects: a JSONL file (sglang format?)")
-    record = _json_object(text, str(path), "vLLM result JSON")
+def read_vllm(path: Path, budget: Budget | None = None) -> list[BenchmarkRun]:
+    """The run in a `vllm bench serve --save-result --save-detailed` JSON file; its values
+    are charged to `budget` (one import's, else a fresh one)."""
+    record = _vllm_record(path, budget or import_budget())
     check_shape(record, str(path), "vllm")
     return [_run(record, str(path), "vLLM bench serve")]
 
 
-def read_sglang(path: Path) -> list[BenchmarkRun]:
+def _vllm_record(path: Path, budget: Budget) -> dict[str, object]:
+    """The result object (its text is dropped on return, before the run's arrays are made)."""
+    text = read_text(path, "vLLM result", limit_bytes=bounds.MAX_BENCHMARK_BYTES)
+    record, end = read_object(text, str(path), "a vLLM result JSON", _RESULT_SHAPES, budget,
+                              nested=("details",))  # fmt: skip
+    after = skip_whitespace(text, end)
+    if after < len(text):
+        if text.startswith("{", after):
+            raise ConfigError(f"{path}: several JSON objects: a JSONL file (sglang format?)")
+        line = text.count("\n", 0, after) + 1
+        raise ConfigError(f"{path}: not JSON (text after the object, line {line})")
+    return record
+
+
+def read_sglang(path: Path, budget: Budget | None = None) -> list[BenchmarkRun]:
     """The runs in an SGLang `bench_serving --output-file --output-details` JSONL file, one
-    per non-blank line."""
+    per non-blank line (a line may be as long as the file may be); values charged to `budget`."""
+    budget = budget or import_budget()
     runs = []
     with open_bounded(path, "SGLang result", bounds.MAX_BENCHMARK_BYTES) as handle:
-        for number, line in enumerate(bounded_lines(handle, path, "SGLang result"), start=1):
-            if line.strip():
-                where = f"{path}:{number}"
-                record = _json_object(line, where, "SGLang bench_serving JSONL line")
-                check_shape(record, where, "sglang")
-                runs.append(_run(record, where, "SGLang bench_serving"))
+        lines = bounded_lines(handle, path, "SGLang result", limit_chars=bounds.MAX_BENCHMARK_BYTES)
+        for number, line in enumerate(lines, start=1):
+            if skip_whitespace(line, 0) == len(line):
+                continue
+            where = f"{path}:{number}"
+            record, end = read_object(line, where, "an SGLang bench_serving JSONL line",
+                                      _RESULT_SHAPES, budget, nested=("details",))  # fmt: skip
+            if skip_whitespace(line, end) < len(line):
+                raise ConfigError(f"{where}: text after the JSON object (one run per line)")
+            check_shape(record, where, "sglang")
+            runs.append(_run(record, where, "SGLang bench_serving"))
     if not runs:
         raise ConfigError(f"{path}: no runs found (an empty SGLang result file)")
     return runs
@@ -279,49 +436,158 @@ def read_sglang(path: Path) -> list[BenchmarkRun]:
 
 _PREFILL_KEYS = ("prefill_isl", "prefill_ttft")
 _DECODE_KEYS = ("x_kv_usage", "y_context_length", "z_itl", "max_kv_tokens")
+# numpy's own cap on a .npy header (numpy.lib.format, max_header_size)
+_MAX_NPY_HEADER_BYTES = 10_000
+_NPY_VERSIONS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
+_MAX_ITEM_BYTES = 8  # float64 and int64, the widest dtypes the profiler writes
 
 
 def read_dynamo(path: Path) -> DynamoPrefill | DynamoDecode:
-    """A Dynamo profiler `raw_data.npz`, prefill or decode by the arrays it holds (read
-    without pickles; ms converted to s)."""
-    open_bounded(
-        path, "Dynamo raw_data.npz", bounds.MAX_BENCHMARK_BYTES
-    ).close()  # regular, bounded
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = {k: np.asarray(archive[k]) for k in archive.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError):
-        raise ConfigError(
-            f"{path}: not a numpy .npz archive (the Dynamo profiler's raw_data.npz)"
-        ) from None
-    for name, array in arrays.items():
-        if array.dtype.kind not in "fiu" or not np.all(np.isfinite(array)):
-            raise ConfigError(f"{path}: {name} must hold finite numbers, found dtype {array.dtype}")
+    """A Dynamo profiler `raw_data.npz`, prefill or decode by the arrays it holds; only the
+    arrays used are read, each checked by its zip entry and `.npy` header before its data is
+    read (never a pickle); ms converted to s."""
     where = str(path)
-    if all(k in arrays for k in _PREFILL_KEYS):
-        isl, ttft_ms = (arrays[k].astype(float).ravel() for k in _PREFILL_KEYS)
-        if isl.size != ttft_ms.size:
-            raise ConfigError(f"{where}: prefill_isl and prefill_ttft differ in length")
-        _positive(ttft_ms, "prefill_ttft", where)
-        return DynamoPrefill(where, isl, units.ms_to_s(ttft_ms))
-    if all(k in arrays for k in _DECODE_KEYS):
-        usage, context, itl_ms = (arrays[k].astype(float).ravel() for k in _DECODE_KEYS[:3])
-        if not usage.size == context.size == itl_ms.size:
-            raise ConfigError(f"{where}: x_kv_usage, y_context_length and z_itl differ in length")
-        max_kv = arrays["max_kv_tokens"].astype(float).ravel()
-        if max_kv.size != 1 or not max_kv[0] > 0:
-            raise ConfigError(f"{where}: max_kv_tokens must be one number > 0, found {max_kv}")
-        _positive(itl_ms, "z_itl", where)
-        _positive(context, "y_context_length", where)
-        batch = usage * max_kv[0] / context
-        if np.any(np.abs(batch - np.round(batch)) > 0.05) or np.any(np.round(batch) < 1):
-            i = int(np.argmax(np.abs(batch - np.round(batch))))
+    with open_bounded_binary(path, "Dynamo raw_data.npz", bounds.MAX_DYNAMO_BYTES) as handle:
+        try:
+            archive = zipfile.ZipFile(handle)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError):
             raise ConfigError(
-                f"{where}: x_kv_usage[{i}] x max_kv_tokens / y_context_length must be a whole "
-                f"number of requests, found {batch[i]:.3g}"
-            )
-        return DynamoDecode(where, np.round(batch), context, units.ms_to_s(itl_ms), max_kv[0])
+                f"{where}: not a numpy .npz archive (the Dynamo profiler's raw_data.npz)"
+            ) from None
+        with archive:
+            members: dict[str, zipfile.ZipInfo] = {}
+            for info in archive.infolist():
+                name = info.filename.removesuffix(".npy")
+                if name in members:
+                    raise ConfigError(
+                        f"{where}: the archive holds {bounds.quoted(name)} twice (a duplicate "
+                        "key: which one would count?)"
+                    )
+                members[name] = info
+            if all(k in members for k in _PREFILL_KEYS):
+                isl, ttft_ms = (_npy(archive, members[k], where, k) for k in _PREFILL_KEYS)
+                return _dynamo_prefill(where, isl, ttft_ms)
+            if all(k in members for k in _DECODE_KEYS):
+                usage, context, itl_ms, max_kv = (
+                    _npy(archive, members[k], where, k) for k in _DECODE_KEYS
+                )
+                return _dynamo_decode(where, usage, context, itl_ms, max_kv)
+    names = sorted(members)
+    shown = ", ".join(bounds.quoted(n)[1:-1] for n in names[:8])
+    more = f" and {len(names) - 8:,} more" if len(names) > 8 else ""
     raise ConfigError(
         f"{where}: a Dynamo raw_data.npz holds {', '.join(_PREFILL_KEYS)} (prefill) or "
-        f"{', '.join(_DECODE_KEYS)} (decode); found {', '.join(sorted(arrays)) or 'no arrays'}"
+        f"{', '.join(_DECODE_KEYS)} (decode); found {shown + more or 'no arrays'}"
     )
+
+
+def _npy(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, name: str) -> np.ndarray:
+    """The `.npy` member `info` as float64 values, refused before its data is read unless its
+    zip entry (stored or deflated, declared size) and header (a numeric dtype, at most
+    bounds.MAX_PROFILE_POINTS values, matching the declared size) say it is a profiler array;
+    read with a cap, so a member that inflates past its declared size is refused (zip CRC)."""
+    if info.flag_bits & 0x1:
+        raise ConfigError(f"{where}: {name} is encrypted; the profiler writes plain arrays")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise ConfigError(
+            f"{where}: {name} uses zip compression method {info.compress_type}; numpy writes "
+            "stored or deflated members"
+        )
+    limit = _MAX_NPY_HEADER_BYTES + bounds.MAX_PROFILE_POINTS * _MAX_ITEM_BYTES
+    if info.file_size > limit:
+        raise ConfigError(
+            f"{where}: {name} declares {info.file_size:,} bytes uncompressed, over the "
+            f"{limit:,} of {bounds.MAX_PROFILE_POINTS:,} numbers (a profile table's rows); "
+            "not a profiler sweep"
+        )
+    # deflate adds at most ~0.03% and a few bytes to what it cannot compress; a member holding
+    # more compressed bytes than that is one whose data goes on past its declared size
+    if info.compress_size > info.file_size + info.file_size // 1000 + 64:
+        raise ConfigError(
+            f"{where}: {name}'s zip entry holds {info.compress_size:,} compressed bytes for "
+            f"{info.file_size:,} bytes of data: a damaged or forged archive"
+        )
+    try:
+        with archive.open(info) as member:
+            data, dtype, shape, fortran = _npy_data(member, info.file_size, where, name)
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, zlib.error) as exc:
+        raise ConfigError(f"{where}: {name} is not a readable .npy array ({exc})") from None
+    array = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+    values = array.astype(np.float64).ravel()
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise ConfigError(f"{where}: {name}[{bad[0]}] must be finite, found {values[bad[0]]:g}")
+    return values
+
+
+def _npy_data(
+    member: IO[bytes], declared_bytes: int, where: str, name: str
+) -> tuple[bytes, np.dtype, tuple[int, ...], bool]:
+    version = np.lib.format.read_magic(member)
+    read_header = _NPY_VERSIONS.get(version)
+    if read_header is None:
+        raise ConfigError(f"{where}: {name} is a .npy of version {version}; expected 1.0 or 2.0")
+    shape, fortran, dtype = read_header(member, max_header_size=_MAX_NPY_HEADER_BYTES)
+    if dtype.kind not in "fiu" or dtype.itemsize > _MAX_ITEM_BYTES:
+        raise ConfigError(
+            f"{where}: {name} must hold numbers (int or float), found dtype {bounds.quoted(str(dtype))}"
+        )
+    count = math.prod(shape)
+    if count > bounds.MAX_PROFILE_POINTS:
+        raise ConfigError(
+            f"{where}: {name} declares {count:,} values (shape {bounds.quoted(shape)}), over "
+            f"the {bounds.MAX_PROFILE_POINTS:,} rows a profile table may have; not a profiler sweep"
+        )
+    data_bytes = count * dtype.itemsize
+    header_bytes = member.tell()
+    if header_bytes + data_bytes != declared_bytes:
+        raise ConfigError(
+            f"{where}: {name}'s header says {data_bytes:,} bytes of data but its zip entry "
+            f"{declared_bytes - header_bytes:,}: a damaged or forged archive"
+        )
+    data = member.read(data_bytes)
+    if len(data) != data_bytes or member.read(1):
+        raise ConfigError(f"{where}: {name} holds {len(data):,} bytes, expected {data_bytes:,}")
+    return data, dtype, shape, fortran
+
+
+def _dynamo_prefill(where: str, isl: np.ndarray, ttft_ms: np.ndarray) -> DynamoPrefill:
+    if isl.size != ttft_ms.size:
+        raise ConfigError(f"{where}: prefill_isl and prefill_ttft differ in length")
+    tokens = (bounds.MIN_TOKENS, bounds.MAX_TOKENS)
+    _check_each(isl, "prefill_isl", where, tokens, " tokens", whole=True)
+    _check_each(ttft_ms, "prefill_ttft", where, (0.0, units.s_to_ms(bounds.MAX_SECONDS)), " ms",
+                low_open=True, hint=_TIME_HINT)  # fmt: skip
+    return DynamoPrefill(where, isl, units.ms_to_s(ttft_ms))
+
+
+def _dynamo_decode(
+    where: str, usage: np.ndarray, context: np.ndarray, itl_ms: np.ndarray, max_kv: np.ndarray
+) -> DynamoDecode:
+    if not usage.size == context.size == itl_ms.size:
+        raise ConfigError(f"{where}: x_kv_usage, y_context_length and z_itl differ in length")
+    if max_kv.size != 1:
+        raise ConfigError(f"{where}: max_kv_tokens must be one number, found {max_kv.size}")
+    _check_each(max_kv, "max_kv_tokens", where, (1.0, bounds.MAX_TOKENS), " tokens", whole=True)
+    _check_each(itl_ms, "z_itl", where, (0.0, units.s_to_ms(bounds.MAX_SECONDS)), " ms",
+                low_open=True, hint=_TIME_HINT)  # fmt: skip
+    tokens = (bounds.MIN_TOKENS, bounds.MAX_TOKENS)
+    _check_each(context, "y_context_length", where, tokens, " tokens")
+    _check_each(usage, "x_kv_usage", where, (0.0, math.inf), "", low_open=True)
+    batch = usage * max_kv[0] / context
+    if np.any(np.abs(batch - np.round(batch)) > 0.05) or np.any(np.round(batch) < 1):
+        i = int(np.argmax(np.abs(batch - np.round(batch)) + (np.round(batch) < 1)))
+        raise ConfigError(
+            f"{where}: x_kv_usage[{i}] x max_kv_tokens / y_context_length must be a whole "
+            f"number of requests >= 1, found {batch[i]:.3g}"
+        )
+    big = np.flatnonzero(np.round(batch) > bounds.MAX_BATCH_SIZE)
+    if big.size:
+        raise ConfigError(
+            f"{where}: x_kv_usage[{big[0]}] x max_kv_tokens / y_context_length is a batch of "
+            f"{batch[big[0]]:.3g} requests, over {bounds.MAX_BATCH_SIZE:g}"
+        )
+    return DynamoDecode(where, np.round(batch), context, units.ms_to_s(itl_ms), float(max_kv[0]))

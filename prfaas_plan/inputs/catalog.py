@@ -13,7 +13,8 @@ CSV headers carry units; the KV table is in MiB (the paper's unit) and converted
 Files are read through inputs/reading.py (bounded, strict YAML and schemas); every column and
 field has a plausibility bound (bounds.py), and a prefill table must lie between the speed of
 light and the MFU floor of analytic/prefill_physics.py (a latency column in ms under a `_s`
-header is too slow, one 1000x too fast beats the speed of light).
+header is too slow, one 1000x too fast beats the speed of light); a decode table between
+reading the active weights once and the ceiling of analytic/decode_physics.py.
 """
 
 import re
@@ -27,6 +28,7 @@ from pydantic import Field, model_validator
 
 from prfaas_plan import bounds, units
 from prfaas_plan.analytic.architecture import LayerGroup
+from prfaas_plan.analytic.decode_physics import DecodeInstance, implausible_step
 from prfaas_plan.analytic.prefill_physics import (
     MFU_FLOOR,
     active_params_lower_bound,
@@ -558,7 +560,34 @@ class Catalog:
             contexts = validate_context_table(context, batch, step_s, source=str(path))
         if np.any(batch != np.round(batch)):
             raise ProfileError(f"{path}: batch_size must be whole numbers, found {batch.tolist()}")
+        instance = self.decode_instance(model, gpu, gpus_per_instance)
+        step = implausible_step(instance, batch, step_s)
+        if step is not None:
+            hint = (
+                f"the column looks like {step.likely_unit}, expected seconds"
+                if step.likely_unit
+                else "is the column in seconds, and are active_params in models.yaml and the "
+                "GPUs per instance right?"
+            )
+            raise ProfileError(
+                f"{self.shown(path)}: data row {step.row + 1}: {step.step_s:.4g} s at batch "
+                f"{step.batch_size:g} ({step.rows} row(s) in all) is {step.reason(instance)}; "
+                f"{hint}"
+            )
         return DecodeTable(batch, step_s, meta, self.shown(path), context, contexts)
+
+    def decode_instance(self, model: str, gpu: str, gpus_per_instance: int) -> DecodeInstance:
+        """What bounds a decode step of `model` on `gpus_per_instance` x `gpu`
+        (analytic/decode_physics.py)."""
+        spec, facts = self.model(model), self.gpu(gpu)
+        return DecodeInstance(
+            active_params=active_params_lower_bound(spec.total_params, spec.active_params),
+            total_params=spec.total_params,
+            hbm_bytes=units.gb_to_bytes(facts.hbm_capacity_gb) * gpus_per_instance,
+            hbm_bytes_per_s=units.tbytes_per_s_to_bytes_per_s(facts.hbm_bandwidth_tbytes_per_s)
+            * gpus_per_instance,
+            peak_flops_per_s=units.tflops_to_flops(facts.dense_bf16_tflops) * gpus_per_instance,
+        )
 
 
 _DECODE_COLUMNS = ("batch_size", "decode_step_latency_s")

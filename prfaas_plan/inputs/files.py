@@ -8,6 +8,7 @@ naming the path."""
 
 import contextlib
 import errno
+import functools
 import os
 import stat
 import tempfile
@@ -133,3 +134,40 @@ def write_atomically(path: Path, write: Callable[[Path], None], parameter: str) 
     finally:
         with contextlib.suppress(OSError):  # the directory turned unwritable: nothing to do
             tmp.unlink(missing_ok=True)
+
+
+def rename_no_replace(source: Path, target: Path) -> None:
+    """Rename `source` to `target` unless `target` exists (FileExistsError): never over an
+    existing file or directory, an empty directory included, which rename(2) would replace.
+    Atomic where the system has renameat2's RENAME_NOREPLACE (Linux); elsewhere a check, then
+    the rename."""
+    renameat2 = _renameat2()
+    if renameat2 is not None:
+        if (
+            renameat2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), _NOREPLACE)
+            == 0
+        ):
+            return
+        import ctypes
+
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # else: unsupported here
+            raise OSError(code, os.strerror(code), str(target))
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
+    os.rename(source, target)
+
+
+_AT_FDCWD, _NOREPLACE = -100, 1  # <fcntl.h>, <linux/fs.h>
+
+
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    """libc's renameat2, if this system has one (loaded on first use: ctypes costs start-up)."""
+    import ctypes
+
+    try:
+        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    return function

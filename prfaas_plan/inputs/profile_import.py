@@ -24,8 +24,9 @@ import datetime
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.benchmarks import BenchmarkRun, DynamoDecode, DynamoPrefill
+from prfaas_plan.inputs.files import rename_no_replace, write_error
 from prfaas_plan.inputs.resources import default_data_dir, is_installed_copy
 
 MAX_EXACT_BINS = 64
@@ -52,6 +54,11 @@ class ImportedTable:
     requests: np.ndarray  # requests (prefill) or ITL samples (decode) behind each row
     method: str
     notes: tuple[str, ...] = field(default=())
+    # where the latencies came from, for messages: the field, the unit it was given in, and the
+    # run(s) behind each row
+    value_name: str = ""
+    seconds_per_unit: float = 1.0
+    row_sources: tuple[str, ...] = field(default=())
 
     def csv_text(self) -> str:
         lines = [",".join(self.columns)]
@@ -113,8 +120,13 @@ def prefill_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
         "TTFT of requests that ran alone on the server (max_concurrency 1, or no other request "
         "in flight per start_times/latencies), binned by input length (median length, median "
         "TTFT per bin); TTFT includes the engine's request overhead.",
-        tuple(notes),
+        tuple(notes), "ttfts", 1.0, (_joined(run.source for run in runs),) * tokens.size,
     )  # fmt: skip
+
+
+def _joined(sources: Iterable[str]) -> str:
+    """Distinct sources in first-seen order, for a message."""
+    return ", ".join(dict.fromkeys(sources))
 
 
 def prefill_from_dynamo(points: Sequence[DynamoPrefill]) -> ImportedTable:
@@ -128,6 +140,7 @@ def prefill_from_dynamo(points: Sequence[DynamoPrefill]) -> ImportedTable:
         "Dynamo profiler prefill sweep (prefill_isl, prefill_ttft in ms): one request at a time "
         "per input length; median TTFT per distinct length.",
         tuple(f"{p.source}: {p.input_tokens.size} points used" for p in points),
+        "prefill_ttft", 1e-3, (_joined(p.source for p in points),) * tokens.size,
     )  # fmt: skip
 
 
@@ -169,6 +182,7 @@ def _first_drop(values: np.ndarray) -> int | None:
 def decode_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
     """Decode step latency vs batch from closed-loop runs at several concurrencies."""
     by_batch: dict[int, list[np.ndarray]] = {}
+    sources: dict[int, list[str]] = {}
     notes = []
     for run in runs:
         if run.max_concurrency is None or run.request_rate_rps != np.inf:
@@ -186,21 +200,24 @@ def decode_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
                 f"{run.max_concurrency}: too few prompts to keep the batch full"
             )
         by_batch.setdefault(run.max_concurrency, []).append(run.itl_s)
+        sources.setdefault(run.max_concurrency, []).append(run.source)
         notes.append(
             f"{run.source}: batch {run.max_concurrency}, {run.itl_s.size} inter-token latencies"
             + (f", mean concurrency {mean:.3g}" if mean is not None else "")
             + f", {run.failed} failed requests dropped"
         )
     batches = sorted(by_batch)
-    itls = [np.concatenate(by_batch[b]) for b in batches]
-    step = np.array([float(np.median(x)) for x in itls])
+    step, samples = np.empty(len(batches)), np.empty(len(batches), dtype=np.int64)
+    for row, b in enumerate(batches):  # one batch's ITLs pooled at a time (a copy of them)
+        pooled = np.concatenate(by_batch[b])
+        step[row], samples[row] = float(np.median(pooled, overwrite_input=True)), pooled.size
     _check_rising(np.array(batches, float), step, runs[0].source)
     return ImportedTable(
         "decode", ("batch_size", "decode_step_latency_s"), (np.array(batches, float), step),
-        np.array([x.size for x in itls]),
+        samples,
         "Closed-loop runs (request_rate inf) at each max_concurrency: batch = max_concurrency, "
         "step latency = median inter-token latency of the run.",
-        tuple(notes),
+        tuple(notes), "the median of itls", 1.0, tuple(_joined(sources[b]) for b in batches),
     )  # fmt: skip
 
 
@@ -217,8 +234,9 @@ def decode_from_dynamo(points: Sequence[DynamoDecode]) -> ImportedTable:
     batch = np.concatenate([p.batch_size for p in points])
     context = np.concatenate([p.context_tokens for p in points])
     itl = np.concatenate([p.itl_s for p in points])
+    point = np.repeat(np.arange(len(points)), [p.batch_size.size for p in points])
     order = np.lexsort((batch, context))
-    batch, context, itl = batch[order], context[order], itl[order]
+    batch, context, itl, point = batch[order], context[order], itl[order], point[order]
     keys = np.stack([context, batch], axis=1)
     if np.unique(keys, axis=0).shape[0] != keys.shape[0]:
         raise ConfigError(f"{points[0].source}: two decode points share a batch and context length")
@@ -232,6 +250,7 @@ def decode_from_dynamo(points: Sequence[DynamoDecode]) -> ImportedTable:
         "max_kv_tokens): batch = x_kv_usage * max_kv_tokens / y_context_length, context = "
         "y_context_length (isl + osl/2), step = z_itl (mean ITL of the point).",
         tuple(f"{p.source}: {p.batch_size.size} points used" for p in points),
+        "z_itl", 1e-3, tuple(points[int(i)].source for i in point),
     )  # fmt: skip
 
 
@@ -299,7 +318,18 @@ def _initialise(target: Path) -> None:
     shipped = default_data_dir()
     for part in ("gpus", "profiles", "golden"):
         if (shipped / part).is_dir():
-            shutil.copytree(shipped / part, target / part)
+            _copy_tree(shipped / part, target / part)
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    """Copy a folder of data files with this user's default modes, not the source's (the
+    installed data may be read-only; the copy is the user's to change)."""
+    target.mkdir()
+    for entry in sorted(source.iterdir()):
+        if entry.is_dir():
+            _copy_tree(entry, target / entry.name)
+        else:
+            shutil.copyfile(entry, target / entry.name)
 
 
 def needs_initialising(data_dir: Path) -> bool:
@@ -307,22 +337,67 @@ def needs_initialising(data_dir: Path) -> bool:
 
 
 def check_data_dir(data_dir: Path) -> None:
-    """A ConfigError unless `data_dir` is new, empty, or a data directory (has gpus/) that is
-    not the installed package's own."""
+    """A ConfigError unless `data_dir` is a data directory (has gpus/) or an empty directory,
+    that this user may read and write, and not the installed package's own; or a new path
+    whose nearest existing parent this user may write into."""
     if is_installed_copy(data_dir):
         raise ConfigError(
             f"--data-dir: {data_dir} is the installed package's data; give a directory of your own "
             "(a new one is initialised from it)",
             parameter="data_dir",
         )
-    if data_dir.exists() and not data_dir.is_dir():
+    try:
+        _check_data_dir(data_dir)
+    except OSError as exc:  # a name too long, a loop of links, ...
+        raise write_error(data_dir, exc, "data_dir") from None
+
+
+def _check_data_dir(data_dir: Path) -> None:
+    if not data_dir.exists():
+        if data_dir.is_symlink():
+            raise ConfigError(
+                f"--data-dir: {data_dir} is a symbolic link to nothing", parameter="data_dir"
+            )
+        parent = _nearest_existing(data_dir)
+        if not parent.is_dir():
+            raise ConfigError(f"--data-dir: {parent} is not a directory", parameter="data_dir")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ConfigError(
+                f"--data-dir: cannot create {data_dir}: {parent} is {_not_writable(parent)}; "
+                "give a directory you can write to",
+                parameter="data_dir",
+            )
+        return
+    if not data_dir.is_dir():
         raise ConfigError(f"--data-dir: {data_dir} is not a directory", parameter="data_dir")
+    if not os.access(data_dir, os.R_OK | os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"--data-dir: cannot write into {data_dir}: it is {_not_writable(data_dir)}; give "
+            "a directory you can write to",
+            parameter="data_dir",
+        )
     if not needs_initialising(data_dir) and not (data_dir / "gpus").is_dir():
         raise ConfigError(
             f"--data-dir: {data_dir} is not empty and has no gpus/ folder: not a prfaas-plan data "
             "directory (give a new or empty directory to start one from the shipped data)",
             parameter="data_dir",
         )
+
+
+def _not_writable(folder: Path) -> str:
+    info = folder.stat()
+    return (
+        f"not writable by this user (mode {stat.S_IMODE(info.st_mode):04o}, owner uid "
+        f"{info.st_uid})"
+    )
+
+
+def _nearest_existing(path: Path) -> Path:
+    """`path`'s nearest ancestor that exists (the root at worst)."""
+    for ancestor in path.absolute().parents:
+        if ancestor.exists():
+            return ancestor
+    return Path(path.absolute().anchor)
 
 
 def write_profiles(
@@ -337,7 +412,13 @@ def write_profiles(
 ) -> bool:
     """Write each kind's table and meta.yaml into `data_dir`, all or nothing; a new or empty
     `data_dir` is first initialised from the shipped data. `validate(staged_data_dir)` loads the
-    staged tables (raising on a broken one) before anything lands. True if initialised."""
+    staged tables (raising on a broken one) before anything lands. True if initialised.
+
+    The tree is staged beside its destination and moved in by renames, never over anything:
+    a new `data_dir` is built in its nearest existing parent and renamed into place; an empty
+    one (kept, with its owner and mode) is filled from a hidden `.import-*` folder inside it,
+    gpus/ last; in a data directory each table folder is swapped in, all or none. On any
+    failure what was moved is moved back, and an OSError is one line naming `data_dir`."""
     check_data_dir(data_dir)
     initialise = needs_initialising(data_dir)
     base = default_data_dir() if initialise else data_dir
@@ -354,49 +435,125 @@ def write_profiles(
                 "pass --force to replace it",
                 parameter="force",
             )
-    parent = data_dir.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{data_dir.name}.import-"))
-    try:
-        if initialise:
-            _initialise(staging)
-        else:
-            shutil.copytree(data_dir / "gpus", staging / "gpus")
+
+    def build(root: Path, copy: Callable[[Path], None]) -> None:
+        copy(root)
         for kind, (csv, meta) in files.items():
-            folder = profile_folder(staging, model, kind, gpu, gpus)
+            folder = profile_folder(root, model, kind, gpu, gpus)
             if folder.exists():
-                shutil.rmtree(folder)
+                shutil.rmtree(folder)  # a shipped table copied into the staging tree
             folder.mkdir(parents=True)
             (folder / CSV_NAMES[kind]).write_text(csv)
             (folder / "meta.yaml").write_text(meta)
-        validate(staging)
-        if initialise:
-            if data_dir.exists():
-                data_dir.rmdir()  # empty, checked above
-            os.replace(staging, data_dir)
-            return True
-        for kind in files:
-            _swap_in(profile_folder(staging, model, kind, gpu, gpus),
-                     profile_folder(data_dir, model, kind, gpu, gpus))  # fmt: skip
-        return False
-    finally:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(staging)
+        validate(root)
 
-
-def _swap_in(new: Path, target: Path) -> None:
-    """Move the folder `new` to `target`, replacing an existing one (kept until the move is done)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    old = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.replaced")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(target, old)
     try:
-        os.replace(new, target)
-    except OSError:
-        if old is not None:
-            os.replace(old, target)
+        if not data_dir.exists():
+            _create(data_dir, lambda root: build(root, _initialise))
+        elif initialise:
+            _fill(data_dir, lambda root: build(root, _initialise))
+        else:
+            staging = Path(tempfile.mkdtemp(dir=data_dir, prefix=".import-"))
+            try:
+                build(staging, lambda root: _copy_tree(data_dir / "gpus", root / "gpus"))
+                _swap_in(
+                    [(profile_folder(staging, model, kind, gpu, gpus),
+                      profile_folder(data_dir, model, kind, gpu, gpus)) for kind in files]
+                )  # fmt: skip
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    except OSError as exc:  # named by the folder it failed on, unless that is a staging one
+        failed = exc.filename if exc.filename and ".import-" not in str(exc.filename) else None
+        raise write_error(failed or data_dir, exc, "data_dir") from None
+    return initialise
+
+
+def _default_mode(mode: int) -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return mode & ~umask
+
+
+def _make_parents(path: Path, created: list[Path]) -> None:
+    """Create `path`'s missing parents, outermost first, each added to `created` once made."""
+    for folder in reversed([p for p in path.absolute().parents if not p.exists()]):
+        folder.mkdir()
+        created.append(folder)
+
+
+def _remove_created(created: list[Path]) -> None:
+    for folder in reversed(created):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _create(data_dir: Path, build: Callable[[Path], None]) -> None:
+    """A new `data_dir`: built in a hidden folder of its nearest existing parent, which is
+    renamed into place (never over a directory that appeared meanwhile), so it appears whole
+    or not at all; its missing parents are created, and removed again on failure."""
+    parent = _nearest_existing(data_dir)
+    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{data_dir.name}.import-"))
+    created: list[Path] = []
+    try:
+        build(staging)
+        staging.chmod(_default_mode(0o777))  # mkdtemp's 0700 would become data_dir's mode
+        _make_parents(data_dir, created)
+        rename_no_replace(staging, data_dir)
+    except BaseException:
+        _remove_created(created)
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone once renamed
+
+
+def _fill(data_dir: Path, build: Callable[[Path], None]) -> None:
+    """The empty, existing `data_dir` filled in place (its owner and mode kept): built in a
+    hidden folder inside it, whose parts are then moved up, gpus/ last (a directory with gpus/
+    is a data directory); on a failure the parts moved are moved back."""
+    staging = Path(tempfile.mkdtemp(dir=data_dir, prefix=".import-"))
+    moved: list[str] = []
+    try:
+        build(staging)
+        for name in sorted((p.name for p in staging.iterdir()), key=lambda n: n == "gpus"):
+            rename_no_replace(staging / name, data_dir / name)
+            moved.append(name)
+    except BaseException:
+        for name in reversed(moved):
+            with contextlib.suppress(OSError):
+                os.rename(data_dir / name, staging / name)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap_in(pairs: Sequence[tuple[Path, Path]]) -> None:
+    """Move each staged folder onto its target, an existing target set aside until every move
+    is done; all or none: on a failure the folders moved in are removed and the set-aside ones
+    put back."""
+    done: list[tuple[Path, Path | None, bool]] = []  # target, its old folder, new one landed
+    created: list[Path] = []
+    try:
+        for new, target in pairs:
+            try:
+                _make_parents(target, created)
+                old = None
+                if target.exists():
+                    old = target.with_name(f".{target.name}.replaced-{os.getpid()}")
+                    rename_no_replace(target, old)
+                done.append((target, old, False))
+                rename_no_replace(new, target)
+                done[-1] = (target, old, True)
+            except OSError as exc:  # named by the folder it was to replace
+                raise OSError(exc.errno, exc.strerror, str(target)) from None
+    except BaseException:
+        for target, old, landed in reversed(done):
+            with contextlib.suppress(OSError):
+                if landed:
+                    shutil.rmtree(target)
+                if old is not None:
+                    os.rename(old, target)
+        _remove_created(created)
+        raise
+    for _, old, _ in done:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)

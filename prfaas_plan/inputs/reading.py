@@ -60,6 +60,18 @@ def open_bounded(
 ) -> IO[str]:
     """`path` opened as UTF-8 text (a leading BOM skipped) if it is a regular file of at most
     `limit_bytes`, else one line saying why not. The caller closes the handle."""
+    return open(_open_regular(path, what, limit_bytes, error), encoding="utf-8-sig")
+
+
+def open_bounded_binary(
+    path: Path, what: str, limit_bytes: int, error: type[PlanError] = ConfigError
+) -> IO[bytes]:
+    """`path` opened for reading bytes, on the terms of `open_bounded`."""
+    return open(_open_regular(path, what, limit_bytes, error), "rb")
+
+
+def _open_regular(path: Path, what: str, limit_bytes: int, error: type[PlanError]) -> int:
+    """A blocking descriptor of `path` if it is a regular file of at most `limit_bytes`."""
     try:  # non-blocking: opening a FIFO without a writer must not hang
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -80,7 +92,7 @@ def open_bounded(
         os.close(fd)
         raise error(f"{path}: {problem}")
     os.set_blocking(fd, True)
-    return open(fd, encoding="utf-8-sig")
+    return fd
 
 
 def read_text(
@@ -98,7 +110,8 @@ def read_text(
             raise error(f"{path}: {what} file is not UTF-8 text (byte {exc.start})") from None
         except OSError as exc:
             raise error(f"{path}: cannot read {what}: {exc.strerror}") from None
-    if len(text.encode("utf-8")) > limit_bytes:  # it grew while we read it
+    # it grew while we read it (ASCII text, the usual case, is as long in characters as in bytes)
+    if len(text) > limit_bytes or (not text.isascii() and len(text.encode("utf-8")) > limit_bytes):
         raise error(f"{path}: {what} file is over the limit of {limit_bytes:,} bytes")
     return text
 
@@ -244,14 +257,20 @@ def parse(schema: type[M], data: Any, where: str, error: type[PlanError] = Confi
 
 
 def bounded_lines(
-    handle: IO[str], path: Path, what: str, error: type[PlanError] = ConfigError
+    handle: IO[str],
+    path: Path,
+    what: str,
+    error: type[PlanError] = ConfigError,
+    limit_chars: int | None = None,
 ) -> Iterator[str]:
-    """The lines of `handle`, each at most bounds.MAX_LINE_CHARS characters (else `error`),
-    read one at a time so a file without newlines never sits in memory whole."""
+    """The lines of `handle`, each at most `limit_chars` (default bounds.MAX_LINE_CHARS)
+    characters (else `error`), read one at a time so a file without newlines never sits in
+    memory whole."""
+    limit_chars = bounds.MAX_LINE_CHARS if limit_chars is None else limit_chars
     number = 0
     while True:
         try:
-            line = handle.readline(bounds.MAX_LINE_CHARS + 1)
+            line = handle.readline(limit_chars + 1)
         except UnicodeDecodeError as exc:
             raise error(f"{path}: {what} file is not UTF-8 text (byte {exc.start})") from None
         except OSError as exc:
@@ -259,9 +278,9 @@ def bounded_lines(
         if not line:
             return
         number += 1
-        if len(line) > bounds.MAX_LINE_CHARS:
+        if len(line) > limit_chars:
             raise error(
-                f"{path}:{number}: line longer than {bounds.MAX_LINE_CHARS:,} characters; "
+                f"{path}:{number}: line longer than {limit_chars:,} characters; "
                 f"is this a {what} file?"
             )
         yield line
