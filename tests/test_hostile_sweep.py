@@ -384,6 +384,18 @@ def test_hostile_sweep_input_is_one_line_and_changes_nothing(
     assert not any(".tmp" in p or "/.chunk-" in p for p in after)  # no temporary file left
 
 
+def test_the_report_draws_and_groups_over_an_axis_of_strings(tmp_path):
+    """`mode` (paper, exact) as the figure's x axis and the group: labelled as text."""
+    results = finished_with(
+        tmp_path, edited("chunk_size: 4", "  mode: {values: [paper, exact]}\nchunk_size: 4")
+    )
+    result = run("sweep-report", results, "--group", "mode", "--plot", tmp_path / "f.png",
+                 "--x", "mode", "--y", "link.bandwidth_gbps")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "f.png").stat().st_size > 0
+    assert "best at mode = exact" in result.stdout and "axis.mode" not in result.stdout
+
+
 # --- the kernel refuses: a read-only parent, a read-only results directory ------------------
 
 ROOT_WRITES_ANYWHERE = os.geteuid() == 0

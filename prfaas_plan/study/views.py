@@ -70,7 +70,9 @@ def summary_view(s: "SweepSummary") -> View:
     for best in s.best:
         key = best.get(f"axis.{s.group_axis}")
         others = ", ".join(
-            f"{k.removeprefix('axis.')}={v:g}" if isinstance(v, int | float) else f"{k}={v}"
+            f"{k.removeprefix('axis.')}={v:g}"
+            if isinstance(v, int | float)
+            else f"{k.removeprefix('axis.')}={v}"
             for k, v in best.items()
             if k.startswith("axis.") and k != f"axis.{s.group_axis}"
         )
