@@ -466,7 +466,7 @@ def test_a_service_that_is_not_dask_is_one_line(tmp_path, monkeypatch):
         result = run("sweep", sweep_file(tmp_path), tmp_path / "r", "--dask-scheduler", address)
     finally:
         service.server.close()
-    assert_clean_error(result, 3, "--dask-scheduler:", address)
+    assert_clean_error(result, 3, f"--dask-scheduler: '{address}': did not answer as a Dask")
     assert not (tmp_path / "r").exists()
 
 

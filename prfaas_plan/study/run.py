@@ -674,18 +674,16 @@ def on_dask(sweep: Sweep, scheduler: str, data_dir: str | None) -> Iterator[Runn
     try:
         with _quiet_dask():
             client = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT_S)  # type: ignore[no-untyped-call]
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(
-            f"{where}: not a scheduler address: {str(exc)[:200]}", parameter="dask_scheduler"
-        ) from None
     except (OSError, TimeoutError) as exc:
         raise ConfigError(
             f"{where}: cannot reach the Dask scheduler: {str(exc)[:200]}",
             parameter="dask_scheduler",
         ) from None
-    except MemoryError:  # its first message announced a frame larger than memory
+    except (ValueError, TypeError, MemoryError) as exc:
+        # the address was checked: what fails now is the conversation (a service that is not
+        # Dask: its first bytes read as a frame of exabytes)
         raise ConfigError(
-            f"{where}: the service there answered, but not as a Dask scheduler",
+            f"{where}: did not answer as a Dask scheduler ({type(exc).__name__}: {str(exc)[:200]})",
             parameter="dask_scheduler",
         ) from None
     with client:
