@@ -157,14 +157,26 @@ MAX_DYNAMO_BYTES = 8 * 2**20
 # within MAX_SCENARIO_BYTES (4 MiB, ~30 bytes a row: ~1.4·10^5 rows)
 MAX_PROFILE_POINTS = 100_000
 # --- sweeps (study/) ---
-# scenarios one sweep file may generate: 10^7 rows of ~60 columns is a few GB of Parquet, and
-# the generated points (a dict each) must fit in memory before the study starts
+# scenarios one sweep file may generate: 10^7 rows of ~60 columns is a few GB of Parquet (the
+# points are generated a block at a time, so memory does not grow with it: study/sampling.py)
 MAX_SWEEP_SCENARIOS = 10_000_000
 # scenarios per task: below 1 nothing runs; above 10^5 a chunk's rows (and its lost work when a
 # study is killed) grow without making the per-task overhead any smaller
 MAX_SWEEP_CHUNK = 100_000
-# a filter expression: a line or two, never a program
+# a Latin hypercube's permutations are held whole (an int32 per sample and axis): 10^8 cells,
+# 400 MB, is 10^7 samples over 10 axes and keeps the largest study within ~1 GB
+MAX_LATIN_HYPERCUBE_CELLS = 100_000_000
+# a filter expression: a line or two, never a program; a string it builds (`"a" * n`) compares
+# with an axis value, a few words: 10^4 characters; an integer it computes stays within a
+# float's range (2^1024), so no product of large integers spends time or memory
 MAX_FILTER_CHARS = 500
+MAX_FILTER_STRING_CHARS = 10_000
+MAX_FILTER_INT_BITS = 1024
+# a results directory's _sweep.json: a few hundred bytes; more is not a manifest
+MAX_SWEEP_MANIFEST_BYTES = 2**20
+# sweep-report: the best plan per value of the group axis, and a figure's cells per axis; a
+# sampled axis has one value per scenario (10^7), which is a table or figure nobody reads
+MAX_REPORT_AXIS_VALUES = 1_000
 # ---- prices and link offerings (inputs/catalog.py, commands/cost.py): unit slips, not market
 # limits. A GPU-hour above $1,000 or a GPU above $10^6 is a cents/dollars or per-server slip; a
 # board power above 5 kW is a server, not a GPU; PUE lies in [1, 3] for any real data centre;

@@ -81,6 +81,13 @@ PARAMETER_FLAGS: dict[str, str] = {
     "comparison.load_fraction": "--load",
     "comparison.requests": "--requests",
     "sustainable": "--sustainable",
+    # sweep (study/run.py)
+    "dask_scheduler": "--dask-scheduler",
+    "workers": "--workers",
+    # sweep-report (study/report.py)
+    "group": "--group",
+    "x": "--x",
+    "y": "--y",
 }
 
 

@@ -4,6 +4,7 @@ dataset) and `prfaas-plan sweep-report` (its summary and a figure over two axes)
 import os
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated
 
@@ -55,7 +56,7 @@ def sweep_command(
     """Run a command (optimize, evaluate, simulate, sensitivity, procure) over every scenario of a sweep file and
     write one row per scenario, its inputs and every output, as a Parquet dataset."""
     from prfaas_plan.study.commands import parameter_names
-    from prfaas_plan.study.run import execute, prepare
+    from prfaas_plan.study.run import execute, in_process, on_dask, on_processes, prepare
     from prfaas_plan.study.spec import load_sweep
     from prfaas_plan.study.views import run_json, run_view
 
@@ -66,25 +67,32 @@ def sweep_command(
             "--workers and --dask-scheduler exclude each other (the cluster has its own)"
         )
     sweep = load_sweep(sweep_file, parameter_names)
-    plan = prepare(sweep, results, resume)
-    todo = sum(len(plan.chunks[i]) for i in plan.todo)
-    started = time.perf_counter()
-    with _progress(todo) as step:
-        execute(
-            sweep, plan, results, workers=workers or os.cpu_count() or 1, scheduler=dask_scheduler,
-            data_dir=str(data_dir) if data_dir else None, progress=step,
-        )  # fmt: skip
+    data = str(data_dir) if data_dir else None
+    local = workers or os.cpu_count() or 1
+    with ExitStack() as stack:
+        # the scheduler is reached before the results directory is touched
+        if dask_scheduler is not None:
+            runner = stack.enter_context(on_dask(sweep, dask_scheduler, data))
+        elif local == 1:
+            runner = in_process(sweep, data)
+        else:
+            runner = on_processes(sweep, local, data)
+        found = prepare(sweep, results, resume)
+        started = time.perf_counter()
+        with _progress(sweep.generated) as step:
+            summary = execute(sweep, found, runner, step)
     elapsed = time.perf_counter() - started
     emit(
-        run_view(sweep, plan, results, elapsed),
-        run_json(sweep, plan, results, elapsed),
+        run_view(sweep, summary, results, elapsed),
+        run_json(sweep, summary, results, elapsed),
         fmt,
         output,
     )
 
 
 def _progress(total: int):  # type: ignore[no-untyped-def]
-    """A rich progress bar on stderr (a terminal only): scenarios done, rate and ETA."""
+    """A rich progress bar on stderr (a terminal only): the sweep's points covered (those its
+    filters drop included, so the total is known before the study), scenarios/s and ETA."""
     from contextlib import contextmanager
 
     from rich.console import Console
@@ -109,10 +117,10 @@ def _progress(total: int):  # type: ignore[no-untyped-def]
             started = time.perf_counter()
             done = [0]
 
-            def step(n: int) -> None:
-                done[0] += n
+            def step(points: int, scenarios: int) -> None:
+                done[0] += scenarios
                 rate = done[0] / max(time.perf_counter() - started, 1e-9)
-                progress.update(task, advance=n, rate=f"{rate:,.0f} scenarios/s")
+                progress.update(task, advance=points, rate=f"{rate:,.0f} scenarios/s")
 
             yield step
 

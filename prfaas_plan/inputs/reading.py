@@ -19,7 +19,7 @@ import os
 import re
 import stat
 from array import array
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -229,7 +229,12 @@ def parse_yaml_text(text: str, where: str, error: type[PlanError] = ConfigError)
     """The YAML document in `text` (strict loader; `where` names it in messages, as a path
     does), or one line saying why not. For text that did not come from a file (an upload)."""
     path = where
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)  # the reader refuses a control character (NUL) here
+    except yaml.YAMLError as exc:
+        position = getattr(exc, "position", None)
+        at = f" at character {position:,}" if isinstance(position, int) else ""
+        raise error(f"{path}: malformed YAML: a control character{at} (not YAML text)") from None
     try:
         return loader.get_single_data()
     except _YamlRefusedError as exc:
@@ -286,6 +291,24 @@ def bounded_lines(
         yield line
 
 
+_HEADER_CELL = re.compile(r"[A-Za-z_][A-Za-z0-9_ ().%/-]*")
+
+
+def shown_header(path: Path | str, cells: Sequence[str]) -> str:
+    """The first line of `path` as a message may show it: quoted only when the file is a table
+    in the expected format, a `.csv` file whose first line is a CSV header (column names: a
+    letter or _, then letters, digits, spaces and _ ( ) . % / -); of any other file (a password
+    file, a README, a binary named by mistake) it says so without echoing the content."""
+    found = ",".join(cells)
+    if (
+        str(path).lower().endswith(".csv")
+        and cells
+        and all(_HEADER_CELL.fullmatch(cell) for cell in cells)
+    ):
+        return found if len(found) <= bounds.MAX_QUOTED_CHARS else bounds.quoted(found)
+    return "a first line that is not a header of column names (not quoted)"
+
+
 def read_csv_columns(
     path: Path,
     columns: tuple[str, ...],
@@ -311,10 +334,9 @@ def read_csv_columns(
         except csv.Error as exc:
             raise error(f"{path}: malformed CSV: {exc}") from None
         if header != columns:
-            found = ",".join(header)
             raise error(
                 f"{path}: header must be {','.join(columns)} (units in the column names), "
-                f"found {found if len(found) <= bounds.MAX_QUOTED_CHARS else bounds.quoted(found)}"
+                f"found {shown_header(path, header)}"
             )
         values = [array("d") for _ in columns]
         try:

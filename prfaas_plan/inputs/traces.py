@@ -36,7 +36,12 @@ import numpy as np
 from prfaas_plan import bounds, units
 from prfaas_plan.choices import TraceFormat
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.reading import bounded_lines, open_bounded, read_csv_columns
+from prfaas_plan.inputs.reading import (
+    bounded_lines,
+    open_bounded,
+    read_csv_columns,
+    shown_header,
+)
 from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace
 
 
@@ -89,6 +94,16 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return record
 
 
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool) or value is None:
+        return "literal"
+    return "number"
+
+
 def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> RequestTrace:
     """Parse Mooncake JSONL lines (blank lines skipped) into a `RequestTrace`.
 
@@ -110,9 +125,11 @@ def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> Request
                 f"{where}: duplicate key {bounds.quoted(exc.key)} in one object"
             ) from None
         except (ValueError, RecursionError):  # JSONDecodeError, an int over 4,300 digits
-            raise ConfigError(f"{where}: not a JSON object: {line[:60]!r}") from None
+            # the line is quoted once the file has shown itself a trace (a record read)
+            shown = f": {line[:60]!r}" if counts else " (not quoted: no record before it)"
+            raise ConfigError(f"{where}: not a JSON object{shown}") from None
         if not isinstance(record, dict):
-            raise ConfigError(f"{where}: expected a JSON object, found {line[:60]!r}")
+            raise ConfigError(f"{where}: expected a JSON object, found a JSON {_json_kind(record)}")
         inputs.append(
             _trace_number(
                 record, "input_length", where, minimum=bounds.MIN_TOKENS, maximum=bounds.MAX_TOKENS
@@ -189,7 +206,7 @@ def detect_format(path: Path, what: str, lengths: bool = False) -> TraceFormat |
     raise ConfigError(
         f"{path}: not a trace format this reads: expected a Mooncake JSONL line, an Azure header "
         f"{','.join(AZURE_COLUMNS)} or a BurstGPT header with {', '.join(BURSTGPT_COLUMNS)}; "
-        f"found {bounds.quoted(first.strip())}"
+        f"found {shown_header(path, header)}"
     )
 
 
@@ -219,7 +236,7 @@ def _csv_rows(
             if missing:
                 raise ConfigError(
                     f"{path}: a {name} CSV needs the columns {', '.join(required)}; missing "
-                    f"{', '.join(missing)} in header {bounds.quoted(','.join(header))}"
+                    f"{', '.join(missing)}, found {shown_header(path, header)}"
                 )
             for number, row in enumerate(reader, start=2):
                 if not row or not any(cell.strip() for cell in row):

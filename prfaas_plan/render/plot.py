@@ -184,6 +184,13 @@ def plot_sensitivity_curves(
         plt.close(fig)
 
 
+def _tick(value: Any) -> str:
+    """An axis value as a tick label: a number in %g, anything else (a mode) as text."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:g}"
+    return str(value)[:40]
+
+
 def plot_over_two_axes(
     x_values: list[Any],
     y_values: list[Any],
@@ -206,8 +213,8 @@ def plot_over_two_axes(
             ax.legend(fontsize="small")
         else:
             image = ax.imshow(values, origin="lower", aspect="auto", cmap="viridis")
-            ax.set_xticks(range(len(x_values)), [f"{v:g}" for v in x_values])
-            ax.set_yticks(range(len(y_values)), [f"{v:g}" for v in y_values])
+            ax.set_xticks(range(len(x_values)), [_tick(v) for v in x_values])
+            ax.set_yticks(range(len(y_values)), [_tick(v) for v in y_values])
             fig.colorbar(image, ax=ax, label=labels[2])
             if values.size <= 400:
                 for (i, j), v in np.ndenumerate(values):

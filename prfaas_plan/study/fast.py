@@ -8,6 +8,7 @@ input description, so a fast-path dataset has the plan/baseline columns only.
 """
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -116,29 +117,55 @@ def optimize_group(
     workload (see `group_key`), one list entry per scenario: planned BLOCK scenarios at a time."""
     out: Columns = {}
     for start in range(0, len(scenarios), BLOCK):
-        for name, values in _optimize_block(
-            problem, scenarios[start : start + BLOCK], parameters
-        ).items():
+        block = scenarios[start : start + BLOCK]
+        for name, values in optimize_block(problem, block[0], Batch.of(block), parameters).items():
             out.setdefault(name, []).extend(values)
     return out
 
 
-def _optimize_block(
-    problem: Problem, scenarios: list[Scenario], parameters: dict[str, Any]
+@dataclass
+class Batch:
+    """What the scenarios of a group differ in (BATCHED_FIELDS), one entry per scenario: all a
+    block needs besides the group's first scenario, so a pending block holds no Scenario."""
+
+    prfaas_instances: list[int] = field(default_factory=list)
+    pd_instances: list[int] = field(default_factory=list)
+    link_bandwidth_gbps: list[float] = field(default_factory=list)
+
+    def add(self, scenario: Scenario) -> None:
+        self.prfaas_instances.append(scenario.prfaas_cluster.instances)
+        self.pd_instances.append(scenario.pd_cluster.instances)
+        self.link_bandwidth_gbps.append(scenario.link.bandwidth_gbps)
+
+    def __len__(self) -> int:
+        return len(self.pd_instances)
+
+    @classmethod
+    def of(cls, scenarios: list[Scenario]) -> "Batch":
+        batch = cls()
+        for scenario in scenarios:
+            batch.add(scenario)
+        return batch
+
+
+def optimize_block(
+    problem: Problem, first: Scenario, batch: Batch, parameters: dict[str, Any]
 ) -> Columns:
+    """`optimize`'s columns for one block of a group: `first` is any of the group's scenarios
+    (they share everything outside BATCHED_FIELDS), `batch` what each scenario sets there."""
     mode = Mode(parameters.get("mode") or Mode.PAPER)
     threshold = parameters.get("threshold_tokens")
     check_threshold(threshold)
-    prfaas = np.array([s.prfaas_cluster.instances for s in scenarios])
-    pd = np.array([s.pd_cluster.instances for s in scenarios])
-    link = np.array([units.gbps_to_bytes_per_s(s.link.bandwidth_gbps) for s in scenarios])
+    prfaas = np.array(batch.prfaas_instances)
+    pd = np.array(batch.pd_instances)
+    link = np.array([units.gbps_to_bytes_per_s(g) for g in batch.link_bandwidth_gbps])
     system, workload = problem.system, problem.workload
     with np.errstate(over="raise", invalid="raise"):
         t, n_p, n_d = optimize_fixed_hardware_batch(
             system, workload, prfaas, pd, link, threshold, mode
         )
         plan, plan_rps = _evaluations("plan", problem, (prfaas, n_p, n_d, t), link, mode)
-        gpi = scenarios[0]
+        gpi = first
         total = (
             prfaas * gpi.prfaas_cluster.gpus_per_instance + pd * gpi.pd_cluster.gpus_per_instance
         )

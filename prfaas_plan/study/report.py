@@ -1,13 +1,18 @@
 """`sweep-report`: a results directory summarised (how many ran and failed, the best plans per
 group of an axis, where PrfaaS beats homogeneous PD and by how much) and one output over two
-axes as a grid for a heat map or line plot."""
+axes as a grid for a heat map or line plot. Read a chunk at a time, only the columns needed; a
+chunk that does not read is one line naming it; an axis to group or draw by may take at most
+bounds.MAX_REPORT_AXIS_VALUES values (a sampled axis has one per scenario)."""
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from prfaas_plan import bounds
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.study.run import read_results
+from prfaas_plan.study.run import chunk_files, read_chunk
 
 SPEEDUP = "speedup_vs_homogeneous"
 THROUGHPUT = "plan.throughput_rps.system"
@@ -27,67 +32,156 @@ class SweepSummary:
     speedup_max: float | None
 
 
-def _column(table: Any, name: str) -> list[Any]:
-    for candidate in (name, f"axis.{name}"):
-        if candidate in table.column_names:
-            return list(table.column(candidate).to_pylist())
-    raise ConfigError(
-        f"no column {name!r} in the results; axes: "
-        + ", ".join(c.removeprefix("axis.") for c in table.column_names if c.startswith("axis."))
-    )
+def _order(value: Any) -> tuple[int, Any]:
+    """A sort key over an axis's values, numbers before strings (a mixed axis sorts too)."""
+    return (0, value) if isinstance(value, int | float) else (1, str(value))
+
+
+def _name(name: str, columns: set[str]) -> str | None:
+    """The column `name` stands for: itself, or the axis `axis.<name>`."""
+    return next((c for c in (name, f"axis.{name}") if c in columns), None)
+
+
+def _schemas(files: list[Path]) -> tuple[list[str], set[str]]:
+    """The axes (in column order, over all chunks) and every column name."""
+    axes: dict[str, None] = {}
+    columns: set[str] = set()
+    for file in files:
+        names = read_chunk(file, []).column_names  # the schema alone
+        columns.update(names)
+        axes.update(dict.fromkeys(c.removeprefix("axis.") for c in names if c.startswith("axis.")))
+    return list(axes), columns
+
+
+def _missing(name: str, axes: list[str]) -> ConfigError:
+    return ConfigError(f"no column {name!r} in the results; axes: " + ", ".join(axes))
+
+
+def _values(table: Any, name: str | None) -> list[Any]:
+    if name is None or name not in table.column_names:
+        return [None] * table.num_rows
+    return list(table.column(name).to_pylist())
+
+
+def _floats(table: Any, name: str) -> np.ndarray:
+    """A numeric column as floats without its nulls (a column of nulls: empty)."""
+    import pyarrow as pa
+
+    if name not in table.column_names:
+        return np.empty(0)
+    column = table.column(name)
+    if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
+        return np.array([v for v in column.to_pylist() if isinstance(v, int | float)], float)
+    values = np.asarray(column.cast(pa.float64()).to_numpy(zero_copy_only=False), float)
+    kept: np.ndarray = values[~np.isnan(values)]
+    return kept
 
 
 def summarize(results: Path, group: str | None = None) -> SweepSummary:
-    table = read_results(results)
-    axes = [c.removeprefix("axis.") for c in table.column_names if c.startswith("axis.")]
-    errors_col = _column(table, "error_class")
+    """The summary of a results directory, read a chunk at a time and only the columns it
+    needs, so its memory is a chunk's and 8 bytes per speed-up, whatever the study's size."""
+    files = chunk_files(results)
+    axes, columns = _schemas(files)
+    if group is not None and _name(group, columns) is None:
+        raise _missing(group, axes)
+    # pass 1: counts, failures, speed-ups, and how many values each axis takes (capped)
+    scenarios, ok = 0, 0
     errors: dict[str, int] = {}
-    for e in errors_col:
-        if e is not None:
-            errors[e] = errors.get(e, 0) + 1
-    ok = [i for i, e in enumerate(errors_col) if e is None]
-    group_axis = group or (axes[0] if axes else None)
-    best: list[dict[str, Any]] = []
+    distinct: dict[str, set[Any]] = {a: set() for a in axes}
+    speedups: list[np.ndarray] = []
+    candidates = [group] if group is not None else axes
+    for file in files:
+        wanted = ["error_class", SPEEDUP, *(_name(a, columns) or a for a in candidates)]
+        table = read_chunk(file, wanted)
+        scenarios += table.num_rows
+        for e in _values(table, "error_class"):
+            if e is None:
+                ok += 1
+            else:
+                errors[e] = errors.get(e, 0) + 1
+        speedups.append(_floats(table, SPEEDUP))
+        for a in candidates:
+            seen = distinct.setdefault(a, set())
+            if len(seen) <= bounds.MAX_REPORT_AXIS_VALUES:
+                seen.update(_values(table, _name(a, columns)))
+    few = [a for a in candidates if len(distinct[a]) <= bounds.MAX_REPORT_AXIS_VALUES]
+    if group is not None and not few:
+        raise ConfigError(
+            f"group: {group!r} takes more than {bounds.MAX_REPORT_AXIS_VALUES:,} values (a "
+            "sampled axis: one per scenario); group by an axis with fewer values",
+            parameter="group",
+        )
+    group_axis = few[0] if few else None
+    best = _best(files, columns, axes, group_axis) if THROUGHPUT in columns else []
     beats = median = top = None
-    if THROUGHPUT in table.column_names and group_axis is not None:
-        rps = _column(table, THROUGHPUT)
-        keys = _column(table, group_axis)
-        columns = {name: _column(table, name) for name in table.column_names}
-        winners: dict[Any, int] = {}
-        for i in ok:
-            if rps[i] is not None and (keys[i] not in winners or rps[i] > rps[winners[keys[i]]]):
-                winners[keys[i]] = i
-        shown = [f"axis.{a}" for a in axes] + [THROUGHPUT, SPEEDUP, "plan.threshold_tokens"]
-        for key in sorted(winners):
-            best.append({name: columns[name][winners[key]] for name in shown if name in columns})
-    if SPEEDUP in table.column_names:
-        speedups = sorted(s for s in _column(table, SPEEDUP) if s is not None)
-        beats = sum(1 for s in speedups if s > 1)
-        if speedups:
-            median, top = speedups[len(speedups) // 2], speedups[-1]
+    if SPEEDUP in columns:
+        every = np.sort(np.concatenate(speedups))
+        beats = int(np.count_nonzero(every > 1))
+        if every.size:
+            median, top = float(every[every.size // 2]), float(every[-1])
     return SweepSummary(
-        str(results), table.num_rows, table.num_rows - len(ok), errors, axes, group_axis, best,
-        beats, median, top,
+        str(results), scenarios, scenarios - ok, errors, axes, group_axis, best, beats, median,
+        top,
     )  # fmt: skip
+
+
+def _best(
+    files: list[Path], columns: set[str], axes: list[str], group_axis: str | None
+) -> list[dict[str, Any]]:
+    """Per value of the group axis, the shown columns of the first row of the highest plan
+    throughput among the rows that ran."""
+    if group_axis is None:
+        return []
+    key_column = _name(group_axis, columns)
+    shown = [f"axis.{a}" for a in axes] + [THROUGHPUT, SPEEDUP, "plan.threshold_tokens"]
+    shown = [c for c in shown if c in columns]
+    winners: dict[Any, tuple[float, dict[str, Any]]] = {}
+    for file in files:
+        table = read_chunk(file, [*dict.fromkeys([*shown, "error_class", key_column or ""])])
+        errors, keys, rps = (
+            _values(table, "error_class"), _values(table, key_column), _values(table, THROUGHPUT)
+        )  # fmt: skip
+        for i, (e, key, value) in enumerate(zip(errors, keys, rps, strict=True)):
+            if e is None and value is not None and (key not in winners or value > winners[key][0]):
+                winners[key] = (value, {c: table.column(c)[i].as_py() for c in shown})
+    return [winners[key][1] for key in sorted(winners, key=_order)]
 
 
 def grid(
     results: Path, x: str, y: str, value: str
 ) -> tuple[list[Any], list[Any], list[list[float]]]:
-    """`value` over the x and y axes (mean over the other axes; nan where nothing ran)."""
-    table = read_results(results)
-    xs, ys, vs = _column(table, x), _column(table, y), _column(table, value)
-    x_values, y_values = sorted(set(xs)), sorted(set(ys))
-    sums = [[0.0] * len(x_values) for _ in y_values]
-    counts = [[0] * len(x_values) for _ in y_values]
-    xi = {v: i for i, v in enumerate(x_values)}
-    yi = {v: i for i, v in enumerate(y_values)}
-    for a, b, v in zip(xs, ys, vs, strict=True):
-        if isinstance(v, int | float) and v == v:
-            sums[yi[b]][xi[a]] += float(v)
-            counts[yi[b]][xi[a]] += 1
+    """`value` over the x and y axes (mean over the other axes; nan where nothing ran), read a
+    chunk at a time; each axis may take at most bounds.MAX_REPORT_AXIS_VALUES values."""
+    files = chunk_files(results)
+    axes, columns = _schemas(files)
+    names = []
+    for name in (x, y, value):
+        column = _name(name, columns)
+        if column is None:
+            raise _missing(name, axes)
+        names.append(column)
+    sums: dict[tuple[Any, Any], float] = {}
+    counts: dict[tuple[Any, Any], int] = {}
+    xs: set[Any] = set()
+    ys: set[Any] = set()
+    for file in files:
+        table = read_chunk(file, names)
+        for a, b, v in zip(*(_values(table, n) for n in names), strict=True):
+            xs.add(a)
+            ys.add(b)
+            if len(xs) > bounds.MAX_REPORT_AXIS_VALUES or len(ys) > bounds.MAX_REPORT_AXIS_VALUES:
+                flag, axis = ("x", x) if len(xs) > bounds.MAX_REPORT_AXIS_VALUES else ("y", y)
+                raise ConfigError(
+                    f"{flag}: {axis!r} takes more than {bounds.MAX_REPORT_AXIS_VALUES:,} values "
+                    "(a sampled axis: one per scenario); draw over axes of a grid",
+                    parameter=flag,
+                )
+            if isinstance(v, int | float) and v == v:
+                sums[a, b] = sums.get((a, b), 0.0) + float(v)
+                counts[a, b] = counts.get((a, b), 0) + 1
+    x_values, y_values = sorted(xs, key=_order), sorted(ys, key=_order)
     cells = [
-        [s / c if c else float("nan") for s, c in zip(row, n, strict=True)]
-        for row, n in zip(sums, counts, strict=True)
+        [sums[a, b] / counts[a, b] if counts.get((a, b)) else float("nan") for a in x_values]
+        for b in y_values
     ]
     return x_values, y_values, cells

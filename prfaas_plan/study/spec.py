@@ -3,17 +3,14 @@
 random, Latin hypercube, with a seed) and filters over the axes.
 
 A point is a dict axis -> value; its scenario id is its index in the generated sequence (before
-filters), so ids depend only on the sweep file and `--resume` can skip what is done. Filters are
-comparisons parsed with `ast` and evaluated by a small interpreter (names, numbers, strings,
-+ - * /, comparisons, and/or/not): never `eval`.
+filters), so ids depend only on the sweep file and `--resume` can skip what is done. The points
+are generated block by block (study/sampling.py), never held all at once. Filters are typed and
+bounded expressions over the axes (study/filters.py), never `eval`ed.
 """
 
-import ast
 import hashlib
-import itertools
 import json
 import math
-import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +23,13 @@ from prfaas_plan import bounds
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import Strict, parse, read_yaml
 from prfaas_plan.inputs.scenario import Scenario, check_scenario
+from prfaas_plan.study import sampling
+from prfaas_plan.study.filters import Filter, Kind, kind_of_range, kind_of_values
 
 Value = float | int | str
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class AxisSpec(Strict):
@@ -53,26 +55,68 @@ class AxisSpec(Strict):
         ]
         if sum(forms) != 1:
             raise ValueError("give exactly one of values, start/stop/step or low/high")
+        if self.values is not None:
+            strings = [isinstance(v, str) for v in self.values]
+            if any(strings) and not all(strings):
+                raise ValueError(
+                    "values mixes numbers and strings; an axis is one column of the results: "
+                    "all numbers or all strings"
+                )
+            big = [
+                v for v in self.values if isinstance(v, int) and not _INT64_MIN <= v <= _INT64_MAX
+            ]
+            if big:
+                raise ValueError(
+                    f"an integer value must fit in 64 bits (a Parquet int64), got {bounds.quoted(big[0])}"
+                )
         if forms[1] and None in (self.start, self.stop, self.step):
             raise ValueError("a range needs start, stop and step")
         if forms[2] and (self.low is None or self.high is None or not self.high > self.low):
             raise ValueError(f"needs low < high, got low={self.low}, high={self.high}")
         if self.log and forms[2] and not (self.low or 0) > 0:
             raise ValueError(f"a log axis needs low > 0, got {self.low}")
+        if self.log and forms[1] and not (self.start or 0) > 0:
+            raise ValueError(f"a log axis needs start > 0, got {self.start}")
         return self
 
-    def grid(self) -> list[Value]:
+    def count(self) -> int:
+        """The number of values of a grid axis (ValueError for a low/high interval, or a range
+        of no value or more than the largest sweep)."""
         if self.values is not None:
-            return list(self.values)
+            return len(self.values)
         if self.start is None or self.stop is None or self.step is None:
             raise ValueError("grid sampling needs values or start/stop/step, not low/high")
-        count = math.floor((self.stop - self.start) / self.step * (1 + 1e-12)) + 1
-        if count < 1 or count > bounds.MAX_SWEEP_SCENARIOS:
+        steps = (self.stop - self.start) / self.step * (1 + 1e-12)
+        if not steps < bounds.MAX_SWEEP_SCENARIOS:  # also an infinite quotient
             raise ValueError(
-                f"start/stop/step give {count} values; expected 1 to {bounds.MAX_SWEEP_SCENARIOS:,}"
+                f"start/stop/step give more than {bounds.MAX_SWEEP_SCENARIOS:,} values "
+                f"({bounds.quoted(steps)} steps)"
             )
-        points = [self.start + i * self.step for i in range(count)]
-        return [self._typed(v) for v in points]
+        count = math.floor(steps) + 1
+        if count < 1:
+            raise ValueError(
+                f"start/stop/step give no value (stop {self.stop} < start {self.start})"
+            )
+        return count
+
+    def grid_values(self, index: np.ndarray) -> list[Value]:
+        """The grid axis's values at `index` (the same arithmetic, start + i * step, as a list
+        of every value would use)."""
+        if self.values is not None:
+            values = self.values
+            return [values[i] for i in index.tolist()]
+        start, step = self.start, self.step
+        assert start is not None and step is not None  # count() refused a grid without them
+        return [self._typed(start + i * step) for i in index.tolist()]
+
+    def kind(self) -> Kind:
+        """What a filter may read from this axis (study/filters.py)."""
+        if self.values is not None:
+            return kind_of_values(list(self.values))
+        low = self.low if self.low is not None else self.start
+        high = self.high if self.high is not None else self.stop
+        assert low is not None and high is not None  # the validator: one form is complete
+        return kind_of_range(low, high, self.integer)
 
     def at(self, u: np.ndarray) -> list[Value]:
         """The axis values at uniform quantiles `u` in [0, 1)."""
@@ -98,7 +142,7 @@ class SweepFile(Strict):
     parameters: dict[str, Value | None] = Field(default_factory=dict)
     sampling: Literal["grid", "random", "latin_hypercube"] = "grid"
     samples: int | None = Field(default=None, ge=1, le=bounds.MAX_SWEEP_SCENARIOS)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=bounds.MAX_SEED)
     axes: dict[str, AxisSpec] = Field(min_length=1)
     filters: list[str] = Field(default_factory=list)
     chunk_size: int = Field(default=2000, ge=1, le=bounds.MAX_SWEEP_CHUNK)
@@ -112,103 +156,6 @@ def get_path(data: dict[str, Any], path: str) -> Any:
             raise KeyError(path)
         node = node[part]
     return node
-
-
-_COMPARE: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-    ast.Eq: operator.eq, ast.NotEq: operator.ne,
-}  # fmt: skip
-_ARITHMETIC: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-}  # fmt: skip
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        parent = _dotted(node.value)
-        return None if parent is None else f"{parent}.{node.attr}"
-    return None
-
-
-@dataclass(frozen=True)
-class Filter:
-    """A parsed filter expression; `names` are the dotted names it reads."""
-
-    text: str
-    tree: ast.Expression
-    names: frozenset[str]
-
-    @classmethod
-    def parse(cls, text: str, where: str) -> "Filter":
-        if len(text) > bounds.MAX_FILTER_CHARS:
-            raise ConfigError(
-                f"{where}: a filter must be at most {bounds.MAX_FILTER_CHARS} characters, "
-                f"got {len(text)}"
-            )
-        try:
-            tree = ast.parse(text, mode="eval")
-        except SyntaxError:
-            raise ConfigError(f"{where}: not a comparison: {bounds.quoted(text)}") from None
-        names: set[str] = set()
-        cls._check(tree.body, names, where, text)
-        return cls(text, tree, frozenset(names))
-
-    @classmethod
-    def _check(cls, node: ast.expr, names: set[str], where: str, text: str) -> None:
-        dotted = _dotted(node)
-        if dotted is not None:
-            names.add(dotted)
-            return
-        if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str):
-            return
-        children: list[ast.expr]
-        if isinstance(node, ast.BoolOp):
-            children = list(node.values)
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not | ast.USub):
-            children = [node.operand]
-        elif isinstance(node, ast.Compare) and all(type(o) in _COMPARE for o in node.ops):
-            children = [node.left, *node.comparators]
-        elif isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
-            children = [node.left, node.right]
-        else:
-            raise ConfigError(
-                f"{where}: {bounds.quoted(text)} uses {type(node).__name__}; filters take names, "
-                "numbers, strings, + - * /, comparisons and and/or/not"
-            )
-        for child in children:
-            cls._check(child, names, where, text)
-
-    def __call__(self, values: dict[str, Any]) -> bool:
-        return bool(self._value(self.tree.body, values))
-
-    def _value(self, node: ast.expr, values: dict[str, Any]) -> Any:
-        dotted = _dotted(node)
-        if dotted is not None:
-            return values[dotted]
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.BoolOp):
-            parts = (self._value(v, values) for v in node.values)
-            return all(parts) if isinstance(node.op, ast.And) else any(parts)
-        if isinstance(node, ast.UnaryOp):
-            inner = self._value(node.operand, values)
-            return (not inner) if isinstance(node.op, ast.Not) else -inner
-        if isinstance(node, ast.BinOp):
-            left, right = self._value(node.left, values), self._value(node.right, values)
-            if isinstance(node.op, ast.Div) and right == 0:
-                return math.inf
-            return _ARITHMETIC[type(node.op)](left, right)
-        assert isinstance(node, ast.Compare)  # Filter._check admits nothing else
-        left = self._value(node.left, values)
-        for op, comparator in zip(node.ops, node.comparators, strict=True):
-            right = self._value(comparator, values)
-            if not _COMPARE[type(op)](left, right):
-                return False
-            left = right
-        return True
 
 
 @dataclass(frozen=True)
@@ -228,32 +175,36 @@ class Sweep:
         text = json.dumps([self.spec.model_dump(mode="json"), self.base], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
+    @property
+    def generated(self) -> int:
+        """How many points the sweep generates before its filters (scenario ids 0 .. this - 1)."""
+        if self.spec.sampling == "grid":
+            return math.prod(axis.count() for axis in self.spec.axes.values())
+        return self.spec.samples or 0
+
     def points(self) -> Iterator[tuple[int, dict[str, Value]]]:
-        """(scenario id, axis values) of every point the filters keep."""
-        for scenario_id, point in enumerate(self._generated()):
-            if all(f(self._lookup(point, f.names)) for f in self.filters):
-                yield scenario_id, point
+        """(scenario id, axis values) of every point the filters keep, in id order, generated
+        a block at a time (study/sampling.py): memory does not grow with the sweep."""
+        names = list(self.spec.axes)
+        first = 0
+        for columns in self._blocks():
+            for offset, values in enumerate(zip(*columns, strict=True)):
+                point = dict(zip(names, values, strict=True))
+                if all(f(self._lookup(point, f.names)) for f in self.filters):
+                    yield first + offset, point
+            first += len(columns[0])
 
     def _lookup(self, point: dict[str, Value], names: frozenset[str]) -> dict[str, Any]:
         return {n: point[n] if n in point else get_path(self.base, n) for n in names}
 
-    def _generated(self) -> Iterator[dict[str, Value]]:
-        names = list(self.spec.axes)
+    def _blocks(self) -> Iterator[sampling.Columns]:
         axes = list(self.spec.axes.values())
         if self.spec.sampling == "grid":
-            for combination in itertools.product(*(a.grid() for a in axes)):
-                yield dict(zip(names, combination, strict=True))
-            return
+            return sampling.grid_blocks(axes)
         n = self.spec.samples or 0
         if self.spec.sampling == "random":
-            u = np.random.default_rng(self.spec.seed).random((n, len(axes)))
-        else:
-            from scipy.stats import qmc
-
-            u = qmc.LatinHypercube(d=len(axes), seed=self.spec.seed).random(n)
-        columns = [axis.at(u[:, i]) for i, axis in enumerate(axes)]
-        for i in range(n):
-            yield {name: column[i] for name, column in zip(names, columns, strict=True)}
+            return sampling.random_blocks(axes, n, self.spec.seed)
+        return sampling.latin_hypercube_blocks(axes, n, self.spec.seed)
 
     def scenario_data(self, point: dict[str, Value]) -> dict[str, Any]:
         """The base scenario with the point's fields set; only the mappings on the way to a set
@@ -297,7 +248,7 @@ def load_sweep(path: Path, parameter_names: Callable[[str], frozenset[str]]) -> 
             )
     base, base_dir = _base_scenario(spec, path)
     parameter_axes = set()
-    for name, axis in spec.axes.items():
+    for name in spec.axes:
         if name in known:
             parameter_axes.add(name)
             continue
@@ -308,33 +259,82 @@ def load_sweep(path: Path, parameter_names: Callable[[str], frozenset[str]]) -> 
                 f"{where}: axes.{name}: neither a field of the base scenario nor a parameter of "
                 f"{spec.command} ({', '.join(sorted(known))})"
             ) from None
-        if spec.sampling == "grid":
-            try:
-                axis.grid()
-            except ValueError as exc:
-                raise ConfigError(f"{where}: axes.{name}: {exc}") from None
-    if spec.sampling != "grid" and spec.samples is None:
-        raise ConfigError(f"{where}: samples: {spec.sampling} sampling needs a number of samples")
+    _size(spec, where)
     filters = tuple(
         Filter.parse(text, f"{where}: filters[{i}]") for i, text in enumerate(spec.filters)
     )
     for i, f in enumerate(filters):
-        for name in f.names:
-            if name not in spec.axes:
-                try:
-                    get_path(base, name)
-                except KeyError:
-                    raise ConfigError(
-                        f"{where}: filters[{i}]: {name!r} is neither an axis nor a field of the "
-                        "base scenario"
-                    ) from None
-    size = math.prod(len(a.grid()) for a in spec.axes.values()) if spec.sampling == "grid" else 0
-    if size > bounds.MAX_SWEEP_SCENARIOS:
-        raise ConfigError(
-            f"{where}: axes: the grid has {size:,} points; expected at most "
-            f"{bounds.MAX_SWEEP_SCENARIOS:,} (sample it: sampling: latin_hypercube)"
-        )
+        f.check(_filter_kinds(spec, base, f.names, f"{where}: filters[{i}]"))
     return Sweep(spec, where, base_dir, base, filters, frozenset(parameter_axes))
+
+
+def _size(spec: SweepFile, where: str) -> int:
+    """The number of points the sweep generates, refused above the bounds before any is."""
+    if spec.sampling != "grid":
+        if spec.samples is None:
+            raise ConfigError(
+                f"{where}: samples: {spec.sampling} sampling needs a number of samples"
+            )
+        cells = spec.samples * len(spec.axes)
+        if spec.sampling == "latin_hypercube" and cells > bounds.MAX_LATIN_HYPERCUBE_CELLS:
+            per_cell = sampling.LATIN_HYPERCUBE_BYTES_PER_CELL
+            raise ConfigError(
+                f"{where}: samples: a Latin hypercube holds one permutation of its samples per "
+                f"axis ({per_cell} bytes a sample and axis): {spec.samples:,} samples x "
+                f"{len(spec.axes)} axes = {cells * per_cell / 2**20:,.0f} MiB, over the "
+                f"{bounds.MAX_LATIN_HYPERCUBE_CELLS * per_cell / 2**20:,.0f} MiB bound; use "
+                "fewer samples or axes, or sampling: random (nothing held)"
+            )
+        return spec.samples
+    size = 1
+    for name, axis in spec.axes.items():
+        try:
+            size *= axis.count()
+        except ValueError as exc:
+            raise ConfigError(f"{where}: axes.{name}: {exc}") from None
+        if size > bounds.MAX_SWEEP_SCENARIOS:  # before the next axis multiplies it further
+            raise ConfigError(
+                f"{where}: axes: the grid has more than {bounds.MAX_SWEEP_SCENARIOS:,} points "
+                f"(up to axes.{name}: {size:,}); sample it: sampling: latin_hypercube"
+            )
+    return size
+
+
+def _filter_kinds(
+    spec: SweepFile, base: dict[str, Any], names: frozenset[str], where: str
+) -> dict[str, Kind]:
+    """What each name a filter reads may be: its axis's values, else the base scenario's."""
+    kinds = {}
+    for name in names:
+        if name in spec.axes:
+            kinds[name] = spec.axes[name].kind()
+            continue
+        try:
+            value = get_path(base, name)
+        except KeyError:
+            raise ConfigError(
+                f"{where}: {name!r} is neither an axis nor a field of the base scenario"
+            ) from None
+        if not isinstance(value, int | float | str):
+            fields = (
+                f"; name one of its fields: {', '.join(f'{name}.{k}' for k in list(value)[:4])}"
+                if isinstance(value, dict) and value
+                else ""
+            )
+            raise ConfigError(
+                f"{where}: {name} is {_described(value)} in the base scenario; a filter reads "
+                f"numbers and strings{fields}"
+            )
+        kinds[name] = kind_of_values([value])
+    return kinds
+
+
+def _described(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return "null" if value is None else f"a {type(value).__name__}"
 
 
 def _base_scenario(spec: SweepFile, path: Path) -> tuple[dict[str, Any], str]:

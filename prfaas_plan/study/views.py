@@ -8,39 +8,47 @@ from prfaas_plan.render.views import Document, View, fmt
 
 if TYPE_CHECKING:
     from prfaas_plan.study.report import SweepSummary
-    from prfaas_plan.study.run import Plan
+    from prfaas_plan.study.run import RunSummary
     from prfaas_plan.study.spec import Sweep
 
 
-def run_json(sweep: "Sweep", plan: "Plan", results: Path, elapsed_s: float) -> Document:
-    ran = sum(len(plan.chunks[i]) for i in plan.todo)
+def run_json(sweep: "Sweep", summary: "RunSummary", results: Path, elapsed_s: float) -> Document:
+    ran = summary.scenarios_run
     return {
         "sweep": sweep.spec.name,
         "command": sweep.spec.command,
         "results": str(results),
-        "scenarios": plan.scenarios,
-        "chunks": len(plan.chunks),
-        "chunks_resumed": len(plan.done),
+        "scenarios": summary.scenarios,
+        "chunks": summary.chunks,
+        "chunks_resumed": summary.chunks_resumed,
+        "chunks_rerun": summary.chunks_rerun,
         "scenarios_run": ran,
         "elapsed_s": elapsed_s,
         "scenarios_per_s": ran / elapsed_s if elapsed_s > 0 else None,
     }
 
 
-def run_view(sweep: "Sweep", plan: "Plan", results: Path, elapsed_s: float) -> View:
-    d = run_json(sweep, plan, results, elapsed_s)
+def run_view(sweep: "Sweep", summary: "RunSummary", results: Path, elapsed_s: float) -> View:
+    d = run_json(sweep, summary, results, elapsed_s)
+    notes = [f"Results: {results}/chunk-*.parquet (one row per scenario); "
+             f"`prfaas-plan sweep-report {results}` summarises them."]  # fmt: skip
+    if summary.chunks_rerun:
+        notes.append(
+            f"{summary.chunks_rerun} chunk file(s) on disk did not read back as their chunk "
+            "(truncated, damaged or another study's): rerun and replaced."
+        )
     return View(
         title=f"prfaas-plan sweep · {sweep.spec.name} · {sweep.spec.command}",
         columns=["value"],
         rows=[
             ("scenarios", [f"{d['scenarios']:,}"]),
-            ("chunks (resumed)", [f"{d['chunks']} ({d['chunks_resumed']})"]),
+            ("chunks (resumed, rerun)",
+             [f"{d['chunks']} ({d['chunks_resumed']}, {d['chunks_rerun']})"]),
             ("scenarios run", [f"{d['scenarios_run']:,}"]),
             ("elapsed (s)", [f"{elapsed_s:.1f}"]),
             ("scenarios/s", [fmt(d["scenarios_per_s"], ",.0f")]),
         ],
-        notes=[f"Results: {results}/chunk-*.parquet (one row per scenario); "
-               f"`prfaas-plan sweep-report {results}` summarises them."],
+        notes=notes,
     )  # fmt: skip
 
 
@@ -62,7 +70,9 @@ def summary_view(s: "SweepSummary") -> View:
     for best in s.best:
         key = best.get(f"axis.{s.group_axis}")
         others = ", ".join(
-            f"{k.removeprefix('axis.')}={v:g}" if isinstance(v, int | float) else f"{k}={v}"
+            f"{k.removeprefix('axis.')}={v:g}"
+            if isinstance(v, int | float)
+            else f"{k.removeprefix('axis.')}={v}"
             for k, v in best.items()
             if k.startswith("axis.") and k != f"axis.{s.group_axis}"
         )
