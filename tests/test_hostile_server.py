@@ -122,6 +122,8 @@ ROWS = [
      b'{"bandwidth_gbps": 10, "bandwidth_gbps": 1}', 400, "duplicate key 'bandwidth_gbps'"),
     ("duplicate key, an uploaded scenario (YAML)", "POST", "/api/v1/scenario", {},
      b'{"name": "a", "name": "b"}', 422, "duplicate key"),
+    ("format given twice", "POST", "/api/v1/plan?format=json&format=markdown", {}, {}, 422,
+     "format is given more than once"),
     ("the same key in two objects is fine", "POST", "/api/v1/kv", {},
      b'{"models": ["kimi-k2"], "gpu": "h200"}', 200, '"gpu":"h200"'),
     # 3. a lone surrogate (\ud800, a JSON escape no UTF-8 text can hold) in any string

@@ -150,7 +150,10 @@ def create_app(
         """The answer to a computing POST (`name`: an endpoint, WHATIF or SCENARIO), its
         failures answered here too (the front calls this without FastAPI's handlers)."""
         try:
-            format = request.query_params.get("format", "json") if name in ENDPOINTS else "json"
+            formats = request.query_params.getlist("format") if name in ENDPOINTS else []
+            if len(formats) > 1:  # as a JSON key given twice: which one was meant?
+                raise ApiError(422, "ConfigError", "format is given more than once; give it once")
+            format = formats[0] if formats else "json"
             if format not in ("json", "markdown"):
                 raise ApiError(
                     422, "ConfigError", f"format must be json or markdown, got {format[:40]!r}"
