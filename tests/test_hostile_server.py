@@ -245,6 +245,7 @@ ENDPOINT_BODIES = {
 }  # fmt: skip
 
 
+@pytest.mark.slow  # ~3 s: every endpoint, explain and sensitivity included
 def test_every_endpoint_names_files_of_an_own_data_dir_as_data(tmp_path, monkeypatch):
     """`serve --data-dir` (here a relative one: the library's messages name a directory as
     given) answers with `data/...` for its files, JSON and Markdown, answers and errors."""
