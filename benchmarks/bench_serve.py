@@ -2,7 +2,7 @@
 
 Run by hand (not a test):  python benchmarks/bench_serve.py [--requests 1000] [--clients 20]
     [--bodies bandwidth|varied|both] [--serve-args '--workers 1'] [--slider-moves 20]
-    [--client stream|httpx]
+    [--client stream|httpx] [--server-cpu] [--footprint]
 Starts a real uvicorn (`prfaas-plan serve` on a free 127.0.0.1 port) and stops it when done.
 1. /api/v1/plan latency: `--requests` POSTs from `--clients` concurrent clients, one
    keep-alive HTTP/1.1 connection each; p50 / p99 / max and the throughput. A bounded load: it
@@ -23,6 +23,9 @@ Starts a real uvicorn (`prfaas-plan serve` on a free 127.0.0.1 port) and stops i
 3. `--server-cpu`: instead, what one /plan request costs the server: the ASGI application
    driven in this process (FastAPI included; no client, no socket), CPU time per request,
    the least of 3 batches of 150, for each set of bodies.
+4. `--footprint`: instead, the resident memory of serve's process tree (read from /proc): idle
+   after start-up, after each endpoint has run on every worker, and its peak during the largest
+   /procure/pareto the server allows (64 sites x 64 instances).
 """
 
 import argparse
@@ -32,6 +35,7 @@ import os
 import random
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -145,15 +149,15 @@ async def load_stream(
     return latencies, time.perf_counter() - start, failures
 
 
-def server_cpu_s(url: str) -> tuple[float, float]:
-    """CPU seconds used so far by the `prfaas-plan serve` listening at `url`: its HTTP process
-    and its worker processes (Linux /proc: the process whose command line has its port, and
+def serve_processes(url: str) -> tuple[int, set[int], dict[int, list[str]]]:
+    """The `prfaas-plan serve` listening at `url`: its pid, the pids of its process tree (it,
+    the resource tracker, the worker processes) and every process's /proc/<pid>/stat fields
+    after the command name (Linux /proc: the process whose command line has its port, and
     descendants; a worker that ended, replaced after a timeout say, no longer counts)."""
     port = url.rsplit(":", 1)[1]
     parents: dict[int, int] = {}
-    cpu: dict[int, float] = {}
+    stats: dict[int, list[str]] = {}
     root = None
-    tick = os.sysconf("SC_CLK_TCK")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -164,8 +168,7 @@ def server_cpu_s(url: str) -> tuple[float, float]:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
         pid = int(entry.name)
-        parents[pid] = int(fields[1])
-        cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+        parents[pid], stats[pid] = int(fields[1]), fields
         if b"serve" in argv and port.encode() in argv:
             root = pid
     if root is None:
@@ -175,7 +178,89 @@ def server_cpu_s(url: str) -> tuple[float, float]:
         children = {pid for pid, parent in parents.items() if parent in tree} - tree
         tree |= children
         grew = bool(children)
+    return root, tree, stats
+
+
+def server_cpu_s(url: str) -> tuple[float, float]:
+    """CPU seconds used so far by the `serve` at `url`: its HTTP process, and its worker
+    processes together."""
+    root, tree, stats = serve_processes(url)
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu = {pid: (int(stats[pid][11]) + int(stats[pid][12])) / tick for pid in tree}
     return cpu[root], sum(cpu[pid] for pid in tree - {root})
+
+
+def rss_mib(url: str) -> dict[int, float]:
+    """Resident memory of each process of the `serve` at `url` (MiB, /proc/<pid>/status)."""
+    _, tree, _ = serve_processes(url)
+    out = {}
+    for pid in sorted(tree):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS"))
+        out[pid] = kib / 1024
+    return out
+
+
+# one request per endpoint for --footprint: what each brings into a worker
+FOOTPRINT_BODIES = {
+    "plan": {}, "evaluate": {"threshold_tokens": 19400, "pd_prefill_instances": 3}, "kv": {},
+    "egress": {}, "simulate": {"requests": 2000}, "procure": {"target_rps": 4},
+    "procure/pareto": {"target_rps": 4}, "explain": {}, "sensitivity": {"bins": 2000},
+}  # fmt: skip
+
+
+def sixty_four_sites(url: str) -> dict[str, object]:
+    """/procure/pareto at the server's largest candidate space: 64 sites of 64 instances and
+    64 PD instances (the unloaded frontiers)."""
+    case = httpx.get(url + "/api/v1/scenario/default").json()
+    links = ["aws-dx-100g", "aws-dx-10g", "aws-internet-egress"]
+    sites = [{"name": f"s{i}", "gpu": ["h20", "h200"][i % 2], "link_offering": links[i % 3],
+              "max_instances": 64} for i in range(64)]  # fmt: skip
+    return {
+        "target_rps": 4,
+        "scenario": {**case, "procurement": {"sites": sites, "max_pd_instances": 64}},
+    }
+
+
+def footprint(url: str) -> None:
+    """The memory of `serve`'s process tree: idle after start-up, after each endpoint has run
+    on every worker (requests go to the workers in turn), and its peak during the largest
+    /procure/pareto the server allows."""
+
+    def show(label: str) -> float:
+        rss = rss_mib(url)
+        each = ", ".join(f"{mib:.0f}" for mib in rss.values())
+        print(f"{label}: {sum(rss.values()):.0f} MiB ({each} MiB: HTTP process, resource "
+              "tracker, workers)")  # fmt: skip
+        return sum(rss.values())
+
+    show("idle after start-up")
+    workers = len(rss_mib(url)) - 2
+    for name, body in FOOTPRINT_BODIES.items():
+        for _ in range(workers):
+            response = httpx.post(f"{url}/api/v1/{name}", json=body, timeout=120)
+            if response.status_code != 200:
+                raise RuntimeError(f"/{name} answered {response.status_code}: {response.text}")
+        show(f"after /{name} on each worker")
+    peak, done = 0.0, threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, sum(rss_mib(url).values()))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    start = time.perf_counter()
+    response = httpx.post(f"{url}/api/v1/procure/pareto", json=sixty_four_sites(url), timeout=120)
+    done.set()
+    sampler.join()
+    print(f"/procure/pareto over 64 sites x 64 instances: {response.status_code} in "
+          f"{time.perf_counter() - start:.1f} s, peak {peak:.0f} MiB for the process tree")  # fmt: skip
 
 
 LOADS = {"stream": load_stream, "httpx": load_httpx}
@@ -250,7 +335,15 @@ def main() -> None:
     parser.add_argument("--serve-args", default="", help="e.g. '--workers 1'")
     parser.add_argument("--server-cpu", action="store_true", help="only the server's CPU/request")
     parser.add_argument("--client", choices=sorted(LOADS), default="stream", help="load generator")
+    parser.add_argument(
+        "--footprint", action="store_true", help="only the memory of serve's process tree"
+    )
     args = parser.parse_args()
+    if args.footprint:
+        with served(*args.serve_args.split()) as url:
+            print(f"serve {args.serve_args or '(defaults)'}")
+            footprint(url)
+        return
     kinds = ["bandwidth", "varied"] if args.bodies == "both" else [args.bodies]
     if args.server_cpu:
         for kind in kinds:

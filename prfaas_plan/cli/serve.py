@@ -60,6 +60,7 @@ def serve(
         import uvicorn
 
         from prfaas_plan.server.app import create_app
+        from prfaas_plan.server.http import bounded_protocol
     except ImportError as exc:
         raise ConfigError(
             f"serve needs fastapi and uvicorn: pip install prfaas-plan ({exc})"
@@ -87,9 +88,10 @@ def serve(
         )
         sys.stderr.flush()
         # on SIGTERM or Ctrl-C, requests still computing after GRACE_S are dropped
+        # heads bounded as limits says (431 beyond), which uvicorn's own protocols do not
         uvicorn.run(
             application, host=host, port=port, log_level="warning",
-            timeout_graceful_shutdown=GRACE_S,
+            timeout_graceful_shutdown=GRACE_S, http=bounded_protocol(limits),
         )  # fmt: skip
     finally:
         runner.shutdown()

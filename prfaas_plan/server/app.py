@@ -7,10 +7,12 @@ Markdown). A failure is `{"error": {"type", "message", "parameter", "exit_code"}
 library's one-line message (request fields named as the library names them, `threshold_tokens`,
 where the CLI writes `--threshold-tokens`) and an HTTP status by class:
 
-    400 malformed body (not UTF-8, not JSON, NaN/Infinity, nested deeper than max_json_depth)
+    400 malformed body (not UTF-8, not JSON, NaN/Infinity, a key twice in an object, nested
+        deeper than max_json_depth)
     404 / 405 unknown path or method
     409 InfeasibleError (no plan meets the target; the message names what binds)
     413 body over max_body_bytes
+    431 a head (request line and headers) over max_head_bytes or max_headers lines
     422 ConfigError, ProfileError, RangeError (and a body that breaks the schema: a ConfigError)
     503 SolverError, ResourceLimitError (out of memory), max_concurrent requests running and
         max_queued more waiting, or a worker process that ended while computing the request
@@ -20,7 +22,8 @@ Requests are decoded, checked and computed on worker processes (server/workers.p
 process only moves bytes, and the computing POSTs bypass FastAPI's layers (`Front`).
 
 Nothing a client sends produces a 500: any other exception is a bug, answered 500 with one line
-and no traceback.
+and no traceback (the traceback goes to the server's log, a worker process's included). No
+answer names a path of the server's machine (server/naming.py).
 """
 
 import logging
@@ -53,8 +56,9 @@ from prfaas_plan.inputs.scenario import load_scenario
 from prfaas_plan.render.views import Document
 from prfaas_plan.server.decoding import ApiError
 from prfaas_plan.server.endpoints import ENDPOINTS
-from prfaas_plan.server.limits import Limits
-from prfaas_plan.server.workers import SCENARIO, WHATIF, Runner
+from prfaas_plan.server.jobs import SCENARIO, WHATIF, WorkerBugError
+from prfaas_plan.server.limits import Limits, head_refusal
+from prfaas_plan.server.workers import Runner
 
 STATIC = Path(__file__).resolve().parent / "static"
 API = "/api/v1"
@@ -89,9 +93,8 @@ def failure_response(exc: Exception) -> JSONResponse:
         return error_response(
             status, type(exc).__name__, str(exc), parameter=exc.parameter, exit_code=exc.exit_code
         )
-    return error_response(
-        500, "InternalError", f"internal error ({type(exc).__name__}); please report it"
-    )
+    kind = exc.kind if isinstance(exc, WorkerBugError) else type(exc).__name__
+    return error_response(500, "InternalError", f"internal error ({kind}); please report it")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -116,6 +119,8 @@ def create_app(
     computing on `processes` worker processes (0: on threads of this process; see workers.py),
     kept as `app.state.runner`."""
     limits = limits or Limits()
+    # absolute, so that every message names it by one path, which server/naming.py renames
+    data_dir = None if data_dir is None else Path(data_dir).absolute()
     catalog = CachedCatalog.open(data_dir)
     runner = Runner(limits, catalog, processes, data_dir)
 
@@ -145,7 +150,10 @@ def create_app(
         """The answer to a computing POST (`name`: an endpoint, WHATIF or SCENARIO), its
         failures answered here too (the front calls this without FastAPI's handlers)."""
         try:
-            format = request.query_params.get("format", "json") if name in ENDPOINTS else "json"
+            formats = request.query_params.getlist("format") if name in ENDPOINTS else []
+            if len(formats) > 1:  # as a JSON key given twice: which one was meant?
+                raise ApiError(422, "ConfigError", "format is given more than once; give it once")
+            format = formats[0] if formats else "json"
             if format not in ("json", "markdown"):
                 raise ApiError(
                     422, "ConfigError", f"format must be json or markdown, got {format[:40]!r}"
@@ -155,7 +163,10 @@ def create_app(
         except ClientDisconnect:  # nobody to answer, nothing to report
             return Response(status_code=400)
         except Exception as exc:
-            if not isinstance(exc, ApiError | PlanError):  # a bug: its traceback in the log
+            if isinstance(exc, WorkerBugError):  # a bug in a worker process: its traceback there
+                LOG.error("%s %s failed in a worker process\n%s", request.method,
+                          request.url.path, exc.details.rstrip())  # fmt: skip
+            elif not isinstance(exc, ApiError | PlanError):  # a bug: its traceback in the log
                 LOG.error("%s %s failed", request.method, request.url.path, exc_info=exc)
             return failure_response(exc)
         if format == "markdown":
@@ -201,7 +212,8 @@ def create_app(
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.state.runner = runner
-    return Front(app, compute, {f"{API}/{name}": name for name in [*ENDPOINTS, WHATIF, SCENARIO]})
+    paths = {f"{API}/{name}": name for name in [*ENDPOINTS, WHATIF, SCENARIO]}
+    return Front(app, compute, paths, limits)
 
 
 class Front:
@@ -217,8 +229,9 @@ class Front:
         api: FastAPI,
         compute: Callable[[str, Request], Awaitable[Response]],
         paths: dict[str, str],
+        limits: Limits,
     ) -> None:
-        self.api, self.compute, self.paths = api, compute, paths
+        self.api, self.compute, self.paths, self.limits = api, compute, paths, limits
 
     @property
     def state(self) -> State:
@@ -226,8 +239,21 @@ class Front:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         name = None
-        if scope["type"] == "http" and scope["method"] == "POST":
-            name = self.paths.get(scope["path"])
+        response: Response
+        if scope["type"] == "http":
+            # serve's protocol (server/http.py) refuses a large head before reading it all;
+            # this is the same bound under any other ASGI server (and the in-process client)
+            headers = scope["headers"]
+            size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+            size += sum(len(key) + len(value) + 4 for key, value in headers)
+            refusal = head_refusal(self.limits, size, len(headers))
+            if refusal is not None:
+                response = error_response(431, "HeadersTooLarge", refusal)
+                response.headers["connection"] = "close"
+                await response(scope, receive, send)
+                return
+            if scope["method"] == "POST":
+                name = self.paths.get(scope["path"])
         if name is None:
             await self.api(scope, receive, send)
             return

@@ -5,6 +5,8 @@ process never spends a large body's decoding time while other connections wait."
 import json
 from typing import Any
 
+from prfaas_plan import bounds
+
 
 class ApiError(Exception):
     """A failure answered with `status` and one line (not a library error)."""
@@ -34,14 +36,31 @@ def _refuse_constant(name: str) -> None:
     raise ApiError(400, "MalformedBody", f"request: {name} is not a JSON number; send a finite one")
 
 
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused when a key repeats (json keeps the last value: a body saying
+    `"target_rps": 4, "target_rps": 400` would be planned for 400 without a word)."""
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ApiError(
+                    400, "MalformedBody",
+                    f"request: duplicate key {bounds.quoted(key)} in a JSON object; send each "
+                    "key once",
+                )  # fmt: skip
+            seen.add(key)
+    return data
+
+
 def decode_json(raw: bytes, max_depth: int) -> Any:
     """The body as JSON ({} when empty); ApiError 400 when it is not UTF-8 JSON of finite
-    numbers nested at most `max_depth` deep."""
+    numbers nested at most `max_depth` deep, each object's keys distinct."""
     if not raw.strip():
         return {}
     try:
         text = raw.decode("utf-8")
-        data = json.loads(text, parse_constant=_refuse_constant)
+        data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_object)
     except UnicodeDecodeError as exc:
         raise ApiError(
             400, "MalformedBody", f"request: body is not UTF-8 (byte {exc.start})"

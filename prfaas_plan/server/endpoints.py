@@ -24,6 +24,7 @@ from prfaas_plan.inputs.scenario import (
 )
 from prfaas_plan.render.views import Document, View
 from prfaas_plan.server import bodies
+from prfaas_plan.server.naming import CASE_STUDY_NAME
 
 if TYPE_CHECKING:
     from prfaas_plan.commands.plan import PlanReport
@@ -67,9 +68,9 @@ def endpoint(name: str, body: type[B]) -> Callable[[Handler[B]], Handler[B]]:
 
 @cache
 def case_study() -> tuple[Path, Scenario]:
-    """The default scenario, read once (the shipped file does not change under a server)."""
-    path = default_scenario_file()
-    return path, load_scenario(path)
+    """The default scenario, read once (the shipped file does not change under a server), and
+    its name in answers: the repository's, not the server's path (server/naming.py)."""
+    return CASE_STUDY_NAME, load_scenario(default_scenario_file())
 
 
 def problem_of(body: bodies.ScenarioBody, catalog: Catalog) -> Problem:

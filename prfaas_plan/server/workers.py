@@ -8,7 +8,8 @@ takes from, so each core computes whichever connection a request came on. (With 
 worker processes each keeps the connections it accepted: 20 clients' keep-alive connections
 split 20/0 as often as 10/10, one core idle while the other's clients wait twice as long.)
 The HTTP process only moves bytes: a body is decoded, checked against its schema and computed
-in the worker, and the answer written there. With processes=0 the jobs run on threads of this
+in the worker, and the answer written there (server/jobs.py, the one module of the server a
+worker process imports). With processes=0 the jobs run on threads of this
 process, on the caller's catalog: the in-process application of the tests and of
 `bench_serve.py --server-cpu`.
 
@@ -25,106 +26,19 @@ import asyncio
 import multiprocessing
 import os
 import pickle
-import signal
-import sys
 import threading
-import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 from pathlib import Path
 
-from prfaas_plan.errors import ConfigError, PlanError, ResourceLimitError
-from prfaas_plan.inputs.cached_catalog import CachedCatalog
+from prfaas_plan.errors import ConfigError, ResourceLimitError
 from prfaas_plan.inputs.catalog import Catalog
-from prfaas_plan.inputs.reading import parse, parse_yaml_text
-from prfaas_plan.inputs.scenario import scenario_from_data
-from prfaas_plan.render.views import dumps, render_markdown
-from prfaas_plan.server import endpoints
-from prfaas_plan.server.bodies import PlanBody
-from prfaas_plan.server.decoding import ApiError, decode_json
+from prfaas_plan.server.decoding import ApiError
+from prfaas_plan.server.jobs import PING, job, serve_jobs
 from prfaas_plan.server.limits import Limits
 
-WHATIF = "whatif"  # the page's job: /plan's JSON with its table, Markdown and balance curve
-SCENARIO = "scenario"  # an uploaded scenario YAML, read by the strict loader, as JSON
-PING = "ping"  # answered by a worker that has started (serve waits for every one)
 START_TIMEOUT_S = 120.0
-_catalog: Catalog | None = None  # a worker process's catalog, set when it starts
-
-
-def start_worker(data_dir: str | None) -> None:
-    """A worker process's start: its own catalog, read once; Ctrl-C left to the server (a
-    terminal sends it to the whole process group); and a watch on the server that ends the
-    worker if the server dies without stopping it (killed, say)."""
-    global _catalog
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _catalog = CachedCatalog.open(None if data_dir is None else Path(data_dir))
-    server = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == server:
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="prfaas-plan-watch", daemon=True).start()
-
-
-def job(
-    name: str, raw: bytes, format: str, max_json_depth: int, catalog: Catalog | None = None
-) -> str:
-    """Job `name` on a request's raw body, on `catalog` (in a worker: its own): the answer's
-    text, the JSON document (compact) or (`format` "markdown") the Markdown."""
-    catalog = catalog if catalog is not None else _catalog
-    assert catalog is not None, "a worker process runs start_worker first"
-    if name == PING:
-        return PING
-    if name == SCENARIO:
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(
-                f"upload: scenario file is not UTF-8 text (byte {exc.start})"
-            ) from None
-        return dumps(
-            scenario_from_data(parse_yaml_text(text, "upload"), "upload").model_dump(mode="json"),
-            compact=True,
-        )
-    spec = endpoints.ENDPOINTS["plan" if name == WHATIF else name]
-    body = parse(spec.body, decode_json(raw, max_json_depth), "request")
-    if name == WHATIF:
-        assert isinstance(body, PlanBody)
-        return dumps(endpoints.whatif(body, catalog), compact=True)
-    answer = spec.handler(body, catalog)
-    if format == "markdown":
-        return render_markdown(answer.view())
-    return dumps(answer.document(), compact=True)
-
-
-def serve_jobs(connection: Connection, data_dir: str | None) -> None:
-    """A worker process: jobs in (the pickled arguments of `job`; an empty message: stop),
-    each answered ("ok", text) or ("error", the exception) on the same pipe."""
-    try:
-        start_worker(data_dir)
-    except PlanError as exc:  # its one line, then the server says a worker did not start
-        sys.stderr.write(f"prfaas-plan serve: worker process: {exc}\n")
-        sys.exit(exc.exit_code)
-    while True:
-        try:
-            message = connection.recv_bytes()
-        except EOFError:  # the server is gone (killed): nothing to answer
-            return
-        if not message:
-            return
-        try:
-            answer: tuple[str, object] = ("ok", job(*pickle.loads(message)))
-        except BaseException as exc:  # every failure goes back to the server
-            answer = ("error", exc)
-        try:
-            payload = pickle.dumps(answer)
-        except Exception:  # an exception that does not pickle: its type
-            payload = pickle.dumps(("error", RuntimeError(type(answer[1]).__name__)))
-        connection.send_bytes(payload)
 
 
 class WorkerLostError(Exception):
