@@ -90,7 +90,7 @@ ROWS = [
     ("unknown model: the models file", "POST", "/api/v1/kv?format=markdown", {},
      {"models": ["gpt-9"]}, 422, "ring-2.5-1t (models.yaml)"),
     ("unknown link offering", "POST", "/api/v1/plan", {}, {"link_offering": "x"}, 422,
-     "aws-internet-egress (data/links/)"),
+     "metro-wave-100g (data/links/)"),
     ("no profile at a parallelism", "POST", "/api/v1/plan", {},
      {"scenario": scenario(prfaas_cluster={"gpus_per_instance": 4})}, 422,
      "(expected data/profiles/internal-1t-hybrid/prefill/h200-x4/)"),

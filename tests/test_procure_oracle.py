@@ -40,7 +40,7 @@ def model_of(space: OracleSpace) -> ProcureModel:
                 s.name, s.usd_per_instance_hour, s.fixed_usd_per_hour, s.usd_per_gb, s.max_instances
             )
             for s in space.sites
-        ),  # fmt: skip
+        ),
         workload=space.workload,
         mode=space.mode,
         pd_usd_per_instance_hour=space.pd_usd_per_instance_hour,

@@ -137,7 +137,10 @@ def test_both_equal_cost_comparisons_are_answered(client, name, body, args):
                               "usd_per_hour_total", "pd_prefill_instances"}  # fmt: skip
         assert cost[f"speedup_vs_{basis}_homogeneous"] > 0
     assert cost["equal_gpu_spend_homogeneous_pd"]["pd_instances"] == 16
-    assert document == cli_json(*args, "--gpu-price", "h200=2", "--gpu-price", "h20=1")
+    cli = cli_json(*args, "--gpu-price", "h200=2", "--gpu-price", "h20=1")
+    assert document["inputs"].pop("scenario_file") == "examples/case_study.yaml"
+    assert cli["inputs"].pop("scenario_file") == str(default_scenario_file())
+    assert document == cli
 
 
 def test_the_pareto_endpoint_is_the_clis_json_and_markdown_byte_for_byte(client):
