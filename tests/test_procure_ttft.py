@@ -2,6 +2,7 @@
 search against evaluating every single-site plan's whole TTFT (brute force) on small spaces,
 the route split of the TTFT model against its whole CDF and mean, and the CLI."""
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -16,6 +17,7 @@ from prfaas_plan.commands.plan import TtftTarget
 from prfaas_plan.commands.procure import procure, procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
+from prfaas_plan.inputs.scenario import open_problem
 from prfaas_plan.solve.procure_milp import capacity_rps, solve_procure
 from prfaas_plan.solve.procure_ttft import (
     SiteQueues,
@@ -282,3 +284,30 @@ def test_a_route_at_one_point_is_the_whole_cdf_at_that_point(case):
                     finite = np.isfinite(two[:, 0])
                     np.testing.assert_allclose(one[finite, 0], two[finite, 0], rtol=1e-12,
                                                atol=1e-15)  # fmt: skip
+
+
+def test_a_site_beaten_on_every_count_is_not_searched():
+    """On the shipped sites the 16 km dark fibre (cheaper port, no volume price, same width,
+    shorter RTT) beats Direct Connect 100G and the metro wavelength for each GPU; the
+    frontier and a TTFT search are the same with or without them."""
+    from prfaas_plan.commands.procure import procure_pricing
+    from prfaas_plan.commands.procure_pareto import procure_pareto
+    from prfaas_plan.solve.procure_ttft import dominated_sites
+
+    catalog, problem = Catalog.open(), open_problem()
+    pricing = procure_pricing(catalog, problem)
+    sites, space, systems = procure_candidates(catalog, problem, pricing)
+    queues = tuple(SiteQueues(sy, s.rtt_s) for s, sy in zip(sites, systems, strict=True))
+    beaten = {sites[j].name for j in dominated_sites(space, queues)}
+    assert beaten == {f"{gpu}.{link}" for gpu in ("h20", "h200")
+                      for link in ("aws-dx-100g", "metro-wave-100g")}  # fmt: skip
+    kept = tuple(j for j in range(len(sites)) if sites[j].name not in beaten)
+    small = dataclasses.replace(space, sites=tuple(space.sites[j] for j in kept))
+    goal = TtftGoal(90, 6.0, 3.0)
+    every = cheapest_with_ttft(space, problem.system, queues, problem.workload, 3.0, goal)
+    fewer = cheapest_with_ttft(small, problem.system, tuple(queues[j] for j in kept),
+                               problem.workload, 3.0, goal)  # fmt: skip
+    assert every.point is not None and fewer.point is not None
+    assert every.point.usd_per_hour == fewer.point.usd_per_hour
+    frontier = procure_pareto(catalog, problem, pricing, target_rps=4.0, ttft_load_rps=4.0)
+    assert all(p.site is None or p.site not in beaten for p in frontier.ttft_frontier)

@@ -108,6 +108,35 @@ def _exact_service_s(
     return seconds
 
 
+def dominated_sites(space: ProcureSpace, sites: tuple[SiteQueues, ...]) -> frozenset[int]:
+    """Sites no single-site plan needs: j is beaten by j' with the same prefill and KV curves,
+    a link at least as wide and an RTT no longer, no higher price per instance, per port or per
+    GB, and at least as many instances allowed. Any plan on j then has its twin on j' with the
+    same counts, no dearer and no slower (the same queues at the site, a link no busier, a
+    shorter round trip) and no smaller. Of identical sites the first is kept."""
+    beaten = set()
+    for j, (a, qa) in enumerate(zip(space.sites, sites, strict=True)):
+        for i, (b, qb) in enumerate(zip(space.sites, sites, strict=True)):
+            if i == j or i in beaten:
+                continue
+            same_curves = (
+                qa.system.prfaas_prefill_latency == qb.system.prfaas_prefill_latency
+                and qa.system.kv_cache_size == qb.system.kv_cache_size
+            )
+            no_worse = (
+                qb.system.link_bandwidth_bytes_per_s >= qa.system.link_bandwidth_bytes_per_s
+                and qb.rtt_s <= qa.rtt_s
+                and b.usd_per_instance_hour <= a.usd_per_instance_hour
+                and b.fixed_usd_per_hour <= a.fixed_usd_per_hour
+                and bool(np.all(b.usd_per_offloaded_request <= a.usd_per_offloaded_request))
+                and b.max_instances >= a.max_instances
+            )
+            if same_curves and no_worse:
+                beaten.add(j)
+                break
+    return frozenset(beaten)
+
+
 def _decode_instances(space: ProcureSpace, target_rps: float, load_rps: float) -> int:
     """The fewest decode instances with θ_d n_d >= X and θ_d n_d > λ (a stable decode pool)."""
     theta = space.decode_rps_per_instance
@@ -186,7 +215,10 @@ def cheapest_with_ttft(
     # every pair (k, j) with a lower bound on its cost: the fewest instances reaching X
     pairs: list[tuple[float, int, int]] = []
     site_least = [site_counts(space, site, np.full(k_count, x)) for site in space.sites]
+    beaten = dominated_sites(space, sites)
     for j, site in enumerate((None, *space.sites), start=-1):
+        if j in beaten:
+            continue
         if site is None:
             n_min = np.where(p > 0, np.inf, 0.0)
             extra = np.zeros(k_count)
