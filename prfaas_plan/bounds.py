@@ -84,6 +84,9 @@ MAX_DECODE_TOKENS_PER_S = 1e6
 MAX_ABS_MU_LOG = 50.0
 # a histogram weight is relative; 10^100 each keeps the sum of a million weights finite
 MAX_HISTOGRAM_WEIGHT = 1e100
+# bins of a histogram workload: a bin a token wide over a 10^4-token range, or ~200 bins a
+# decade; its TTFT mesh (a few cells a bin, distributions.Histogram.mesh) stays ~40K cells
+MAX_HISTOGRAM_BINS = 10_000
 # the model catalog: the deepest published models have ~200 layers and ~2·10^12 parameters;
 # head counts, head and latent dimensions stay far below 2^20
 MAX_LAYERS = 10_000

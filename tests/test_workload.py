@@ -115,3 +115,48 @@ def test_fast_split_is_tail_accurate_across_shapes(mu, sigma):
             (long, d.partial_moments(t, np.inf)),
         ):
             assert got == pytest.approx(want, rel=1e-9, abs=1e-13 * total.max())
+
+
+def test_a_histogram_of_many_bins_costs_memory_in_proportion():
+    """A 10^4-bin histogram (the bound) once built (64 x bins) x bins arrays, gigabytes: its
+    mesh is now a few cells a bin and its partial moments go a block of intervals at a time,
+    equal to the one-block computation; 64 cells a bin up to 128 bins, as before."""
+    import numpy as np
+
+    from prfaas_plan.analytic import distributions
+    from prfaas_plan.analytic.distributions import Histogram
+
+    edges = np.linspace(128.0, 131072.0, 10_001)
+    many = Histogram(tuple(edges), tuple(np.linspace(1.0, 2.0, 10_000)))
+    lengths, weights = many.mesh()
+    assert lengths.size == 40_000 and np.all(np.diff(lengths) > 0)
+    assert weights.sum() == pytest.approx(1.0, rel=1e-12)
+    few = Histogram((100.0, 1_000.0, 5_000.0, 20_000.0), (1.0, 3.0, 2.0))
+    assert few.mesh()[0].size == 3 * 64
+    t = np.geomspace(50.0, 30_000.0, 257)
+    whole = few.partial_moments(t[:-1], t[1:])
+    small = distributions.HISTOGRAM_BLOCK_CELLS
+    try:
+        distributions.HISTOGRAM_BLOCK_CELLS = 7  # two intervals a block
+        blocked = few.partial_moments(t[:-1], t[1:])
+    finally:
+        distributions.HISTOGRAM_BLOCK_CELLS = small
+    np.testing.assert_array_equal(blocked, whole)
+
+
+def test_a_histogram_has_at_most_ten_thousand_bins(tmp_path):
+    from pathlib import Path
+
+    import yaml
+
+    from tests.test_cli import assert_clean_error, run
+
+    scenario = yaml.safe_load(Path("examples/case_study.yaml").read_text())
+    scenario["workload"]["input_tokens"] = {
+        "distribution": "histogram",
+        "bin_edges_tokens": [128.0 + 10 * i for i in range(10_002)],
+        "weights": [1.0] * 10_001,
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    assert_clean_error(run("optimize", path), 3, "bin_edges_tokens", "at most 10001")

@@ -262,6 +262,9 @@ def _log_normal_mesh(d: TruncatedLogNormal) -> tuple[FloatArray, FloatArray]:
     return lengths, weights
 
 
+HISTOGRAM_BLOCK_CELLS = 2**20  # (interval, bin) pairs a partial-moment block holds
+
+
 @dataclass(frozen=True)
 class Histogram(LengthDistribution):
     """Bins [edges[i], edges[i+1]) with the given weights, uniform density f_i inside each bin:
@@ -282,12 +285,18 @@ class Histogram(LengthDistribution):
         w = np.asarray(self.weights, float)
         density = w / w.sum() / np.diff(edges)
         a, b = np.broadcast_arrays(np.asarray(a, float), np.asarray(b, float))
-        lo = np.clip(a[..., None], edges[:-1], edges[1:])
-        hi = np.clip(b[..., None], edges[:-1], edges[1:])
-        hi = np.maximum(lo, hi)
         out = np.empty((max_order + 1, *a.shape))
-        for k in range(max_order + 1):
-            out[k] = ((hi ** (k + 1) - lo ** (k + 1)) / (k + 1) * density).sum(axis=-1)
+        flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+        flat = out.reshape(max_order + 1, -1)
+        # every (interval, bin) pair at once, a block of intervals at a time: memory stays
+        # ~HISTOGRAM_BLOCK_CELLS numbers a quantity whatever the bins and intervals
+        step = max(1, HISTOGRAM_BLOCK_CELLS // density.size)
+        for start in range(0, flat_a.size, step):
+            part = slice(start, start + step)
+            lo = np.clip(flat_a[part, None], edges[:-1], edges[1:])
+            hi = np.maximum(lo, np.clip(flat_b[part, None], edges[:-1], edges[1:]))
+            for k in range(max_order + 1):
+                flat[k, part] = ((hi ** (k + 1) - lo ** (k + 1)) / (k + 1) * density).sum(axis=-1)
         return out
 
     def quantile(self, u: ArrayLike) -> FloatArray:
@@ -301,9 +310,17 @@ class Histogram(LengthDistribution):
         return lengths
 
     def mesh(self) -> tuple[FloatArray, FloatArray]:
+        """Each bin cut into equal cells (64 up to 128 bins, fewer above, at least 4: the mesh
+        stays ~8K-40K cells), each cell's moments from its own bin's density alone."""
         edges = np.asarray(self.bin_edges_tokens, float)
-        fine = np.unique(np.linspace(edges[:-1], edges[1:], 65).ravel())  # 64 cells per bin
-        return _mesh_of(self.partial_moments(fine[:-1], fine[1:]))
+        w = np.asarray(self.weights, float)
+        density = w / w.sum() / np.diff(edges)
+        cells = int(min(64, max(4, math.ceil(8192 / density.size))))
+        fine = np.linspace(edges[:-1], edges[1:], cells + 1)  # (cells + 1, bins)
+        lo, hi = fine[:-1], fine[1:]
+        moments = np.stack([(hi ** (k + 1) - lo ** (k + 1)) / (k + 1) * density
+                            for k in range(3)])  # fmt: skip
+        return _mesh_of(moments.transpose(0, 2, 1).reshape(3, -1))
 
     def describe(self) -> str:
         return f"histogram of {len(self.weights)} bins on [{self.min_tokens:g}, {self.max_tokens:g}] tokens"

@@ -98,7 +98,7 @@ class LogNormalLengths(Strict):
 
 class HistogramLengths(Strict):
     distribution: Literal["histogram"]
-    bin_edges_tokens: list[Tokens] = Field(min_length=2)
+    bin_edges_tokens: list[Tokens] = Field(min_length=2, max_length=bounds.MAX_HISTOGRAM_BINS + 1)
     weights: list[Annotated[float, Field(ge=0)]] = Field(min_length=1)
 
     @model_validator(mode="after")
