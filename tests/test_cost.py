@@ -355,7 +355,7 @@ def test_a_scenario_price_for_a_gpu_it_cannot_use_is_refused(tmp_path):
     typo = tmp_path / "typo.yaml"
     typo.write_text(base + "cost:\n  gpu_prices_usd_per_gpu_hour: {h100: 2.0}\n")
     assert_clean_error(run("optimize", typo), 3,
-                       "cost.gpu_prices_usd_per_gpu_hour prices 'h100'", "may use h20, h200")  # fmt: skip
+                       "cost.gpu_prices_usd_per_gpu_hour prices ['h100']", "may use h20, h200")  # fmt: skip
     ok = tmp_path / "ok.yaml"
     ok.write_text(base + "cost:\n  gpu_prices_usd_per_gpu_hour: {h200: 2.0}\n")
     assert run("optimize", ok).returncode == 0

@@ -5,6 +5,7 @@ on a request's head, what an idle worker has imported). Every row's answer is al
 what no answer may hold: a traceback, a message of more than one line, a path of the server's
 machine. Adding an endpoint: add its rows here."""
 
+import asyncio
 import json
 import logging
 import pickle
@@ -140,7 +141,7 @@ ROWS = [
      "input should be a valid string"),
     ("lone surrogate price key", "POST", "/api/v1/procure", {},
      b'{"target_rps": 4, "gpu_prices_usd_per_gpu_hour": {"\\ud800": 1}}', 422,
-     "gpu_price names '\\\\ud800'"),
+     "gpu_price names ['\\\\ud800']"),
     ("lone surrogate site name", "POST", "/api/v1/procure", {},
      escaped({"target_rps": 4, "scenario": scenario(procurement={"sites": [
          {"name": "@@", "gpu": "h20", "link_offering": "aws-dx-10g"}]})}, "\\ud800"), 422,
@@ -519,3 +520,50 @@ def test_the_readme_states_the_head_limits():
     limits = Limits()
     assert f"{limits.max_head_bytes // 1024} KiB" in readme
     assert f"{limits.max_headers} header lines" in readme
+
+
+def _request(chunks, stall=False):
+    """A starlette Request whose body arrives as `chunks`, then (with `stall`) never ends."""
+    from starlette.requests import Request
+
+    messages = [{"type": "http.request", "body": c, "more_body": True} for c in chunks]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        if stall:
+            await asyncio.sleep(3600)
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {"type": "http", "method": "POST", "path": "/api/v1/kv", "headers": [],
+             "query_string": b""}  # fmt: skip
+    return Request(scope, receive)
+
+
+def test_a_stalled_body_is_dropped_and_bodies_held_at_once_are_bounded():
+    """A body that stops arriving is answered 408 after body_timeout_s (8,000 stalled
+    connections held 2 GB in the HTTP process before); bodies received at once hold at most
+    max_buffered_body_bytes, beyond which 503; what a body held is released either way."""
+    from prfaas_plan.server.app import BodyBudget, read_body
+
+    limits = Limits(body_timeout_s=0.2, max_buffered_body_bytes=100)
+    budget = BodyBudget(limits.max_buffered_body_bytes)
+    with pytest.raises(ApiError) as stalled:
+        asyncio.run(read_body(_request([b"{" * 40], stall=True), limits, budget))
+    assert stalled.value.status == 408 and "within 0.2 s" in str(stalled.value)
+    assert budget.held == 0
+    budget.held = 90  # other bodies being received
+    with pytest.raises(ApiError) as busy:
+        asyncio.run(read_body(_request([b"{}" * 10]), limits, budget))
+    assert busy.value.status == 503 and budget.held == 90
+    budget.held = 0
+    assert asyncio.run(read_body(_request([b"{", b"}"]), limits, budget)) == b"{}"
+    assert budget.held == 0
+
+
+def test_ten_thousand_unknown_price_keys_are_not_echoed(client):
+    """A refusal quotes a few of what it refuses, never a 10,000-key body back."""
+    prices = {f"gpu{i}": 1.0 for i in range(10_000)}
+    response = client.post("/api/v1/plan", json={"gpu_prices_usd_per_gpu_hour": prices})
+    assert response.status_code == 422
+    assert len(response.text) < 1_000 and "gpu_price names ['gpu0'" in response.text

@@ -138,7 +138,7 @@ def _check_priced_gpus(
     foreign = sorted(set(prices) - may_buy)
     if foreign:
         raise ConfigError(
-            f"{where}cost.gpu_prices_usd_per_gpu_hour prices {', '.join(map(repr, foreign))}, "
+            f"{where}cost.gpu_prices_usd_per_gpu_hour prices {bounds.quoted(foreign)}, "
             f"which the scenario neither deploys nor may buy; it may use "
             f"{', '.join(sorted(may_buy))}"
         )
@@ -167,7 +167,7 @@ def resolve_pricing(
     foreign = sorted(set(overrides) - known)
     if foreign:
         raise ConfigError(
-            f"gpu_price names {', '.join(map(repr, foreign))}, which the scenario does not "
+            f"gpu_price names {bounds.quoted(foreign)}, which the scenario does not "
             f"deploy; it deploys {', '.join(sorted(known))}",
             parameter="gpu_price",
         )

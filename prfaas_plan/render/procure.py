@@ -307,7 +307,8 @@ def pareto_view(report: ParetoReport, max_rows: int = 12) -> View:
             "stays unloaded."
         )
     title = f"prfaas-plan procure --pareto · {report.problem.scenario.name}"
-    return View(title, ["$/h", "P90 s | Λ_max", "plan"], rows, notes)
+    # the middle column holds the P90 on Λ rows and Λ_max on P90 rows: one cell, no "|"
+    return View(title, ["$/h", "P90 s / Λ_max", "plan"], rows, notes)
 
 
 def _p90_label(report: ParetoReport) -> str:

@@ -49,14 +49,21 @@ def dumps(document: Document, *, compact: bool = False) -> str:
     return json.dumps(document, indent=2, allow_nan=False) + "\n"
 
 
+def _cell(text: str) -> str:
+    """A table cell's text: a "|" inside it escaped, so that it cannot split the cell."""
+    return text.replace("|", "\\|")
+
+
 def render_markdown(v: View) -> str:
     lines = [
         f"## {v.title}",
         "",
-        "| | " + " | ".join(v.columns) + " |",
+        "| | " + " | ".join(map(_cell, v.columns)) + " |",
         "|---|" + "---|" * len(v.columns),
     ]
-    lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in v.rows]
+    lines += [
+        f"| {_cell(label)} | " + " | ".join(map(_cell, cells)) + " |" for label, cells in v.rows
+    ]
     lines += [""] + [f"- {n}" for n in v.notes]
     return "\n".join(lines) + "\n"
 

@@ -10,12 +10,14 @@ where the CLI writes `--threshold-tokens`) and an HTTP status by class:
     400 malformed body (not UTF-8, not JSON, NaN/Infinity, a key twice in an object, nested
         deeper than max_json_depth)
     404 / 405 unknown path or method
+    408 a body not received within body_timeout_s
     409 InfeasibleError (no plan meets the target; the message names what binds)
     413 body over max_body_bytes
     431 a head (request line and headers) over max_head_bytes or max_headers lines
     422 ConfigError, ProfileError, RangeError (and a body that breaks the schema: a ConfigError)
     503 SolverError, ResourceLimitError (out of memory), max_concurrent requests running and
-        max_queued more waiting, or a worker process that ended while computing the request
+        max_queued more waiting, bodies being received over max_buffered_body_bytes in all,
+        or a worker process that ended while computing the request
     504 a request over timeout_s (on worker processes its computation is stopped)
 
 Requests are decoded, checked and computed on worker processes (server/workers.py); this
@@ -26,6 +28,7 @@ and no traceback (the traceback goes to the server's log, a worker process's inc
 answer names a path of the server's machine (server/naming.py).
 """
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -97,18 +100,44 @@ def failure_response(exc: Exception) -> JSONResponse:
     return error_response(500, "InternalError", f"internal error ({kind}); please report it")
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """At most `limit` bytes of body, or 413 (a declared length is checked before reading)."""
+class BodyBudget:
+    """The bytes of the bodies being received at once, against Limits.max_buffered_body_bytes
+    (one event loop reads them all: no lock)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+
+async def read_body(request: Request, limits: Limits, budget: BodyBudget) -> bytes:
+    """At most `limits.max_body_bytes` of body, or 413 (a declared length is checked before
+    reading); all of it within `limits.body_timeout_s`, or 408; 503 when the bodies being
+    received at once would hold more than the budget."""
+    limit = limits.max_body_bytes
     declared = request.headers.get("content-length")
     too_large = ApiError(413, "BodyTooLarge", f"request: body is over the limit of {limit:,} bytes")
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large
-        chunks.append(chunk)
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(limits.body_timeout_s):
+            async for chunk in request.stream():
+                if budget.held + len(chunk) > budget.limit:
+                    raise ApiError(503, "Busy", "request: the server is receiving too many "
+                                   "bodies at once; try again shortly")  # fmt: skip
+                budget.held += len(chunk)
+                size += len(chunk)
+                chunks.append(chunk)
+                if size > limit:
+                    raise too_large
+    except TimeoutError:
+        raise ApiError(
+            408, "RequestTimeout",
+            f"request: the body did not arrive within {limits.body_timeout_s:g} s; send it whole",
+        ) from None  # fmt: skip
+    finally:
+        budget.held -= size
     return b"".join(chunks)
 
 
@@ -123,6 +152,7 @@ def create_app(
     data_dir = None if data_dir is None else Path(data_dir).absolute()
     catalog = CachedCatalog.open(data_dir)
     runner = Runner(limits, catalog, processes, data_dir)
+    budget = BodyBudget(limits.max_buffered_body_bytes)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -158,7 +188,7 @@ def create_app(
                 raise ApiError(
                     422, "ConfigError", f"format must be json or markdown, got {format[:40]!r}"
                 )
-            raw = await read_body(request, limits.max_body_bytes)
+            raw = await read_body(request, limits, budget)
             text = await runner.run(name, raw, format)  # decoded and checked there
         except ClientDisconnect:  # nobody to answer, nothing to report
             return Response(status_code=400)

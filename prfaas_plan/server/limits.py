@@ -20,6 +20,12 @@ class Limits:
     # the rest is read (server/http.py; uvicorn and httptools set no bound of their own)
     max_head_bytes: int = 16 * 1024
     max_headers: int = 100
+    # a body must arrive within body_timeout_s of the request's head (a 256 KiB body takes
+    # 0.2 s at 10 Mbit/s), else 408: a client that stalls holds no memory for longer; and the
+    # bodies being received at once hold at most max_buffered_body_bytes in all (a few hundred
+    # maximal bodies), beyond which a new body is answered 503 at once
+    body_timeout_s: float = 10.0
+    max_buffered_body_bytes: int = 64 * 1024 * 1024
 
 
 def head_refusal(limits: Limits, head_bytes: int, headers: int) -> str | None:
