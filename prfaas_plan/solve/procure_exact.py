@@ -23,10 +23,13 @@ points of the model (reference eq. 7) for each PD-P count.
 
 A budget B: the most throughput within B is the largest X whose cheapest deployment costs
 <= B (that cost never falls as X grows). From a feasible deployment, `rate_within_budget`
-finds the most its counts serve within B at the best continuous t; the next candidate rate is
-that times (1 + ASCENT_RTOL), solved as a target. When no deployment reaches it within B the
-previous rate is the optimum to ASCENT_RTOL, and the answer is the cheapest deployment reaching
-it (the cheapest of the highest-throughput plans).
+finds the most its counts serve within B at the best continuous t (the end of its plateau of
+C(X)). Whether that rate Λ is the answer one target says: Λ (1 + ASCENT_RTOL), solved as a
+target; when no deployment reaches it within B, Λ is the optimum to ASCENT_RTOL. Otherwise the
+search gallops above Λ (steps of 1/16, doubled while reached) until a rate is out of reach,
+then bisects in ln X between the two; every rate out of reach is a certificate for all above
+it, since C never falls. The answer is the cheapest deployment reaching Λ (the cheapest of the
+highest-throughput plans).
 
 The argument needs h non-decreasing and W_j non-increasing. The first always holds in exact
 mode and for increasing latency curves in paper mode; W_j = E[T_j(L); L > t] always falls in
@@ -38,6 +41,7 @@ Units: req/s, $/h, tokens, bytes.
 """
 
 import dataclasses
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -48,13 +52,22 @@ from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import ServingSystem, rates
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.choices import Mode
-from prfaas_plan.solve.procure_milp import ProcurePoint, ProcureSpace, SiteRates, solve_procure
+from prfaas_plan.solve.procure_milp import (
+    ProcurePoint,
+    ProcureSpace,
+    SiteRates,
+    pd_counts,
+    single_site_target,
+    solve_one,
+    solve_procure,
+)
 from prfaas_plan.solve.sizing_milp import milp_threshold_grid
 
 # a rate within this of the optimum is the optimum: far below any printed digit, and the ascent
 # of the budget mode steps by it when a deployment's rate cannot be raised further
 ASCENT_RTOL = 1e-10
 ASCENT_MAX_STEPS = 200
+GALLOP_FIRST_STEP = 1 / 16  # the first relative step above a rate reached, doubled while reached
 BISECTION_STEPS = 80  # halves a log-threshold interval of ln(2^20) to ~1e-23: machine precision
 MONOTONE_GRID_POINTS = 1025
 MONOTONE_RTOL = 1e-12  # rises below this are rounding, not a property of the curves
@@ -125,7 +138,7 @@ class ExactPoint:
     point: ProcurePoint
     # monotone_violation of the model (0: the threshold is exact, module docstring)
     monotone_violation: float = 0.0
-    proven: bool = True  # False: the budget ascent stopped at ASCENT_MAX_STEPS
+    proven: bool = True  # False: the budget search stopped at ASCENT_MAX_STEPS
 
     @property
     def threshold_tokens(self) -> float:
@@ -209,8 +222,58 @@ def exact_target(
     None when none does. `violation`: monotone_violation(model), if already known."""
     violation = monotone_violation(model) if violation is None else violation
     space = model.space(_candidates(model, target_rps, violation))
-    point = solve_procure(space, target_rps=target_rps)
+    search = solve_procure if violation > 0 else _interval_search
+    point = search(space, target_rps=target_rps)
     return None if point is None else ExactPoint(space, point, violation)
+
+
+def _interval_search(space: ProcureSpace, target_rps: float) -> ProcurePoint | None:
+    """The cheapest point of `space` (thresholds increasing) reaching `target_rps`, by branch
+    and bound over runs of thresholds instead of one MILP each: at t_k the cost is PD(k), the
+    fewest PD instances' price (non-decreasing in k: n_p = ceil(X h(t_k))), plus S(k), what the
+    sites cost to carry the offloaded traffic (non-increasing in k: module docstring), so on a
+    run k in [i, j] it is at least PD(i) + S(j), from the run's two ends alone. Runs are split
+    at their middle, lowest bound first, until every run's bound reaches the best point found
+    (the closed-form single-site optimum to begin with)."""
+    x = float(target_rps)
+    size = space.thresholds_tokens.size
+    n_d, n_p = pd_counts(space, np.full(size, x))
+    pd_usd = space.pd_usd_per_instance_hour * (n_d + n_p)
+    feasible = np.flatnonzero(n_d + n_p <= space.max_pd_instances)  # a prefix: n_p rises
+    if feasible.size == 0:
+        return None
+    best = single_site_target(space, x)
+    sites: dict[int, float] = {}  # S(k): the cost at t_k beyond PD(k) (inf: cannot carry)
+
+    def evaluate(k: int) -> float:
+        nonlocal best
+        if k not in sites:
+            point = solve_one(space, k, x, None)
+            if point is None:
+                sites[k] = math.inf
+            else:
+                sites[k] = max(point.usd_per_hour - float(pd_usd[k]), 0.0)
+                if best is None or point.usd_per_hour < best.usd_per_hour:
+                    best = point
+        return sites[k]
+
+    first, last = int(feasible[0]), int(feasible[-1])
+    runs = [(float(pd_usd[first]) + evaluate(last), first, last)]
+    evaluate(first)
+    while runs:
+        bound, i, j = heapq.heappop(runs)
+        if j - i <= 1 or (best is not None and bound >= best.usd_per_hour * (1 - PRUNE_RTOL)):
+            continue
+        m = (i + j) // 2
+        evaluate(m)
+        for a, b in ((i, m), (m, j)):
+            heapq.heappush(runs, (float(pd_usd[a]) + sites[b], a, b))
+    return best
+
+
+# a run of thresholds whose bound is within this of the best cost found cannot beat it by more
+# than the comparisons of the tests (1e-9) can see
+PRUNE_RTOL = 1e-12
 
 
 def _site_terms(
@@ -321,13 +384,25 @@ def exact_budget(
               rate_within_budget(model, start.point, budget_usd_per_hour)[0])  # fmt: skip
     last = start
     proven = False
+    failed_rps = math.inf  # the least rate known out of reach within the budget
+    step = GALLOP_FIRST_STEP
+    tried_next = False  # lam (1 + ASCENT_RTOL) already tried for this lam
+    reached = False  # the last target tried was reached
     for _ in range(ASCENT_MAX_STEPS):
-        goal = lam * (1 + ASCENT_RTOL)
-        found = exact_target(model, goal, violation)
-        if found is None or found.point.usd_per_hour > budget_usd_per_hour * (1 + 1e-12):
+        if failed_rps <= lam * (1 + ASCENT_RTOL):
             proven = True
             break
-        last = found
+        if not (tried_next or reached):  # after a miss: is lam the answer? one target says
+            goal, tried_next = lam * (1 + ASCENT_RTOL), True
+        elif math.isinf(failed_rps):  # no bound above yet: gallop
+            goal, step = lam * (1 + step), step * 2
+        else:  # bisect (in ln X) between what is reached and what is not
+            goal = math.sqrt(lam * failed_rps)
+        found = exact_target(model, goal, violation)
+        if found is None or found.point.usd_per_hour > budget_usd_per_hour * (1 + 1e-12):
+            failed_rps, reached = min(failed_rps, goal), False
+            continue
+        last, reached, tried_next = found, True, False
         lam = max(goal, rate_within_budget(model, found.point, budget_usd_per_hour)[0])
     best = exact_target(model, lam, violation)
     if best is None:  # rounding at the very rate a deployment saturates: its last target

@@ -498,7 +498,7 @@ def solve_procure(
                 best and bound[k] >= best.usd_per_hour * (1 - PROCURE_REL_GAP)
             ):
                 break
-            point = _solve_one(space, int(k), target_rps, None)
+            point = solve_one(space, int(k), target_rps, None)
             if point is not None and (best is None or point.usd_per_hour < best.usd_per_hour):
                 best = point
         return best
@@ -508,13 +508,13 @@ def solve_procure(
     for k in np.argsort(-upper, kind="stable"):
         if best is not None and upper[k] <= best.served_rps * (1 + PROCURE_REL_GAP):
             break
-        point = _solve_one(space, int(k), None, budget_usd_per_hour)
+        point = solve_one(space, int(k), None, budget_usd_per_hour)
         if point is not None and (best is None or point.served_rps > best.served_rps):
             best = point
     return best
 
 
-def _solve_one(
+def solve_one(
     space: ProcureSpace, k: int, target_rps: float | None, budget_usd_per_hour: float | None
 ) -> ProcurePoint | None:
     """The MILP at threshold t_k alone. A target is checked against the returned counts' exact
