@@ -48,6 +48,33 @@ def quoted(value: object) -> str:
     return _SHORT.repr(value)
 
 
+def check_text(name: str, text: str, max_chars: int = 200) -> str:
+    """`text` if it is printable (no control character: it would break a one-line message or a
+    YAML file; no lone surrogate: not encodable in UTF-8) and at most `max_chars` long, else a
+    ConfigError naming `name` (a parameter)."""
+    bad = next((c for c in text if not c.isprintable() and c != " "), None)
+    if bad is not None:
+        raise ConfigError(
+            f"{name} must be printable text, found the character U+{ord(bad):04X}", parameter=name
+        )
+    if len(text) > max_chars:
+        raise ConfigError(
+            f"{name} must be at most {max_chars} characters, got {len(text):,}", parameter=name
+        )
+    return text
+
+
+def exact(value: float) -> str:
+    """`value` as short as %g where that is exact, else in full: a value just past a bound
+    (1000001 past 10^6) must not read as the bound itself."""
+    short = f"{value:g}"
+    try:
+        same = float(short) == value
+    except (ValueError, OverflowError):
+        same = False
+    return short if same else repr(value)
+
+
 def check_in_range(
     name: str, value: float, low: float, high: float, unit: str = "", *, parameter: bool = True
 ) -> float:
@@ -60,7 +87,7 @@ def check_in_range(
     if not (math.isfinite(value) and low <= value <= high):
         unit_text = f" {unit}" if unit else ""
         raise ConfigError(
-            f"{name} must be in [{low:g}, {high:g}]{unit_text}, got {value:g}",
+            f"{name} must be in [{exact(low)}, {exact(high)}]{unit_text}, got {exact(value)}",
             parameter=name if parameter else None,
         )
     return value

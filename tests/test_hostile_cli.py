@@ -87,9 +87,9 @@ REFUSED = [
     (["egress", "--scenario", CASE, "--threshold-tokens", BIG],
      "--threshold-tokens must be in [0, 1e+09] tokens"),
     # seeds
-    ([*SIM, "--seed", "-1"], "--seed must be in [0, 9.22337e+18], got -1"),
-    (["compare-policies", "--seed", "-1"], "--seed must be in [0, 9.22337e+18], got -1"),
-    ([*SIM, "--seed", str(2**63)], "--seed must be in [0, 9.22337e+18]"),
+    ([*SIM, "--seed", "-1"], "--seed must be in [0, 9223372036854775807], got -1"),
+    (["compare-policies", "--seed", "-1"], "--seed must be in [0, 9223372036854775807], got -1"),
+    ([*SIM, "--seed", str(2**63)], "--seed must be in [0, 9223372036854775807]"),
     # rates and loads
     ([*SIM, "--rate-rps", TINY], "--rate-rps must be in [1e-06, 1e+06] req/s, got 1e-300"),
     ([*SIM, "--rate-rps", BIG], "--rate-rps must be in [1e-06, 1e+06] req/s"),
@@ -150,6 +150,17 @@ REFUSED = [
      "1,000 requests at 1e-06 req/s span ~1e+09 s, more than 3.2e+07 s (a year); raise --rate-rps"),
     (["compare-policies", "--requests", "1000000", "--load", "0.001"],
      "span ~3.2e+08 s, more than 3.2e+07 s (a year); raise --load or ask for fewer requests"),
+    # a list with an empty item is a typo, not a shorter list
+    ([*SIM, "--load", "0.5,,0.8"],
+     "--load: expected comma-separated numbers with none empty, got '0.5,,0.8'"),
+    ([*SIM, "--load", "0.8,"], "--load: expected comma-separated numbers with none empty"),
+    (["kv", "--lengths", "1024,,2048"],
+     "--lengths: expected comma-separated whole token counts with none empty"),
+    # a value just past a bound is quoted as given, never rounded onto the bound
+    (["optimize", "--bandwidth-gbps", "1000001"],
+     "--bandwidth-gbps must be in [1e-06, 1e+06] Gbps, got 1000001"),
+    (["optimize", "--threshold-tokens", "1000000001"],
+     "--threshold-tokens must be in [0, 1e+09] tokens, got 1000000001"),
     # the --bandwidth-gbps override: the scenario file's own bound, on every command
     *[([command, *extra, "--bandwidth-gbps", value],
        f"--bandwidth-gbps must be in [1e-06, 1e+06] Gbps, got {value_shown}")
@@ -457,3 +468,57 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path):
     result = run("check", data, "--update", "-f", "json", "-o", "/dev/null")
     assert_clean_error(result, 3, "--output: /dev/null is not a regular file")
     assert expectations.read_text() == before
+
+
+def test_output_onto_the_commands_own_input_is_refused_and_the_input_kept(tmp_path):
+    """`optimize s.yaml -o s.yaml` would replace the scenario with its plan."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(Path(CASE).read_text())
+    before = scenario.read_bytes()
+    for target in (scenario, tmp_path / "." / "s.yaml"):
+        result = run("optimize", scenario, "-o", target, "-f", "json")
+        assert_clean_error(result, 3, f"--output {target} is an input of this command")
+        assert scenario.read_bytes() == before
+
+
+def test_import_profile_output_onto_its_benchmark_file_is_refused_before_any_import(tmp_path):
+    from .test_hostile_import import H200, SAMPLES
+
+    source = tmp_path / "run.json"
+    source.write_bytes((SAMPLES / "vllm_h200_prefill.json").read_bytes())
+    before = source.read_bytes()
+    result = run("import-profile", "vllm", source, *H200, "--data-dir", tmp_path / "d",
+                 "-o", source, "-f", "json")  # fmt: skip
+    assert_clean_error(result, 3, "is an input of this command")
+    assert source.read_bytes() == before and not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("flag", ["--engine-version", "--parallelism"])
+@pytest.mark.parametrize("text, fragment", [("v1\x07", "U+0007"), ("v" * 201, "at most 200")])
+def test_import_metadata_flags_are_printable_short_text(tmp_path, flag, text, fragment):
+    """They are written into the table's meta.yaml: a control character broke it."""
+    from .test_hostile_import import H200, SAMPLES
+
+    value = text.encode().decode("unicode_escape")
+    result = run("import-profile", "vllm", SAMPLES / "vllm_h200_prefill.json", *H200,
+                 "--data-dir", tmp_path / "d", flag, value)  # fmt: skip
+    assert_clean_error(result, 3, flag, fragment)
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_deployment_that_serves_nobody_has_no_time_to_a_first_token():
+    """0 PD-P, 0 PrfaaS instances at t = 0: Λ_max 0; the TTFT of an empty pool is undefined
+    (NaN, null in JSON), not the unloaded TTFT of a pool that does not exist."""
+    result = run("evaluate", "--threshold-tokens", "0", "--pd-prefill-instances", "0",
+                 "--prfaas-instances", "0", "-f", "json")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    configuration = json.loads(result.stdout)["configuration"]
+    assert configuration["throughput_rps"]["system"] == 0
+    ttft = {k: v for k, v in configuration["ttft"].items() if k.endswith("_s")}
+    assert len(ttft) == 6 and all(v is None for v in ttft.values()), ttft
+
+
+def test_a_plan_that_offloads_nothing_says_so_instead_of_t_inf():
+    result = run("optimize", "--max-prfaas-gpus", "0")
+    assert result.returncode == 0, result.stderr
+    assert "infK" not in result.stdout and "offloading nothing" in result.stdout

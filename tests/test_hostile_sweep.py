@@ -657,3 +657,19 @@ def test_the_interpreter_refuses_what_the_check_would(tmp_path):
     with pytest.raises(ConfigError, match="m is a mapping, expected a number or a string"):
         h({"m": {"x": 1}})
     assert bounds.MAX_FILTER_STRING_CHARS == 10_000
+
+
+def test_report_flags_that_draw_need_a_plot_and_draw_only_numbers(tmp_path):
+    """--x/--y/--kind/--value shape the figure: without --plot they would do nothing; a column
+    of strings (error_message) has no colour to draw."""
+    results = finished_with(tmp_path, SWEEP)
+    for flags in (["--x", "link.bandwidth_gbps"], ["--kind", "line"], ["--value", "throughput"]):
+        result = run("sweep-report", results, *flags)
+        assert result.returncode == 3 and flags[0] in result.stderr, result.stderr
+        assert "give --plot FILE with them" in result.stderr
+    result = run("sweep-report", results, "--plot", tmp_path / "f.png",
+                  "--x", "link.bandwidth_gbps", "--y", "prfaas_cluster.instances",
+                  "--value", "error_message")  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    assert "--value: 'error_message' holds no value in any row, not numbers" in result.stderr
+    assert not (tmp_path / "f.png").exists()

@@ -217,7 +217,8 @@ def test_scenario_sites(tmp_path):
     bad.write_text(
         text + "procurement:\n  sites:\n    - {name: x, gpu: h100, link_offering: aws-dx-100g}\n"
     )
-    assert_clean_error(run("procure", bad, "--target-rps", "1"), 3, "unknown GPU 'h100'")
+    assert_clean_error(run("procure", bad, "--target-rps", "1"), 3,
+                       "bad.yaml: procurement.sites[x]: unknown GPU 'h100'")  # fmt: skip
     bad.write_text(
         text + "procurement:\n  sites:\n    - {name: y, gpu: h200, link_offering: nope}\n"
     )

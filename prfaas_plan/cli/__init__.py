@@ -30,11 +30,11 @@ from prfaas_plan.cli.options import (
     check_distinct_outputs,
     float_list,
     given,
-    int_list,
     percentile,
     plot_name,
     plot_target,
     source,
+    token_counts,
 )
 from prfaas_plan.cli.output import emit, load_problem, progress_bar, spinner
 from prfaas_plan.cli.pricing import (
@@ -218,7 +218,7 @@ def kv(
 
     check_distinct_outputs(output, plot)
     report = kv_report(
-        Catalog.open(data_dir), models, int_list(lengths, "--lengths"), kv_dtype=kv_dtype,
+        Catalog.open(data_dir), models, token_counts(lengths, "--lengths"), kv_dtype=kv_dtype,
         state_dtype=state_dtype, gpu=gpu, gpus_per_instance=gpus_per_instance,
     )  # fmt: skip
     if plot is not None:

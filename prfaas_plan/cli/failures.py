@@ -48,6 +48,10 @@ PARAMETER_FLAGS: dict[str, str] = {
     "mode": "--mode",
     "output": "--output",
     "data_dir": "--data-dir",
+    "value": "--value",  # sweep-report (study/report.py)
+    # import-profile (commands/import_profile.py)
+    "engine_version": "--engine-version",
+    "parallelism": "--parallelism",
     # kv / egress (commands/kv.py, commands/plan.py)
     "lengths_tokens": "--lengths",
     "kv_dtype": "--kv-dtype",
@@ -155,6 +159,9 @@ class PlanCommand(TyperCommand):
     `--load 0.5 --load 0.8` read as a sweep would run 0.8 alone."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from prfaas_plan.cli.output import INPUTS
+
+        INPUTS.clear()  # a new command: none of its inputs read yet
         if not ctx.resilient_parsing:
             try:
                 _, _, order = self.make_parser(ctx).parse_args(args=list(args))

@@ -10,7 +10,7 @@ from prfaas_plan.choices import ProfileFormat, ProfileKind
 from prfaas_plan.cli.app import app
 from prfaas_plan.cli.failures import PlanCommand
 from prfaas_plan.cli.options import FormatOpt, OutputFormat, OutputOpt, source
-from prfaas_plan.cli.output import emit
+from prfaas_plan.cli.output import emit, guard_output, note_inputs
 
 
 @app.command("import-profile", cls=PlanCommand)
@@ -64,6 +64,8 @@ def import_profile_command(
     from prfaas_plan.commands.import_profile import import_profile
     from prfaas_plan.render.imports import import_json, import_view
 
+    note_inputs(*files)
+    guard_output(output)  # before anything is written into the data directory
     report = import_profile(
         fmt_in, files, model=model, gpu=gpu, gpus_per_instance=gpus_per_instance,
         data_dir=data_dir, kind=kind, engine_version=engine_version, parallelism=parallelism,

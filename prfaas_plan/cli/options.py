@@ -141,9 +141,19 @@ TtftLoadRpsOpt = Annotated[
 ]
 
 
-def int_list(text: str, flag: str) -> list[float]:
+def _items(text: str, flag: str, what: str) -> list[str]:
+    """The comma-separated items of `text`, none of them empty (`0.5,,0.8` is a typo)."""
+    parts = [part.strip() for part in text.split(",")]
+    if not text.strip() or any(not part for part in parts):
+        raise ConfigError(f"{flag}: expected comma-separated {what} with none empty, got {text!r}")
+    return parts
+
+
+def token_counts(text: str, flag: str) -> list[float]:
+    """Whole token counts (`--lengths`), as floats."""
+    parts = _items(text, flag, "whole token counts")
     try:
-        return [float(int(part)) for part in text.split(",") if part.strip()]
+        return [float(int(part)) for part in parts]
     except ValueError:
         raise ConfigError(
             f"{flag}: expected comma-separated whole token counts, got {text!r}"
@@ -151,8 +161,9 @@ def int_list(text: str, flag: str) -> list[float]:
 
 
 def float_list(text: str, flag: str) -> tuple[float, ...]:
+    parts = _items(text, flag, "numbers")
     try:
-        return tuple(float(part) for part in text.split(",") if part.strip())
+        return tuple(float(part) for part in parts)
     except ValueError:
         raise ConfigError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
 
@@ -163,7 +174,7 @@ def given(**values: float | None) -> dict[str, float]:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def same_file(a: Path, b: Path) -> bool:
     if a.resolve() == b.resolve():
         return True
     try:
@@ -179,7 +190,7 @@ def check_distinct_outputs(output: Path | None, plot: Path | None, **others: Pat
              if path is not None]  # fmt: skip
     for i, (name, path) in enumerate(given):
         for other, other_path in given[i + 1 :]:
-            if _same_file(path, other_path):
+            if same_file(path, other_path):
                 raise ConfigError(
                     f"--{name} and --{other} name the same file ({path}): one result would "
                     "overwrite the other; give two file names"

@@ -11,7 +11,29 @@ if TYPE_CHECKING:
     from prfaas_plan.inputs.scenario import Problem
     from prfaas_plan.render.views import Document, View
 
-from prfaas_plan.cli.options import OutputFormat
+from prfaas_plan.cli.options import OutputFormat, same_file
+from prfaas_plan.errors import ConfigError
+
+# the files the running command reads as its inputs (a scenario, benchmark results): --output
+# must not replace one. Cleared as each command starts (cli/failures.py PlanCommand)
+INPUTS: list[Path] = []
+
+
+def note_inputs(*paths: Path | None) -> None:
+    """Files the running command reads: `emit` refuses to write its result over one."""
+    INPUTS.extend(p for p in paths if p is not None)
+
+
+def guard_output(output: Path | None) -> None:
+    """Refuse an --output that names one of the command's inputs read so far (a command with
+    side effects calls this before them; `emit` again before writing)."""
+    if output is not None:
+        for source in INPUTS:
+            if same_file(output, source):
+                raise ConfigError(
+                    f"--output {output} is an input of this command: writing the result there "
+                    "would replace it; give another file name"
+                )
 
 
 def load_problem(
@@ -20,12 +42,16 @@ def load_problem(
     """The scenario's problem; `bandwidth_gbps` overrides link.bandwidth_gbps."""
     from prfaas_plan.inputs.scenario import open_problem
 
+    note_inputs(scenario)
     return open_problem(scenario, data_dir, bandwidth_gbps)
 
 
 def emit(view: "View", document: "Document", fmt: OutputFormat, output: Path | None) -> None:
-    """Write a result: `view` (views.View) for table/Markdown, `document` for JSON."""
+    """Write a result: `view` (views.View) for table/Markdown, `document` for JSON; never over
+    one of the command's inputs."""
     from prfaas_plan.render import views
+
+    guard_output(output)
 
     if output is None:
         with _stdout_errors():

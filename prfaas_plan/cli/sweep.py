@@ -156,6 +156,12 @@ def sweep_report_command(
     from prfaas_plan.study.report import grid, summarize
     from prfaas_plan.study.views import summary_json, summary_view
 
+    if plot is None:
+        unused = [flag for flag, used in (("--x", x is not None), ("--y", y is not None),
+                  ("--kind", kind != "heatmap"), ("--value", value != "speedup_vs_homogeneous"))
+                  if used]  # fmt: skip
+        if unused:
+            raise ConfigError(f"{', '.join(unused)} draw the figure: give --plot FILE with them")
     if plot is not None:
         if x is None or y is None:
             raise ConfigError("--plot needs --x and --y (two axes of the sweep)")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from prfaas_plan import bounds
 from prfaas_plan.analytic.decode_physics import DecodeInstance, implausible_step
 from prfaas_plan.analytic.profiles import PREFILL_LATENCY_DEGREE, fit_curve
 from prfaas_plan.choices import ProfileFormat, ProfileKind
@@ -141,6 +142,9 @@ def import_profile(
     force: bool = False,
 ) -> ImportReport:
     """Read `files`, build the profile table(s) and write them into `data_dir` (module docstring)."""
+    for name, text in (("engine_version", engine_version), ("parallelism", parallelism)):
+        if text is not None:  # written into the table's meta.yaml
+            bounds.check_text(name, text)
     imp.check_data_dir(data_dir)
     tables, engine, measured_on = _tables(fmt, files, kind)
     target = Catalog.open(data_dir if not imp.needs_initialising(data_dir) else None)

@@ -3,6 +3,7 @@ optional sizing or TTFT target under load), or evaluate one given configuration.
 no file reading (the caller builds the `Problem`). Units: SI (s, req/s, tokens).
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -232,6 +233,8 @@ def _deployments(
     ttfts = unloaded_ttfts(problem.system, problem.workload, thresholds)
     deployments = []
     for (name, evaluation), ttft in zip(evaluations.items(), ttfts, strict=True):
+        if not evaluation.system_throughput_rps > 0:  # serves nobody: no time to a first token
+            ttft = TtftSummary(*(math.nan,) * len(dataclasses.fields(TtftSummary)))
         c = evaluation.configuration
         prfaas_gpus = c.prfaas_instances * s.prfaas_cluster.gpus_per_instance
         pd_gpus = c.pd_instances * s.pd_cluster.gpus_per_instance

@@ -115,7 +115,7 @@ def gpu_hour_price(
         return GpuHourPrice(gpu, price, "--gpu-price")
     if gpu in scenario_prices:
         return GpuHourPrice(gpu, scenario_prices[gpu], f"{where}cost.gpu_prices_usd_per_gpu_hour")
-    spec = catalog.gpu(gpu)
+    spec = catalog.gpu(gpu, where=where)
     return _from_file(
         gpu, spec.prices, cost_model, catalog.shown(catalog.data_dir / "gpus" / f"{gpu}.yaml")
     )

@@ -322,6 +322,13 @@ def _inverse(ratio: float) -> float:
     return math.inf if ratio == 0 else 1 / ratio
 
 
+def _at_threshold(threshold_tokens: float) -> str:
+    """Where a plan routes: `at t = 19.44K`, or that it offloads nothing (t = inf)."""
+    if math.isinf(threshold_tokens):
+        return "offloading nothing"
+    return f"at t = {units.tokens_to_ktokens(threshold_tokens):.2f}K"
+
+
 def plan_view(report: PlanReport) -> View:
     deployments = [report.plan, report.homogeneous, report.naive]
     rows = _rows(deployments)
@@ -340,10 +347,10 @@ def plan_view(report: PlanReport) -> View:
         f"Plan: {fmt(report.speedup_vs_homogeneous, '.2f')}× the homogeneous PD baseline, "
         f"{fmt(report.speedup_vs_naive, '.2f')}× the naive heterogeneous one (— where a "
         f"baseline serves nothing; mode: {report.mode}).",
-        f"Mode check: paper mode Λ_max {m.paper.system_throughput_rps:.3f} req/s at t = "
-        f"{units.tokens_to_ktokens(m.paper.configuration.threshold_tokens):.2f}K; exact mode "
-        f"{m.exact.system_throughput_rps:.3f} req/s at t = "
-        f"{units.tokens_to_ktokens(m.exact.configuration.threshold_tokens):.2f}K. The paper plan "
+        f"Mode check: paper mode Λ_max {m.paper.system_throughput_rps:.3f} req/s "
+        f"{_at_threshold(m.paper.configuration.threshold_tokens)}; exact mode "
+        f"{m.exact.system_throughput_rps:.3f} req/s "
+        f"{_at_threshold(m.exact.configuration.threshold_tokens)}. The paper plan "
         f"sustains {m.paper_plan_exact_rps:.3f} req/s with exact mean service times: representative "
         f"lengths overstate it by {fmt(m.paper_overstatement, '.1%')}.",
     ]

@@ -160,6 +160,18 @@ def grid(
         if column is None:
             raise _missing(name, axes)
         names.append(column)
+    import pyarrow.types as kinds
+
+    for file in files:
+        field = read_chunk(file, []).schema.field(names[2]) if names[2] else None
+        if field is None or kinds.is_integer(field.type) or kinds.is_floating(field.type):
+            continue
+        what = "no value in any row" if kinds.is_null(field.type) else f"{field.type} values"
+        raise ConfigError(
+            f"value: {value!r} holds {what}, not numbers; draw a numeric output "
+            "(e.g. speedup_vs_homogeneous, plan.throughput_rps.system)",
+            parameter="value",
+        )
     sums: dict[tuple[Any, Any], float] = {}
     counts: dict[tuple[Any, Any], int] = {}
     xs: set[Any] = set()
