@@ -160,9 +160,11 @@ MAX_BANDWIDTH_GBPS = units.bytes_per_s_to_gbps(MAX_BANDWIDTH_BYTES_PER_S)
 MIN_BURST_CV = 0.01
 MAX_BURST_CV = 100.0
 # a simulation's memory and time, estimated before anything is allocated (commands/simulate.py):
-# at most this much memory (the issue's ~1 GB), and an hour of run time
+# at most this much memory (the issue's ~1 GB), and ~30 s of run time on a 2-core machine (the
+# largest legal input within ~1 GB and ~30 s, issue 27): ~920,000 requests with --sustainable,
+# ~860,000 in compare-policies, a single run bounded by memory first (~3.9 million, ~9 s)
 MAX_SIMULATION_BYTES = units.gib_to_bytes(1)
-MAX_SIMULATION_S = 3600.0
+MAX_SIMULATION_S = 30.0
 # --- benchmark result files (import-profile, inputs/benchmarks.py) ---
 # a detailed vLLM or SGLang result: the tools write 17-digit floats (~20 bytes an ITL), so 256
 # MiB holds ~1.3·10^7 ITLs, e.g. 13,000 requests of 1,000 output tokens. It is read as text and

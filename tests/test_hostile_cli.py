@@ -142,14 +142,19 @@ REFUSED = [
      "1e+07 requests would need ~2.48 GiB, more than the 1 GiB a run may use: about 3,871,665 "
      "requests fit per run (--requests/--duration-s)"),
     (["simulate", "--requests", "4000000", "--sustainable"], "4e+06 requests would need"),
+    # time: ~30 s on a 2-core machine (bounds.MAX_SIMULATION_S)
+    (["simulate", "--requests", "1000000", "--sustainable"],
+     "13 simulations of 1,000,000 requests would take ~32 s, more than 30 s"),
+    (["compare-policies", "--requests", "1000000"],
+     "1 simulation of 1,000,000 requests would take ~35 s, more than 30 s"),
     # a sweep: every finished run keeps its results (300 fractions took 2.77 GB)
     (["simulate", "--load", ",".join(["0.5"] * 300)],
      "300 runs of 100,000 requests would need ~3.43 GiB (each finished run keeps its results), "
      "more than the 1 GiB limit; give fewer --load values or fewer requests"),
     ([*SIM, "--rate-rps", "1e-6"],
      "1,000 requests at 1e-06 req/s span ~1e+09 s, more than 3.2e+07 s (a year); raise --rate-rps"),
-    (["compare-policies", "--requests", "1000000", "--load", "0.001"],
-     "span ~3.2e+08 s, more than 3.2e+07 s (a year); raise --load or ask for fewer requests"),
+    (["compare-policies", "--requests", "500000", "--load", "0.001"],
+     "span ~1.6e+08 s, more than 3.2e+07 s (a year); raise --load or ask for fewer requests"),
     # a list with an empty item is a typo, not a shorter list
     ([*SIM, "--load", "0.5,,0.8"],
      "--load: expected comma-separated numbers with none empty, got '0.5,,0.8'"),

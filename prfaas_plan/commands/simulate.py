@@ -133,7 +133,8 @@ def check_memory(
     seconds = requests * (runs + extra_runs) * seconds_per_request
     if seconds > bounds.MAX_SIMULATION_S:
         raise ConfigError(
-            f"{runs + extra_runs} simulations of {requests:,.0f} requests would take "
+            f"{runs + extra_runs} simulation{'s' if runs + extra_runs > 1 else ''} of "
+            f"{requests:,.0f} requests would take "
             f"~{seconds:.2g} s, more than {bounds.MAX_SIMULATION_S:g} s; ask for fewer "
             f"requests ({fields})",
             parameter=parameter,

@@ -60,6 +60,7 @@ from prfaas_plan.solve.procure_milp import (
     single_site_target,
     solve_one,
     solve_procure,
+    target_lower_bounds,
 )
 from prfaas_plan.solve.sizing_milp import milp_threshold_grid
 
@@ -231,49 +232,51 @@ def _interval_search(space: ProcureSpace, target_rps: float) -> ProcurePoint | N
     """The cheapest point of `space` (thresholds increasing) reaching `target_rps`, by branch
     and bound over runs of thresholds instead of one MILP each: at t_k the cost is PD(k), the
     fewest PD instances' price (non-decreasing in k: n_p = ceil(X h(t_k))), plus S(k), what the
-    sites cost to carry the offloaded traffic (non-increasing in k: module docstring), so on a
-    run k in [i, j] it is at least PD(i) + S(j), from the run's two ends alone. Runs are split
-    at their middle, lowest bound first, until every run's bound reaches the best point found
-    (the closed-form single-site optimum to begin with)."""
+    sites cost to carry the offloaded traffic (non-increasing in k: module docstring). A run
+    [i, j] not yet solved costs at least PD(i) + S(j + 1) (S of the nearest solved threshold
+    above it, 0 if none) and at least the least of the MILP's own bounds on it
+    (`target_lower_bounds`). Runs are split at their middle, lowest bound first, until every
+    run's bound reaches the best point found (the closed-form single-site optimum to begin)."""
     x = float(target_rps)
     size = space.thresholds_tokens.size
     n_d, n_p = pd_counts(space, np.full(size, x))
     pd_usd = space.pd_usd_per_instance_hour * (n_d + n_p)
     feasible = np.flatnonzero(n_d + n_p <= space.max_pd_instances)  # a prefix: n_p rises
-    if feasible.size == 0:
-        return None
     best = single_site_target(space, x)
-    sites: dict[int, float] = {}  # S(k): the cost at t_k beyond PD(k) (inf: cannot carry)
+    if feasible.size == 0:
+        return best
+    own = target_lower_bounds(space, x)
 
-    def evaluate(k: int) -> float:
-        nonlocal best
-        if k not in sites:
-            point = solve_one(space, k, x, None)
-            if point is None:
-                sites[k] = math.inf
-            else:
-                sites[k] = max(point.usd_per_hour - float(pd_usd[k]), 0.0)
-                if best is None or point.usd_per_hour < best.usd_per_hour:
-                    best = point
-        return sites[k]
+    def bound(i: int, j: int, beyond_usd: float) -> float:  # run [i, j]; beyond: S(j + 1)
+        return max(float(pd_usd[i]) + beyond_usd, float(np.min(own[i : j + 1])))
 
-    first, last = int(feasible[0]), int(feasible[-1])
-    runs = [(float(pd_usd[first]) + evaluate(last), first, last)]
-    evaluate(first)
+    last = int(feasible[-1])
+    runs = [(bound(0, last, 0.0), 0, last, 0.0)] if math.isfinite(bound(0, last, 0.0)) else []
     while runs:
-        bound, i, j = heapq.heappop(runs)
-        if j - i <= 1 or (best is not None and bound >= best.usd_per_hour * (1 - PRUNE_RTOL)):
-            continue
-        m = (i + j) // 2
-        evaluate(m)
-        for a, b in ((i, m), (m, j)):
-            heapq.heappush(runs, (float(pd_usd[a]) + sites[b], a, b))
+        lower, i, j, beyond_usd = heapq.heappop(runs)
+        if best is not None and lower >= best.usd_per_hour * (1 - PRUNE_RTOL):
+            break  # the lowest bound left: no run can beat the best point
+        # a long run is halved (its ends' bound tightens fastest); a short one visited at its
+        # most promising threshold by the MILP's own bounds (best first, as solve_procure)
+        m = (i + j) // 2 if j - i >= LONG_RUN else i + int(np.argmin(own[i : j + 1]))
+        point = solve_one(space, m, x, None)
+        if point is None:  # the sites cannot carry t_m's offload: nor any lower threshold's
+            site_usd = math.inf
+        else:
+            site_usd = max(point.usd_per_hour - float(pd_usd[m]), 0.0)
+            if best is None or point.usd_per_hour < best.usd_per_hour:
+                best = point
+        for a, b, right in ((i, m - 1, site_usd), (m + 1, j, beyond_usd)):
+            lower = bound(a, b, right) if a <= b else math.inf
+            if math.isfinite(lower):  # inf: no threshold of the run reaches the target
+                heapq.heappush(runs, (lower, a, b, right))
     return best
 
 
 # a run of thresholds whose bound is within this of the best cost found cannot beat it by more
 # than the comparisons of the tests (1e-9) can see
 PRUNE_RTOL = 1e-12
+LONG_RUN = 64  # thresholds: a run this long is halved rather than searched best first
 
 
 def _site_terms(

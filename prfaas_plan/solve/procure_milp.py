@@ -413,7 +413,7 @@ def single_site_budget(space: ProcureSpace, budget_usd_per_hour: float) -> Procu
     return best
 
 
-def _target_lower_bounds(space: ProcureSpace, target_rps: float) -> FloatArray:
+def target_lower_bounds(space: ProcureSpace, target_rps: float) -> FloatArray:
     """A lower bound on the cost of reaching `target_rps` at each t_k: the PD pools in whole
     instances, plus the offloaded D_k = p_k X at the cheapest $ per offloaded req/s of any site
     (instances fractional; its link's fixed price spread over what it can carry of D_k, at most
@@ -492,7 +492,7 @@ def solve_procure(
     best: ProcurePoint | None
     if target_rps is not None:
         best = single_site_target(space, target_rps)
-        bound = _target_lower_bounds(space, target_rps)
+        bound = target_lower_bounds(space, target_rps)
         for k in np.argsort(bound, kind="stable"):
             if not math.isfinite(bound[k]) or (
                 best and bound[k] >= best.usd_per_hour * (1 - PROCURE_REL_GAP)
