@@ -165,7 +165,7 @@ def test_evaluate_is_priced():
                                        "aws-dx-100g"]),
         (["--link-offering", "aws-dx-10g"], ["--link-offering", "10 Gbps", "--bandwidth-gbps 10"]),
         (["--utilization", "0"], ["--utilization"]),
-        (["--gpu-price", "h20=nan"], ["--gpu-price", "price of h20", "got nan"]),
+        (["--gpu-price", "h20=nan"], ["--gpu-price[h20]: input should be a finite number", "got nan"]),
         (["--link-offering", "../owned"], ["--link-offering", "unknown link offering",
                                            "or 'owned'"]),
         (["--link-offering", "owned", "--bandwidth-gbps", "400"],

@@ -141,7 +141,7 @@ ROWS = [
      "input should be a valid string"),
     ("lone surrogate price key", "POST", "/api/v1/procure", {},
      b'{"target_rps": 4, "gpu_prices_usd_per_gpu_hour": {"\\ud800": 1}}', 422,
-     "gpu_price names ['\\\\ud800']"),
+     "gpu_prices_usd_per_gpu_hour names ['\\\\ud800']"),
     ("lone surrogate site name", "POST", "/api/v1/procure", {},
      escaped({"target_rps": 4, "scenario": scenario(procurement={"sites": [
          {"name": "@@", "gpu": "h20", "link_offering": "aws-dx-10g"}]})}, "\\ud800"), 422,
@@ -566,4 +566,6 @@ def test_ten_thousand_unknown_price_keys_are_not_echoed(client):
     prices = {f"gpu{i}": 1.0 for i in range(10_000)}
     response = client.post("/api/v1/plan", json={"gpu_prices_usd_per_gpu_hour": prices})
     assert response.status_code == 422
-    assert len(response.text) < 1_000 and "gpu_price names ['gpu0'" in response.text
+    assert (
+        len(response.text) < 1_000 and "gpu_prices_usd_per_gpu_hour names ['gpu0'" in response.text
+    )

@@ -315,7 +315,7 @@ CASES: list[tuple[str, Builder, int, list[str], str]] = [
     # --- sweep-report: damaged chunks, too many values to group or draw by
     ("report: a garbage chunk", reported(chunk(1, b"garbage\n")), 3,
      ["results:", "chunk-000001.parquet: not a readable Parquet chunk",
-      "Parquet magic bytes not found in footer", "--resume` reruns it"], "nothing"),
+      "Parquet magic bytes not found in footer", "running the sweep again with --resume reruns it"], "nothing"),
     ("report: a truncated chunk", reported(truncated(2)), 3,
      ["chunk-000002.parquet: not a readable Parquet chunk"], "nothing"),
     ("report: an empty chunk", reported(chunk(0, b"")), 3,

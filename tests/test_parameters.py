@@ -1,6 +1,6 @@
 """The library speaks its own terms, the CLI maps them to flags: a failing library call names
 the Python parameter (and carries it in `PlanError.parameter`), never a `--flag`; the same
-mistake made on the command line names the flag (cli/failures.py: PARAMETER_FLAGS, error_message)."""
+mistake made on the command line names the flag (cli/failures.py: parameter_flags(), error_message)."""
 
 import math
 from pathlib import Path
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from prfaas_plan.choices import RangePolicy
-from prfaas_plan.cli.failures import PARAMETER_FLAGS, error_message
+from prfaas_plan.cli.failures import error_message, exit_code, flag_conflicts, parameter_flags
 from prfaas_plan.commands.egress import egress_report
 from prfaas_plan.commands.kv import kv_report
 from prfaas_plan.commands.plan import TtftTarget, evaluate_configuration, plan, ttft_target
@@ -33,8 +33,8 @@ CASES = [
      "threshold_tokens cannot be combined with sizing (target_rps/max_prfaas_gpus)",
      ["optimize", "--threshold-tokens", "1e4", "--target-rps", "4"],
      "--threshold-tokens cannot be combined with sizing (--target-rps/--max-prfaas-gpus)"),
-    (lambda p: plan(p, range_policy=RangePolicy.ERROR), "range_policy",
-     "range_policy error forbids extrapolating the fit (use range_policy extrapolate,",
+    (lambda p: plan(p, range_policy=RangePolicy.ERROR), "out_of_range",
+     "out_of_range error forbids extrapolating the fit (use out_of_range extrapolate,",
      ["optimize", "--out-of-range", "error"],
      "--out-of-range error forbids extrapolating the fit (use --out-of-range extrapolate,"),
     (lambda p: evaluate_configuration(p, threshold_tokens=1e4, pd_prefill_instances=8),
@@ -46,16 +46,16 @@ CASES = [
      "prfaas_instances", "prfaas_instances must be >= 0",
      ["evaluate", "--threshold-tokens", "1e4", "--pd-prefill-instances", "3",
       "--prfaas-instances", "-1"], "--prfaas-instances must be >= 0"),
-    (lambda p: ttft_target(None, 90, None, 0.8), "ttft.target_s",
-     "ttft.load_fraction/ttft.load_rps need ttft.target_s",
+    (lambda p: ttft_target(None, 90, None, 0.8), "ttft_target_s",
+     "ttft_load/ttft_load_rps need ttft_target_s",
      ["optimize", "--ttft-load", "0.8"], "--ttft-load/--ttft-load-rps need --ttft-target-s"),
-    (lambda p: TtftTarget(5.0, 90), "ttft.load_rps",
-     "exactly one of ttft.load_rps and ttft.load_fraction",
+    (lambda p: TtftTarget(5.0, 90), "ttft_load_rps",
+     "exactly one of ttft_load_rps and ttft_load",
      ["optimize", "--ttft-target-s", "5"], "exactly one of --ttft-load-rps and --ttft-load"),
-    (lambda p: TtftTarget(5.0, "95", load_fraction=0.8), "ttft.percentile",
-     "ttft.percentile must be mean, 50, 90 or 99, got '95'",
+    (lambda p: TtftTarget(5.0, "95", load_fraction=0.8), "ttft_percentile",
+     "ttft_percentile must be mean, 50, 90 or 99, got '95'",
      ["optimize", "--ttft-target-s", "5", "--ttft-load", "0.8", "--ttft-percentile", "95"],
-     "--ttft-percentile must be mean, 50, 90 or 99, got '95'"),
+     "--ttft-percentile: input should be 'mean', '50', '90' or '99', got '95'"),
     (lambda p: open_problem(bandwidth_gbps=math.inf), "bandwidth_gbps",
      "bandwidth_gbps must be a finite number > 0, got inf",
      ["optimize", "--bandwidth-gbps", "inf"], "--bandwidth-gbps must be a finite number > 0"),
@@ -90,8 +90,8 @@ def test_library_names_the_parameter_and_the_cli_the_flag(
     message = str(caught.value)
     assert library in message and "--" not in message, message
     assert caught.value.parameter == parameter
-    assert parameter in PARAMETER_FLAGS
-    assert_clean_error(run(*args), caught.value.exit_code, cli)
+    assert parameter in parameter_flags()
+    assert_clean_error(run(*args), exit_code(caught.value), cli)
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_library_names_the_parameter_and_the_cli_the_flag(
          "/d/meta.yaml: gpus_per_instance must be 8 to match its directory"),
         (ConfigError("lengths.jsonl:3: expected a JSON object with a numeric input_length"),
          "lengths.jsonl:3: expected a JSON object with a numeric input_length"),
-        (RangeError("d/t.csv: 1% below; range_policy error forbids", parameter="range_policy"),
+        (RangeError("d/t.csv: 1% below; out_of_range error forbids", parameter="out_of_range"),
          "d/t.csv: 1% below; --out-of-range error forbids"),
         # an identifier-like parameter is translated wherever it appears ...
         (InfeasibleError("best is 6.25 req/s; add PD instances or relax target_rps"),
@@ -141,7 +141,7 @@ def test_error_message_maps_parameters_to_flags(error: PlanError, shown: str):
 
 
 def test_every_mapped_flag_is_a_flag():
-    assert all(flag.startswith("--") and "_" not in flag for flag in PARAMETER_FLAGS.values())
+    assert all(flag.startswith("--") and "_" not in flag for flag in parameter_flags().values())
 
 
 def test_every_mapped_flag_exists_on_some_command():
@@ -157,7 +157,7 @@ def test_every_mapped_flag_exists_on_some_command():
         for name in param.opts
         if name.startswith("--")
     }
-    assert set(PARAMETER_FLAGS.values()) <= options, set(PARAMETER_FLAGS.values()) - options
+    assert set(parameter_flags().values()) <= options, set(parameter_flags().values()) - options
 
 
 def test_a_file_field_named_like_a_parameter_stays_a_field(tmp_path):
@@ -168,3 +168,14 @@ def test_a_file_field_named_like_a_parameter_stays_a_field(tmp_path):
     meta.write_text(meta.read_text().replace("gpus_per_instance: 8", "gpus_per_instance: 4"))
     assert_clean_error(run("optimize", "--data-dir", data), 4,
                        f"{meta}: gpus_per_instance must be 8 to match its directory, found 4")  # fmt: skip
+
+
+def test_the_flag_table_is_derived_from_the_declared_options_without_conflict():
+    """No hand table: each option's parameter name (a request field) and its `Sets` names map
+    to its flag, and no library name maps to two flags across commands."""
+    assert flag_conflicts() == []
+    flags = parameter_flags()
+    assert flags["gpu_prices_usd_per_gpu_hour"] == "--gpu-price"  # the request's field
+    assert flags["arrivals.requests"] == "--requests"  # a spec field, by the option's Sets
+    assert flags["max_prfaas_instances"] == "--max-prfaas-gpus"
+    assert flags["lengths_tokens"] == "--lengths"

@@ -252,7 +252,7 @@ ERRORS = [
     ("simulate", {"requests": 10_000, "load": [0.5, 0.8, 0.9]}, 422, "ConfigError",
      "requests x loads must be <= 20,000 on this server"),
     ("simulate", {"burst_cv": 2}, 422, "ConfigError", "arrivals.burst_cv has no effect here"),
-    ("simulate", {"trace": "/etc/passwd"}, 422, "ConfigError", "trace: extra inputs are not permitted"),
+    ("simulate", {"trace": "/etc/passwd"}, 422, "ConfigError", "trace: input should be None, got '/etc/passwd'"),
 ]  # fmt: skip
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from prfaas_plan.choices import RoutingPolicy
-from prfaas_plan.cli.failures import PARAMETER_FLAGS
+from prfaas_plan.cli.failures import parameter_flags
 from prfaas_plan.commands.simulation_spec import (
     ArrivalSpec,
     LoadSpec,
@@ -192,4 +192,4 @@ def test_the_library_names_spec_fields_not_flags(request_, parameter):
         validate(request_)
     assert caught.value.parameter == parameter
     assert parameter in str(caught.value) and "--" not in str(caught.value)
-    assert set(PARAMETER_FLAGS) >= {parameter}
+    assert set(parameter_flags()) >= {parameter}

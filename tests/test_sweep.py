@@ -16,13 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.choices import CostModel, Mode
-from prfaas_plan.commands.plan import plan
 from prfaas_plan.inputs.scenario import build_problem
 from prfaas_plan.render.plan import plan_to_json
-from prfaas_plan.solve.threshold import ROOT_RTOL
 from prfaas_plan.study import fast
 from prfaas_plan.study.commands import parameter_names
-from prfaas_plan.study.run import _catalog, flatten, read_results
+from prfaas_plan.study.flat import flatten
+from prfaas_plan.study.run import _catalog, read_results
 from prfaas_plan.study.spec import load_sweep, scenario_of
 from tests.test_cli import assert_clean_error, run
 
@@ -84,20 +83,15 @@ axes:
     scenarios = [scenario_of(sweep, p, i) for i, p in points]
     catalog = _catalog(None)
     problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", catalog)
-    columns = fast.optimize_group(problem, scenarios, {"mode": mode})
-    for i, scenario in enumerate(scenarios):
+    columns = fast.optimize_block(fast.block_problems(problem, scenarios), {"mode": mode}, catalog)
+    from prfaas_plan.commands import use_cases
+    from prfaas_plan.commands.requests import PlanRequest
+
+    for i, scenario in enumerate(scenarios):  # to the last bit: one search each or together
         one = build_problem(scenario, ROOT / "examples/case_study.yaml", catalog)
-        expected = flatten(plan_to_json(plan(one, mode=Mode(mode))))
-        for name, values in columns.items():
-            want, got = expected[name], values[i]
-            if name.endswith("bounds"):  # terms tied within 1e-6: their order is rounding's
-                assert set(got.split(",")) == set(want.split(",")), name
-            elif isinstance(want, float) and got is not None:
-                # the balance root is solved for the whole batch until every row's bracket is
-                # ROOT_RTOL wide, so a row may stop a few iterations later than alone
-                assert got == pytest.approx(want, rel=10 * ROOT_RTOL, abs=1e-300), name
-            else:
-                assert got == want, name
+        report = use_cases.optimize(one, PlanRequest(mode=Mode(mode)), catalog)
+        expected = flatten(plan_to_json(report))
+        assert _rows(columns)[i] == {k: v for k, v in expected.items() if v is not None}
 
 
 def test_fast_path_rows_equal_the_per_scenario_path(tmp_path):
@@ -108,13 +102,10 @@ def test_fast_path_rows_equal_the_per_scenario_path(tmp_path):
     assert run("sweep", str(slow_file), str(tmp_path / "slow"), "--workers", "1").returncode == 0
     fast_rows, slow_rows = _frame(tmp_path / "fast"), _frame(tmp_path / "slow")
     assert len(fast_rows) == len(slow_rows) > 0
-    for f, s in zip(fast_rows, slow_rows, strict=True):
-        for name, value in f.items():
-            assert (
-                value == pytest.approx(s[name], rel=1e-12)
-                if isinstance(value, float)
-                else value == s[name]
-            ), name
+    for f, s in zip(fast_rows, slow_rows, strict=True):  # to the last bit; each names its file
+        assert f.pop("inputs.scenario_file").endswith("/sweep.yaml")
+        assert s.pop("inputs.scenario_file").endswith("/slow.yaml")
+        assert f == s
     assert "inputs.mean_input_tokens" in slow_rows[0]  # the generic path keeps every output
 
 
@@ -335,12 +326,19 @@ def test_planning_a_group_in_blocks_equals_one_pass(tmp_path, monkeypatch):
     points = [(i, p) for i, p in sweep.points() if p["mode"] == "exact"]
     scenarios = [scenario_of(sweep, p, i) for i, p in points]
     problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", _catalog(None))
-    whole = fast.optimize_group(problem, scenarios, {"mode": "exact"})
-    monkeypatch.setattr(fast, "BLOCK", 3)
-    blocks = fast.optimize_group(problem, scenarios, {"mode": "exact"})
-    assert len(scenarios) > 3 and blocks.keys() == whole.keys()
-    for name, values in whole.items():  # the root finder stops when a whole pass converges
-        for got, want in zip(blocks[name], values, strict=True):
-            assert got == (pytest.approx(want, rel=1e-12) if isinstance(want, float) else want), (
-                name
-            )
+    problems = fast.block_problems(problem, scenarios)
+    whole = _rows(fast.optimize_block(problems, {"mode": "exact"}, _catalog(None)))
+    blocks = [
+        row
+        for start in range(0, len(problems), 3)
+        for row in _rows(
+            fast.optimize_block(problems[start : start + 3], {"mode": "exact"}, _catalog(None))
+        )
+    ]
+    assert len(scenarios) > 3 and blocks == whole
+
+
+def _rows(columns: dict[str, list]) -> list[dict]:
+    """Columns as rows, without the keys a row does not have (a column other rows brought)."""
+    count = len(next(iter(columns.values())))
+    return [{k: v[i] for k, v in columns.items() if v[i] is not None} for i in range(count)]

@@ -1,98 +1,104 @@
 """How the command line reports a failure: the library's parameters written as this CLI's flags
-(`PARAMETER_FLAGS`, `error_message`), every expected failure as one `error:` line on stderr with
-the exit code of its class (errors.py), a usage error (exit 2) as one `error:` line and one usage
+(`parameter_flags`, derived from the options the commands declare; `error_message`), every expected failure as one `error:` line on stderr with
+the exit code of its class (`EXIT_CODES` below), a usage error (exit 2) as one `error:` line and one usage
 line, and any option given twice refused; under the console script and typer's CliRunner alike."""
 
+import inspect
 import re
 import sys
+from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import typer
 from typer._click.exceptions import UsageError  # typer vendors click: no public name for it
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from prfaas_plan.errors import ConfigError, PlanError, ResourceLimitError
+from prfaas_plan.errors import (
+    ConfigError,
+    InfeasibleError,
+    PlanError,
+    ProfileError,
+    RangeError,
+    ResourceLimitError,
+    SolverError,
+)
 
 if TYPE_CHECKING:
     pass
 
 
-# library parameter (as errors name it) -> the flag that sets it
-PARAMETER_FLAGS: dict[str, str] = {
-    # optimize / evaluate (commands/plan.py, solve/sizing.py, inputs/scenario.py)
-    "threshold_tokens": "--threshold-tokens",
-    # prices (inputs/pricing.py)
-    "gpu_price": "--gpu-price",
-    "link_offering": "--link-offering",
-    "cost_model": "--cost-model",
-    "utilization": "--utilization",
-    # procure (commands/procure.py)
-    "budget_usd_per_hour": "--budget-usd-per-hour",
-    "max_instances_per_site": "--max-instances-per-site",
-    "export_model": "--export-model",
-    "bandwidth_gbps": "--bandwidth-gbps",
-    "target_rps": "--target-rps",
-    "max_prfaas_gpus": "--max-prfaas-gpus",
-    "max_prfaas_instances": "--max-prfaas-gpus",
-    "solver": "--solver",
-    "range_policy": "--out-of-range",
-    "plot_path": "--plot",
-    "curves_path": "--curves",  # sensitivity
-    "bins": "--bins",  # sensitivity (routing-LP bins)
-    "ttft.target_s": "--ttft-target-s",
-    "ttft.percentile": "--ttft-percentile",
-    "ttft.load_fraction": "--ttft-load",
-    "ttft.load_rps": "--ttft-load-rps",
-    "pd_prefill_instances": "--pd-prefill-instances",
-    "prfaas_instances": "--prfaas-instances",
-    "mode": "--mode",
-    "output": "--output",
-    "data_dir": "--data-dir",
-    "value": "--value",  # sweep-report (study/report.py)
-    # import-profile (commands/import_profile.py)
-    "engine_version": "--engine-version",
-    "parallelism": "--parallelism",
-    # kv / egress (commands/kv.py, commands/plan.py)
-    "lengths_tokens": "--lengths",
-    "kv_dtype": "--kv-dtype",
-    "state_dtype": "--state-dtype",
-    "gpu": "--gpu",
-    "gpus_per_instance": "--gpus-per-instance",
-    "scenario": "--scenario",
-    "prfaas_gpus": "--prfaas-gpus",
-    "mean_tokens": "--mean-tokens",
-    "link_gbps": "--link-gbps",
-    # check (commands/check.py)
-    "update": "--update",
-    "link_bandwidth_bytes_per_s": "--bandwidth-gbps",
-    # simulate / compare-policies (commands/simulation_spec.py: spec fields)
-    "load.fractions": "--load",
-    "load.rate_rps": "--rate-rps",
-    "arrivals.requests": "--requests",
-    "arrivals.duration_s": "--duration-s",
-    "arrivals.process": "--arrivals",
-    "arrivals.seed": "--seed",
-    "comparison.seed": "--seed",
-    "arrivals.burst_cv": "--burst-cv",
-    "arrivals.period_s": "--period-s",
-    "arrivals.amplitude": "--amplitude",
-    "arrivals.trace": "--trace",
-    "stress.dip_start_s": "--dip-start-s",
-    "stress.dip_duration_s": "--dip-duration-s",
-    "stress.dip_fraction": "--dip-fraction",
-    "link_latency_s": "--link-latency-s",
-    "policy.kind": "--policy",
-    "comparison.load_fraction": "--load",
-    "comparison.requests": "--requests",
-    "sustainable": "--sustainable",
-    # sweep (study/run.py)
-    "dask_scheduler": "--dask-scheduler",
-    "workers": "--workers",
-    # sweep-report (study/report.py)
-    "group": "--group",
-    "x": "--x",
-    "y": "--y",
+# Exit codes: 0 ok, 1 unexpected bug, 2 command-line usage (one `error:` line and a usage hint),
+# the library's failures by class below, 8 `check` found a broken table or a moved golden plan,
+# 130 interrupted. Documented in the README ("Exit codes").
+EXIT_CODES: dict[type[PlanError], int] = {
+    ConfigError: 3,
+    ProfileError: 4,
+    RangeError: 5,
+    InfeasibleError: 6,
+    SolverError: 7,
+    ResourceLimitError: 9,
 }
+CHECK_FAILED_EXIT_CODE = 8
+
+
+def exit_code(exc: PlanError) -> int:
+    """The process exit code of a library failure: its class's (or its nearest base's)."""
+    return next((code for cls, code in EXIT_CODES.items() if isinstance(exc, cls)), 1)
+
+
+def _flag(info: Any) -> str | None:
+    """The long flag a typer Option declares (`typer.Option("--target-rps", "-t")`)."""
+    declared = [info.default, *(info.param_decls or ())]
+    return next((d for d in declared if isinstance(d, str) and d.startswith("--")), None)
+
+
+def option_flags(callback: Callable[..., Any]) -> dict[str, str]:
+    """A command's options as {library name: flag}: each option's parameter name (the request
+    field it fills) and the names its `Sets` marker adds (cli/options.py)."""
+    from typer.models import OptionInfo
+
+    from prfaas_plan.cli.options import Sets
+
+    table: dict[str, str] = {}
+    for name, param in inspect.signature(callback).parameters.items():
+        metadata = getattr(param.annotation, "__metadata__", ())
+        info = next((m for m in metadata if isinstance(m, OptionInfo)), None)
+        flag = _flag(info) if info is not None else None
+        if flag is None:
+            continue
+        names = [name, *(n for m in metadata if isinstance(m, Sets) for n in m.names)]
+        table.update(dict.fromkeys(names, flag))
+    return table
+
+
+@cache
+def parameter_flags() -> dict[str, str]:
+    """Every command's options as {library name: flag} (`option_flags`), derived from the
+    declared options, never written by hand; a name two commands set with different flags is
+    a bug the tests catch (`flag_conflicts`)."""
+    from prfaas_plan.cli.app import app
+
+    table: dict[str, str] = {}
+    for command in app.registered_commands:
+        if command.callback is not None:
+            for name, flag in option_flags(command.callback).items():
+                table.setdefault(name, flag)
+    return table
+
+
+def flag_conflicts() -> list[tuple[str, str, str]]:
+    """(name, flag, other flag) for a library name that two commands map to different flags."""
+    from prfaas_plan.cli.app import app
+
+    seen: dict[str, str] = {}
+    conflicts = []
+    for command in app.registered_commands:
+        if command.callback is not None:
+            for name, flag in option_flags(command.callback).items():
+                if seen.setdefault(name, flag) != flag:
+                    conflicts.append((name, seen[name], flag))
+    return conflicts
 
 
 def _name_pattern(name: str, field_guard: bool = True) -> re.Pattern[str]:
@@ -104,13 +110,18 @@ def _name_pattern(name: str, field_guard: bool = True) -> re.Pattern[str]:
 
 
 # identifier-like names (`target_rps`, `arrivals.requests`) are translated wherever they appear,
-# longest first; a plain word (`scenario`, `output`) only when the error is about it, as the
-# same word is also English
-_IDENTIFIERS = [
-    (_name_pattern(name), flag)
-    for name, flag in sorted(PARAMETER_FLAGS.items(), key=lambda kv: -len(kv[0]))
-    if "_" in name or "." in name
-]
+# longest first; a plain word (`scenario`, `output`) only when the error is about it, or written
+# as code (`resume`), as the same word is also English
+@cache
+def _identifiers() -> list[tuple[re.Pattern[str], str]]:
+    return [
+        (_name_pattern(name), flag)
+        for name, flag in sorted(parameter_flags().items(), key=lambda kv: -len(kv[0]))
+        if "_" in name or "." in name
+    ]
+
+
+_CODE = re.compile(r"`([\w.]+)`")
 # `<file>: ...` or `<file>:<line>: ...`: a message about a file, whose words are its fields
 _ABOUT_A_FILE = re.compile(r"^\S*(/|\.(yaml|yml|csv|jsonl|json))\S*?(:\d+)?: ")
 
@@ -119,23 +130,24 @@ def error_message(exc: PlanError) -> str:
     """The one-line message for the terminal: the library's, with the parameters it names
     written as their flags. A message about a file that is not about a parameter is left as it
     is: its words are the file's fields (`meta.yaml: gpus_per_instance must be 8`)."""
-    text = str(exc)
-    if exc.parameter in PARAMETER_FLAGS:
+    flags = parameter_flags()
+    text = _CODE.sub(lambda m: flags.get(m.group(1), m.group(0)), str(exc))
+    if exc.parameter in flags:
         own = _name_pattern(exc.parameter, field_guard=False)
         # a plain word (`output`) is the flag where the message names it first, English after
         # (`--output: cannot write x: Input/output error`)
         plain = "_" not in exc.parameter and "." not in exc.parameter
-        text = own.sub(PARAMETER_FLAGS[exc.parameter], text, count=1 if plain else 0)
+        text = own.sub(flags[exc.parameter], text, count=1 if plain else 0)
     elif _ABOUT_A_FILE.match(text):
         return text
-    for pattern, flag in _IDENTIFIERS:
+    for pattern, flag in _identifiers():
         text = pattern.sub(flag, text)
     return text
 
 
-def _fail(message: str, exit_code: int) -> typer.Exit:
+def _fail(message: str, code: int) -> typer.Exit:
     sys.stderr.write(f"error: {message}\n")
-    return typer.Exit(exit_code)
+    return typer.Exit(code)
 
 
 def _usage_error(exc: UsageError) -> typer.Exit:
@@ -212,11 +224,11 @@ class PlanGroup(TyperGroup):
                 raise
             raise _usage_error(exc) from None
         except PlanError as exc:
-            raise _fail(error_message(exc), exc.exit_code) from None
+            raise _fail(error_message(exc), exit_code(exc)) from None
         except MemoryError:
             raise _fail(
                 "out of memory; ask for a smaller run (fewer requests, instances or lengths)",
-                ResourceLimitError.exit_code,
+                EXIT_CODES[ResourceLimitError],
             ) from None
         except KeyboardInterrupt:
             sys.stderr.write("interrupted\n")

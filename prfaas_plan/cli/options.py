@@ -15,6 +15,15 @@ if TYPE_CHECKING:
     pass
 
 
+class Sets:
+    """Annotated metadata on an option: the library names it sets besides its own parameter
+    name (`Annotated[int, typer.Option("--requests"), Sets("arrivals.requests")]`). An error
+    naming one of them is shown with the option's flag (cli/failures.py derives the table)."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
+
+
 class OutputFormat(StrEnum):
     TABLE = "table"
     JSON = "json"
@@ -64,7 +73,7 @@ def _output_name(text: str) -> Path:
 def plot_name(text: str) -> Path:
     from prfaas_plan.inputs.files import check_name
 
-    return check_name(text, "plot_path")
+    return check_name(text, "plot")
 
 
 def _output_target(value: Path | None) -> Path | None:
@@ -80,7 +89,7 @@ def plot_target(value: Path | None) -> Path | None:
     from prfaas_plan.inputs.files import check_target
 
     if value is not None:
-        check_target(value, "plot_path")
+        check_target(value, "plot")
     return value
 
 

@@ -1,17 +1,17 @@
-"""The pricing options shared by `optimize` and `evaluate` (--gpu-price, --link-offering,
---cost-model, --utilization) and how they become an inputs/pricing.py `Pricing`."""
+"""The pricing options shared by `optimize`, `evaluate` and `sensitivity` (--gpu-price,
+--link-offering, --cost-model, --utilization; `procure` takes the first and the third) and the
+parser of --gpu-price's GPU=USD syntax (the request takes a mapping)."""
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from prfaas_plan import units
+from prfaas_plan.bounds import quoted
 from prfaas_plan.choices import CostModel
+from prfaas_plan.errors import ConfigError
 
 if TYPE_CHECKING:
-    from prfaas_plan.inputs.pricing import Pricing
-    from prfaas_plan.inputs.scenario import Problem
+    pass
 
 GpuPriceOpt = Annotated[
     list[str] | None,
@@ -39,20 +39,23 @@ UtilizationOpt = Annotated[
 ]
 
 
-def load_pricing(
-    problem: "Problem",
-    data_dir: Path | None,
-    gpu_price: list[str] | None,
-    link_offering: str | None,
-    cost_model: CostModel | None,
-    utilization: float | None,
-) -> "Pricing | None":
-    from prfaas_plan.inputs.catalog import Catalog
-    from prfaas_plan.inputs.pricing import parse_gpu_prices, resolve_pricing
-
-    return resolve_pricing(
-        Catalog.open(data_dir), problem.scenario, problem.source,
-        gpu_prices=parse_gpu_prices(gpu_price or []), link_offering=link_offering,
-        cost_model=cost_model, utilization=utilization,
-        link_gbps=units.bytes_per_s_to_gbps(problem.system.link_bandwidth_bytes_per_s),
-    )  # fmt: skip
+def gpu_prices(values: list[str] | None) -> dict[str, float] | None:
+    """`--gpu-price GPU=USD_PER_GPU_HOUR` (repeatable) -> {gpu: price}, each GPU at most once;
+    None when not given (the request's default: the scenario's and the catalog's prices)."""
+    if not values:
+        return None
+    prices: dict[str, float] = {}
+    for text in values:
+        name, sep, price = text.partition("=")
+        try:
+            value = float(price) if sep and name.strip() else None
+        except ValueError:
+            value = None
+        if value is None:
+            raise ConfigError(
+                f"--gpu-price must be GPU=USD_PER_GPU_HOUR (e.g. h200=3.5), got {quoted(text)}"
+            )
+        if name.strip() in prices:
+            raise ConfigError(f"--gpu-price: {name.strip()!r} is given twice")
+        prices[name.strip()] = value
+    return prices

@@ -1,4 +1,5 @@
-"""`prfaas-plan procure`: flags -> commands/procure.py -> render/procure.py."""
+"""`prfaas-plan procure`: flags -> a ProcureRequest (or, with --pareto, a ParetoRequest) ->
+its use-case (commands/use_cases.py) -> render/procure.py."""
 
 from enum import StrEnum
 from pathlib import Path
@@ -19,15 +20,14 @@ from prfaas_plan.cli.options import (
     TtftPercentileOpt,
     TtftTargetOpt,
     check_distinct_outputs,
-    percentile,
     plot_name,
     plot_target,
 )
 from prfaas_plan.cli.output import emit, load_problem, spinner
-from prfaas_plan.cli.pricing import CostModelOpt, GpuPriceOpt
+from prfaas_plan.cli.pricing import CostModelOpt, GpuPriceOpt, gpu_prices
 
 if TYPE_CHECKING:
-    from prfaas_plan.inputs.pricing import Pricing
+    from prfaas_plan.commands.requests import ParetoRequest
     from prfaas_plan.inputs.scenario import Problem
 
 
@@ -56,7 +56,7 @@ def procure_command(
         ),
     ] = None,
     mode: ModeOpt = Mode.PAPER,
-    gpu_price: GpuPriceOpt = None,
+    gpu_prices_usd_per_gpu_hour: GpuPriceOpt = None,
     cost_model: CostModelOpt = None,
     export_model: Annotated[
         Path | None,
@@ -101,10 +101,10 @@ def procure_command(
     threshold) reaching --target-rps, or the highest throughput within --budget-usd-per-hour.
     Each site brings its own link offering (procurement.sites), so there is no --link-offering.
     --pareto: the cost frontiers instead (needs --target-rps for the latency frontier)."""
-    from prfaas_plan.commands.procure import procure, procure_pricing, procure_ttft_target
+    from prfaas_plan.commands import use_cases
+    from prfaas_plan.commands.requests import ParetoRequest, ProcureRequest, build
     from prfaas_plan.errors import ConfigError
     from prfaas_plan.inputs.catalog import Catalog
-    from prfaas_plan.inputs.pricing import parse_gpu_prices
     from prfaas_plan.render.procure import procure_to_json, procure_view
 
     check_distinct_outputs(output, plot)
@@ -123,48 +123,39 @@ def procure_command(
                           parameter="target_rps")  # fmt: skip
     if not pareto and (plot is not None or fmt is ProcureFormat.CSV):
         raise ConfigError("--plot and --format csv need --pareto", parameter="pareto")
-    ttft = None
-    if not pareto:
-        chosen = percentile(ttft_percentile) if ttft_percentile is not None else None
-        ttft = procure_ttft_target(ttft_target_s, chosen, ttft_load_rps, ttft_load)
-    problem = load_problem(scenario, data_dir, None)
-    pricing = procure_pricing(
-        Catalog.open(data_dir), problem, gpu_prices=parse_gpu_prices(gpu_price or []),
-        cost_model=cost_model, parameter="gpu_price",
-    )  # fmt: skip
+    prices = dict(
+        gpu_prices_usd_per_gpu_hour=gpu_prices(gpu_prices_usd_per_gpu_hour), cost_model=cost_model
+    )
+    space = dict(max_instances_per_site=max_instances_per_site, mode=mode)
     if pareto:
-        assert target_rps is not None
-        _pareto(problem, pricing, target_rps, gpu_price, max_instances_per_site, mode, plot,
-                fmt, output, data_dir, ttft_load_rps)  # fmt: skip
+        pareto_request = build(
+            ParetoRequest, target_rps=target_rps, ttft_load_rps=ttft_load_rps, **prices, **space
+        )
+        _pareto(load_problem(scenario, data_dir, None), pareto_request, plot, fmt, output,
+                data_dir)  # fmt: skip
         return
+    request = build(
+        ProcureRequest, target_rps=target_rps, budget_usd_per_hour=budget_usd_per_hour,
+        ttft_target_s=ttft_target_s, ttft_percentile=ttft_percentile, ttft_load=ttft_load,
+        ttft_load_rps=ttft_load_rps, **prices, **space,
+    )  # fmt: skip
+    problem = load_problem(scenario, data_dir, None)
     with spinner(fmt is ProcureFormat.TABLE and output is None, "solving the procurement MILP…"):
-        report = procure(
-            Catalog.open(data_dir), problem, pricing, target_rps=target_rps,
-            budget_usd_per_hour=budget_usd_per_hour, gpu_prices=parse_gpu_prices(gpu_price or []),
-            max_instances_per_site=max_instances_per_site, mode=mode, export_model=export_model,
-            ttft=ttft,
-        )  # fmt: skip
+        report = use_cases.procure(problem, request, Catalog.open(data_dir), export_model)
     emit(procure_view(report), procure_to_json(report), OutputFormat(fmt.value), output)
 
 
-def _pareto(problem: "Problem", pricing: "Pricing", target_rps: float, gpu_price: list[str] | None,
-            max_instances_per_site: int | None, mode: Mode, plot: Path | None,
-            fmt: ProcureFormat, output: Path | None, data_dir: Path | None,
-            ttft_load_rps: float | None) -> None:  # fmt: skip
+def _pareto(problem: "Problem", request: "ParetoRequest", plot: Path | None,
+            fmt: ProcureFormat, output: Path | None, data_dir: Path | None) -> None:  # fmt: skip
     import sys
 
-    from prfaas_plan.commands.procure_pareto import procure_pareto
+    from prfaas_plan.commands import use_cases
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.files import write_atomically, write_text
-    from prfaas_plan.inputs.pricing import parse_gpu_prices
     from prfaas_plan.render.procure import pareto_to_csv, pareto_to_json, pareto_view, plot_pareto
 
     with spinner(fmt is ProcureFormat.TABLE and output is None, "enumerating the frontier…"):
-        report = procure_pareto(
-            Catalog.open(data_dir), problem, pricing, target_rps=target_rps,
-            gpu_prices=parse_gpu_prices(gpu_price or []),
-            max_instances_per_site=max_instances_per_site, mode=mode, ttft_load_rps=ttft_load_rps,
-        )  # fmt: skip
+        report = use_cases.pareto(problem, request, Catalog.open(data_dir))
     if plot is not None:
         plot_pareto(report, plot)
     if fmt is not ProcureFormat.CSV:

@@ -28,7 +28,7 @@ from prfaas_plan.cli.pricing import (
     GpuPriceOpt,
     LinkOfferingOpt,
     UtilizationOpt,
-    load_pricing,
+    gpu_prices,
 )
 from prfaas_plan.errors import ConfigError
 
@@ -38,11 +38,11 @@ CURVE_SUFFIXES = (".json", ".csv")
 def _curves_name(text: str) -> Path:
     from prfaas_plan.inputs.files import check_name
 
-    path = check_name(text, "curves_path")
+    path = check_name(text, "curves")
     if path.suffix.lower() not in CURVE_SUFFIXES:
         raise ConfigError(
-            f"curves_path: file must end in .json or .csv, got {path.name!r}",
-            parameter="curves_path",
+            f"curves: file must end in .json or .csv, got {path.name!r}",
+            parameter="curves",
         )
     return path
 
@@ -51,7 +51,7 @@ def _curves_target(value: Path | None) -> Path | None:
     from prfaas_plan.inputs.files import check_target
 
     if value is not None:
-        check_target(value, "curves_path")
+        check_target(value, "curves")
     return value
 
 
@@ -83,7 +83,7 @@ def sensitivity(
             parser=plot_name,
         ),
     ] = None,
-    gpu_price: GpuPriceOpt = None,
+    gpu_prices_usd_per_gpu_hour: GpuPriceOpt = None,
     link_offering: LinkOfferingOpt = None,
     cost_model: CostModelOpt = None,
     utilization: UtilizationOpt = None,
@@ -94,16 +94,22 @@ def sensitivity(
     """What binds at the optimum, what one more PrfaaS instance, PD instance, 10% of link or 10%
     of decode SLO slack is worth, the capacities' shadow prices and the routing LP's upper bound
     on every length-based routing policy."""
-    from prfaas_plan.commands.sensitivity import sensitivity_curves, sensitivity_report
+    from prfaas_plan.commands import use_cases
+    from prfaas_plan.commands.requests import SensitivityRequest, build
+    from prfaas_plan.commands.sensitivity import sensitivity_curves
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.sensitivity import sensitivity_to_json, sensitivity_view
 
     check_distinct_outputs(output, plot, curves=curves)
+    request = build(
+        SensitivityRequest, mode=mode, bins=bins,
+        gpu_prices_usd_per_gpu_hour=gpu_prices(gpu_prices_usd_per_gpu_hour), link_offering=link_offering,
+        cost_model=cost_model, utilization=utilization,
+    )  # fmt: skip
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
     with spinner(fmt is OutputFormat.TABLE and output is None, "solving the routing LPs…"):
-        pricing = load_pricing(problem, data_dir, gpu_price, link_offering, cost_model, utilization)
         catalog = Catalog.open(data_dir)
-        report = sensitivity_report(problem, mode, bins, catalog, pricing)
+        report = use_cases.sensitivity(problem, request, catalog)
         lines = sensitivity_curves(problem, mode, catalog) if curves or plot else ()
     if curves is not None:
         from prfaas_plan.inputs.files import write_atomically, write_text
@@ -115,7 +121,7 @@ def sensitivity(
             if curves.suffix.lower() == ".csv"
             else dumps(curves_to_json(lines))
         )
-        write_atomically(curves, lambda tmp: write_text(tmp, text), "curves_path")
+        write_atomically(curves, lambda tmp: write_text(tmp, text), "curves")
     if plot is not None:
         from prfaas_plan.render.plot import plot_sensitivity_curves
 

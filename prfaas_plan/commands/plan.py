@@ -5,6 +5,7 @@ no file reading (the caller builds the `Problem`). Units: SI (s, req/s, tokens).
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,9 +22,9 @@ from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.sizing import SizingResult, size_prfaas_cluster
 from prfaas_plan.solve.threshold import (
     SearchSpace,
-    best_configurations,
     homogeneous_configuration,
     naive_configuration,
+    optimize_fixed_hardware_batch,
 )
 
 if TYPE_CHECKING:  # queueing is imported only when a TTFT target is given
@@ -84,13 +85,13 @@ class TtftTarget:
     def __post_init__(self) -> None:
         if self.percentile not in TTFT_PERCENTILES:
             raise ConfigError(
-                f"ttft.percentile must be mean, 50, 90 or 99, got {self.percentile!r}",
-                parameter="ttft.percentile",
+                f"ttft_percentile must be mean, 50, 90 or 99, got {self.percentile!r}",
+                parameter="ttft_percentile",
             )
         if not (self.target_s > 0 and math.isfinite(self.target_s)):
             raise ConfigError(
-                f"ttft.target_s must be a finite number > 0, got {self.target_s:g}",
-                parameter="ttft.target_s",
+                f"ttft_target_s must be a finite number > 0, got {self.target_s:g}",
+                parameter="ttft_target_s",
             )
         if self.load_rps is not None and self.load_fraction is None:
             load = self.load_rps
@@ -98,23 +99,23 @@ class TtftTarget:
             load = self.load_fraction
         else:
             raise ConfigError(
-                "a TTFT target needs exactly one of ttft.load_rps and ttft.load_fraction",
-                parameter="ttft.load_rps",
+                "a TTFT target needs exactly one of ttft_load_rps and ttft_load",
+                parameter="ttft_load_rps",
             )
         if not (load > 0 and math.isfinite(load)):
-            name = "ttft.load_rps" if self.load_rps is not None else "ttft.load_fraction"
+            name = "ttft_load_rps" if self.load_rps is not None else "ttft_load"
             raise ConfigError(
                 f"{name} (the TTFT target's load) must be a finite number > 0, got {load:g}",
                 parameter=name,
             )
-        bounds.check_in_range("ttft.target_s", self.target_s, 0, bounds.MAX_SECONDS, "s")
+        bounds.check_in_range("ttft_target_s", self.target_s, 0, bounds.MAX_SECONDS, "s")
         if self.load_rps is not None:
             bounds.check_in_range(
-                "ttft.load_rps", self.load_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
+                "ttft_load_rps", self.load_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
             )
         else:
             bounds.check_in_range(
-                "ttft.load_fraction", load, bounds.MIN_LOAD_FRACTION, bounds.MAX_LOAD_FRACTION
+                "ttft_load", load, bounds.MIN_LOAD_FRACTION, bounds.MAX_LOAD_FRACTION
             )
 
     def rate_rps(self, exact_capacity_rps: float) -> float:
@@ -139,13 +140,13 @@ def ttft_target(
     if target_s is None:
         if load_rps is not None or load_fraction is not None:
             raise ConfigError(
-                "ttft.load_fraction/ttft.load_rps need ttft.target_s", parameter="ttft.target_s"
+                "ttft_load/ttft_load_rps need ttft_target_s", parameter="ttft_target_s"
             )
         if percentile is not None:
             raise ConfigError(
-                "ttft.percentile has no effect without a target (ttft.target_s), whose TTFT it "
-                "chooses; give ttft.target_s or drop ttft.percentile",
-                parameter="ttft.percentile",
+                "ttft_percentile has no effect without a target (ttft_target_s), whose TTFT it "
+                "chooses; give ttft_target_s or drop ttft_percentile",
+                parameter="ttft_percentile",
             )
         return None
     if percentile is None:
@@ -216,9 +217,9 @@ def range_notes(problem: Problem, policy: RangePolicy) -> tuple[RangeNote, ...]:
             f"{n.curves[0].source}: {n.fraction_below:.3%} of input lengths lie below "
             f"{n.table_min_tokens:g} and {n.fraction_above:.3%} above {n.table_max_tokens:g} tokens, "
             "the profiled range; "
-            "range_policy error forbids extrapolating the fit (use range_policy extrapolate, "
+            "out_of_range error forbids extrapolating the fit (use out_of_range extrapolate, "
             "narrow workload.input_tokens, or profile more lengths)",
-            parameter="range_policy",
+            parameter="out_of_range",
         )
     return tuple(notes)
 
@@ -321,7 +322,7 @@ def plan(
             parameter="solver",
         )
     check_threshold(threshold_tokens)
-    system, workload = problem.system, problem.workload
+    asked = problem
     sizing = None
     prfaas_instances = problem.prfaas_instances
     if target_rps is not None or max_prfaas_gpus is not None:
@@ -332,26 +333,10 @@ def plan(
             )
         sizing = _size(problem, mode, target_rps, max_prfaas_gpus, solver or Solver.HIGHS)
         prfaas_instances = sizing.evaluation.configuration.prfaas_instances
-    space = SearchSpace(prfaas_instances, problem.pd_instances, threshold_tokens)
-    paper, exact = best_configurations(system, workload, space, (Mode.PAPER, Mode.EXACT))
-    s = problem.scenario
-    total_gpus = prfaas_instances * s.prfaas_cluster.gpus_per_instance + s.pd_cluster.gpus
-    # both modes' optima, both baselines and the paper-mode plan's exact capacity: one model call
-    paper_optimum, exact_optimum, homogeneous, naive, paper_plan_exact = evaluate_many(
-        system, workload,
-        [
-            paper, exact,
-            homogeneous_configuration(
-                system, workload, total_gpus // s.pd_cluster.gpus_per_instance, mode
-            ),
-            naive_configuration(prfaas_instances, problem.pd_instances),
-            paper,
-        ],
-        [Mode.PAPER, Mode.EXACT, mode, mode, Mode.EXACT],
-    )  # fmt: skip
-    optimum = paper_optimum if mode is Mode.PAPER else exact_optimum
-    chosen = sizing.evaluation if sizing is not None else optimum
-    loaded = None
+    if sizing is not None:
+        problem = dataclasses.replace(problem, prfaas_instances=prfaas_instances)
+    ((paper, exact),) = search_many([problem], threshold_tokens)
+    report = _report(problem, mode, paper, exact, notes, pricing)
     if ttft is not None:
         if sizing is not None:
             raise ConfigError(
@@ -360,12 +345,72 @@ def plan(
             )
         from prfaas_plan.solve.ttft_target import optimize_with_ttft
 
-        # the unconstrained plan's capacity with exact service times (as `simulate --load`)
-        capacity = paper_plan_exact if mode is Mode.PAPER else exact_optimum
+        m = report.modes
+        capacity = m.paper_plan_exact_rps if mode is Mode.PAPER else m.exact.system_throughput_rps
+        space = SearchSpace(prfaas_instances, problem.pd_instances, threshold_tokens)
         chosen, loaded = optimize_with_ttft(
-            system, workload, space, arrival_rate_rps=ttft.rate_rps(capacity.system_throughput_rps),
+            problem.system, problem.workload, space, arrival_rate_rps=ttft.rate_rps(capacity),
             ttft_target_s=ttft.target_s, ttft_percentile=ttft.percentile, mode=mode,
         )  # fmt: skip
+        report = _report(problem, mode, paper, exact, notes, pricing, chosen)
+        report = dataclasses.replace(report, ttft_target=ttft, loaded_ttft=loaded)
+    if sizing is not None:
+        report = _report(problem, mode, paper, exact, notes, pricing, sizing.evaluation)
+        report = dataclasses.replace(report, sizing=sizing)
+    return dataclasses.replace(report, problem=asked)
+
+
+def search_many(
+    problems: Sequence[Problem], threshold_tokens: float | None
+) -> list[tuple[Configuration, Configuration]]:
+    """The paper- and exact-mode optima of each problem, in one pass of the optimiser over
+    every problem's splits (solve/threshold.py: the same optimum to the last bit as one search
+    each). The problems share their system but for the link and the instance counts, and their
+    workload (a sweep's group: study/fast.py)."""
+    first, count = problems[0], len(problems)
+    prfaas = np.array([p.prfaas_instances for p in problems] * 2)
+    pd = np.array([p.pd_instances for p in problems] * 2)
+    link = np.array([p.system.link_bandwidth_bytes_per_s for p in problems] * 2)
+    modes = [Mode.PAPER] * count + [Mode.EXACT] * count
+    t, n_p, n_d = optimize_fixed_hardware_batch(
+        first.system, first.workload, prfaas, pd, link, threshold_tokens, modes
+    )
+    configurations = [
+        Configuration(int(prfaas[i]), int(n_p[i]), int(n_d[i]), float(t[i]))
+        for i in range(2 * count)
+    ]
+    return list(zip(configurations[:count], configurations[count:], strict=True))
+
+
+def _report(
+    problem: Problem,
+    mode: Mode,
+    paper: Configuration,
+    exact: Configuration,
+    notes: "tuple[RangeNote, ...]",
+    pricing: "Pricing | None",
+    chosen: Evaluation | None = None,
+) -> PlanReport:
+    """The plan report of `problem` from its paper- and exact-mode optima: the optimum of
+    `mode` (or `chosen`: a sized or TTFT-constrained plan) against both baselines, both
+    modes' views, the unloaded TTFTs and, with `pricing`, the costs. One call per problem,
+    whether it was searched alone or in a batch."""
+    system, workload, s = problem.system, problem.workload, problem.scenario
+    total_gpus = problem.prfaas_instances * s.prfaas_cluster.gpus_per_instance + s.pd_cluster.gpus
+    paper_optimum, exact_optimum, homogeneous, naive, paper_plan_exact = evaluate_many(
+        system, workload,
+        [
+            paper, exact,
+            homogeneous_configuration(
+                system, workload, total_gpus // s.pd_cluster.gpus_per_instance, mode
+            ),
+            naive_configuration(problem.prfaas_instances, problem.pd_instances),
+            paper,
+        ],
+        [Mode.PAPER, Mode.EXACT, mode, mode, Mode.EXACT],
+    )  # fmt: skip
+    optimum = paper_optimum if mode is Mode.PAPER else exact_optimum
+    chosen = chosen if chosen is not None else optimum
     deployments = _deployments(
         problem,
         {"prfaas_pd": chosen, "homogeneous_pd": homogeneous, "naive_heterogeneous": naive},
@@ -378,12 +423,32 @@ def plan(
         homogeneous=deployments[1],
         naive=deployments[2],
         modes=ModeComparison(paper_optimum, exact_optimum, paper_plan_exact.system_throughput_rps),
-        sizing=sizing,
+        sizing=None,
         range_notes=notes,
-        ttft_target=ttft,
-        loaded_ttft=loaded,
+        ttft_target=None,
+        loaded_ttft=None,
         plan_cost=_plan_cost(problem, chosen, pricing, mode),
     )
+
+
+def plan_many(
+    problems: Sequence[Problem],
+    pricings: Sequence["Pricing | None"],
+    *,
+    mode: Mode = Mode.PAPER,
+    threshold_tokens: float | None = None,
+    range_policy: RangePolicy = RangePolicy.EXTRAPOLATE,
+) -> list[PlanReport]:
+    """`plan` of each problem (no sizing, no TTFT target) with one search for all of them
+    (`search_many`): the same reports as one `plan` call each. The problems share what
+    `search_many` says; `pricings[i]` prices problem i."""
+    check_threshold(threshold_tokens)
+    notes = range_notes(problems[0], range_policy)  # the tables and the workload: shared
+    searched = search_many(problems, threshold_tokens)
+    return [
+        _report(problem, mode, paper, exact, notes, pricing)
+        for problem, (paper, exact), pricing in zip(problems, searched, pricings, strict=True)
+    ]
 
 
 @model_numerics("evaluate")

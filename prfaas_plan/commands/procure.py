@@ -296,9 +296,9 @@ def procure(
         )  # fmt: skip
     if ttft is not None and target_rps is None:
         raise ConfigError(
-            "a TTFT target (ttft.target_s) applies to target_rps (the cheapest deployment "
+            "a TTFT target (ttft_target_s) applies to target_rps (the cheapest deployment "
             "meeting both), not to budget_usd_per_hour",
-            parameter="ttft.target_s",
+            parameter="ttft_target_s",
         )
     sites, model = procure_model(
         catalog, problem, pricing, gpu_prices, max_instances_per_site, mode
@@ -336,7 +336,7 @@ def procure(
                         f"bound by {bound}")  # fmt: skip
             raise InfeasibleError(
                 f"no deployment in the candidate space reaches target_rps {target_rps:g} req/s: "
-                f"{what}; allow more instances (--max-instances-per-site, "
+                f"{what}; allow more instances (max_instances_per_site, "
                 "procurement.max_pd_instances) or relax the target",
                 parameter="target_rps",
             )
@@ -417,9 +417,9 @@ def _with_ttft(problem: Problem, pricing: Pricing, sites: tuple[Site, ...],
                 f"{_metric_name(metric)} TTFT <= {ttft.target_s:g} s at {load:g} req/s: "
                 f"{what} (every single-site plan; multi-site plans with up to "
                 f"{HEADROOM_STEP**HEADROOM_PLANS:.1f}x the target's capacity); allow more "
-                "instances (--max-instances-per-site, procurement.max_pd_instances), a faster or "
+                "instances (max_instances_per_site, procurement.max_pd_instances), a faster or "
                 "nearer site, a lower load, or relax the target",
-                parameter="ttft.target_s",
+                parameter="ttft_target_s",
             )
         state = point_ttft(space, problem.system, queues, problem.workload, point, load)
     capacity, bound = binding(space, point)
@@ -504,18 +504,17 @@ def procure_pricing(
     *,
     gpu_prices: dict[str, float] | None = None,
     cost_model: CostModel | None = None,
-    parameter: str = "gpu_price",
 ) -> Pricing:
     """The GPU prices procure buys at (overrides, the scenario's `cost:` block, the GPU files).
     Every offering is a candidate, whatever the scenario's own link: each site brings its own.
-    ConfigError naming `parameter` (the caller's name for the price overrides) when a GPU has
-    no price."""
+    ConfigError naming gpu_prices_usd_per_gpu_hour when a GPU has no price."""
     pricing = resolve_pricing(
         catalog, problem.scenario, problem.source, gpu_prices=gpu_prices, cost_model=cost_model,
         link_gbps=0.0,
     )  # fmt: skip
     if pricing is None:
         raise ConfigError(
-            f"procure needs prices: give {parameter} for each GPU", parameter=parameter
+            "procure needs prices: give gpu_prices_usd_per_gpu_hour for each GPU",
+            parameter="gpu_prices_usd_per_gpu_hour",
         )
     return pricing

@@ -201,7 +201,7 @@ def procure_pareto(
     )
     if ttft_load_rps is not None:
         bounds.check_in_range(
-            "ttft.load_rps", ttft_load_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
+            "ttft_load_rps", ttft_load_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
         )
     sites, space, systems = procure_candidates(
         catalog, problem, pricing, gpu_prices, max_instances_per_site, mode

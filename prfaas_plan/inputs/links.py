@@ -82,7 +82,7 @@ def link_offering_for(
         raise ConfigError(
             f"link_offering {name!r} carries {offering.bandwidth_gbps:g} Gbps, less than the "
             f"{carry_gbps:g} Gbps link the plan assumes (link.bandwidth_gbps); choose a wider "
-            f"offering or model this one with --bandwidth-gbps {offering.bandwidth_gbps:g}",
+            f"offering or model this one with `bandwidth_gbps` {offering.bandwidth_gbps:g}",
             parameter="link_offering",
         )
     return offering

@@ -1,6 +1,6 @@
 """Prices for a scenario: each GPU-hour (on-demand or total cost of ownership) and the link
 offerings, from the GPU files and data/links/, overridden by the scenario's `cost:` block and
-then by the command line (`--gpu-price`, `--link-offering`, `--cost-model`). A named offering
+then by the request (`gpu_prices_usd_per_gpu_hour`, `link_offering`, `cost_model`). A named offering
 comes from inputs/links.py (`owned`: the scenario's own link, at no cost); without one, the
 cheapest file of data/links/ wide enough is bought.
 """
@@ -42,26 +42,6 @@ def _link_price(offering: LinkOffering) -> LinkPrice:
     )
 
 
-def parse_gpu_prices(values: list[str]) -> dict[str, float]:
-    """`GPU=USD_PER_GPU_HOUR` strings -> {gpu: price}; each GPU at most once."""
-    prices: dict[str, float] = {}
-    for text in values:
-        name, sep, price = text.partition("=")
-        try:
-            value = float(price) if sep and name.strip() else None
-        except ValueError:
-            value = None
-        if value is None:
-            raise ConfigError(
-                f"gpu_price must be GPU=USD_PER_GPU_HOUR (e.g. h200=3.5), got {bounds.quoted(text)}",
-                parameter="gpu_price",
-            )
-        if name.strip() in prices:
-            raise ConfigError(f"gpu_price: {name.strip()!r} is given twice", parameter="gpu_price")
-        prices[name.strip()] = value
-    return prices
-
-
 def _check_price(gpu: str, value: float, where: str, parameter: str | None) -> float:
     if not 0 <= value <= bounds.MAX_USD_PER_GPU_HOUR:
         raise ConfigError(
@@ -73,16 +53,19 @@ def _check_price(gpu: str, value: float, where: str, parameter: str | None) -> f
 
 
 def _from_file(gpu: str, prices: GpuPrices | None, model: CostModel, source: str) -> GpuHourPrice:
-    how = "--gpu-price GPU=USD or the scenario's cost.gpu_prices_usd_per_gpu_hour"
+    how = "gpu_prices_usd_per_gpu_hour or the scenario's cost.gpu_prices_usd_per_gpu_hour"
     if prices is None:
-        raise ConfigError(f"{source}: no prices for GPU {gpu!r}; give {how}", parameter="gpu_price")
+        raise ConfigError(
+            f"{source}: no prices for GPU {gpu!r}; give {how}",
+            parameter="gpu_prices_usd_per_gpu_hour",
+        )
     if model is CostModel.ON_DEMAND:
         figure = prices.on_demand_usd_per_gpu_hour
         if figure.value is None:
             raise ConfigError(
                 f"{source}: prices.on_demand_usd_per_gpu_hour of {gpu!r} is unknown "
                 f"({figure.note}); give {how}",
-                parameter="gpu_price",
+                parameter="gpu_prices_usd_per_gpu_hour",
             )
         return GpuHourPrice(gpu, figure.value, f"{source}: on-demand ({figure.basis})")
     names = ("purchase_usd_per_gpu", "depreciation_years", "board_power_w", "pue",
@@ -92,7 +75,7 @@ def _from_file(gpu: str, prices: GpuPrices | None, model: CostModel, source: str
     if missing:
         raise ConfigError(
             f"{source}: cost model tco needs prices.{', prices.'.join(missing)} of {gpu!r}, "
-            f"which are unknown; use --cost-model on-demand or give {how}",
+            f"which are unknown; use cost_model on-demand or give {how}",
             parameter="cost_model",
         )
     bases = sorted({getattr(prices, n).basis for n in names})
@@ -109,10 +92,13 @@ def gpu_hour_price(
     scenario_prices: dict[str, float],
     where: str,
 ) -> GpuHourPrice:
-    """A GPU's price per hour: a `--gpu-price` override, else the scenario's, else the GPU file's."""
+    """A GPU's price per hour: the request's (`overrides`), else the scenario's, else the GPU
+    file's."""
     if gpu in overrides:
-        price = _check_price(gpu, overrides[gpu], "gpu_price: ", "gpu_price")
-        return GpuHourPrice(gpu, price, "--gpu-price")
+        price = _check_price(
+            gpu, overrides[gpu], "gpu_prices_usd_per_gpu_hour: ", "gpu_prices_usd_per_gpu_hour"
+        )
+        return GpuHourPrice(gpu, price, "given")
     if gpu in scenario_prices:
         return GpuHourPrice(gpu, scenario_prices[gpu], f"{where}cost.gpu_prices_usd_per_gpu_hour")
     spec = catalog.gpu(gpu, where=where)
@@ -157,7 +143,7 @@ def resolve_pricing(
 ) -> Pricing | None:
     """The scenario's prices, or None when the catalog has none and none are asked for (then
     results carry no cost). Anything asked for explicitly that cannot be priced is an error.
-    `link_gbps`: the link the plan assumes when it is not the file's (a --bandwidth-gbps
+    `link_gbps`: the link the plan assumes when it is not the file's (a bandwidth_gbps
     override); the offering bought must carry it."""
     spec = scenario.cost
     asked = spec is not None or bool(gpu_prices) or link_offering is not None
@@ -167,9 +153,9 @@ def resolve_pricing(
     foreign = sorted(set(overrides) - known)
     if foreign:
         raise ConfigError(
-            f"gpu_price names {bounds.quoted(foreign)}, which the scenario does not "
+            f"gpu_prices_usd_per_gpu_hour names {bounds.quoted(foreign)}, which the scenario does not "
             f"deploy; it deploys {', '.join(sorted(known))}",
-            parameter="gpu_price",
+            parameter="gpu_prices_usd_per_gpu_hour",
         )
     model = cost_model or (CostModel(spec.cost_model) if spec else CostModel.ON_DEMAND)
     share = (
@@ -209,7 +195,7 @@ def resolve_pricing(
             if asked:
                 raise ConfigError(
                     f"no link offering in {catalog.data_dir / 'links'}/ carries the plan's "
-                    f"{needed_gbps:g} Gbps link; add one or give --link-offering",
+                    f"{needed_gbps:g} Gbps link; add one or give link_offering",
                     parameter="link_offering",
                 )
             return None

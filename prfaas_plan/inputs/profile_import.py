@@ -342,7 +342,7 @@ def check_data_dir(data_dir: Path) -> None:
     whose nearest existing parent this user may write into."""
     if is_installed_copy(data_dir):
         raise ConfigError(
-            f"--data-dir: {data_dir} is the installed package's data; give a directory of your own "
+            f"data_dir: {data_dir} is the installed package's data; give a directory of your own "
             "(a new one is initialised from it)",
             parameter="data_dir",
         )
@@ -356,29 +356,29 @@ def _check_data_dir(data_dir: Path) -> None:
     if not data_dir.exists():
         if data_dir.is_symlink():
             raise ConfigError(
-                f"--data-dir: {data_dir} is a symbolic link to nothing", parameter="data_dir"
+                f"data_dir: {data_dir} is a symbolic link to nothing", parameter="data_dir"
             )
         parent = _nearest_existing(data_dir)
         if not parent.is_dir():
-            raise ConfigError(f"--data-dir: {parent} is not a directory", parameter="data_dir")
+            raise ConfigError(f"data_dir: {parent} is not a directory", parameter="data_dir")
         if not os.access(parent, os.W_OK | os.X_OK):
             raise ConfigError(
-                f"--data-dir: cannot create {data_dir}: {parent} is {_not_writable(parent)}; "
+                f"data_dir: cannot create {data_dir}: {parent} is {_not_writable(parent)}; "
                 "give a directory you can write to",
                 parameter="data_dir",
             )
         return
     if not data_dir.is_dir():
-        raise ConfigError(f"--data-dir: {data_dir} is not a directory", parameter="data_dir")
+        raise ConfigError(f"data_dir: {data_dir} is not a directory", parameter="data_dir")
     if not os.access(data_dir, os.R_OK | os.W_OK | os.X_OK):
         raise ConfigError(
-            f"--data-dir: cannot write into {data_dir}: it is {_not_writable(data_dir)}; give "
+            f"data_dir: cannot write into {data_dir}: it is {_not_writable(data_dir)}; give "
             "a directory you can write to",
             parameter="data_dir",
         )
     if not needs_initialising(data_dir) and not (data_dir / "gpus").is_dir():
         raise ConfigError(
-            f"--data-dir: {data_dir} is not empty and has no gpus/ folder: not a prfaas-plan data "
+            f"data_dir: {data_dir} is not empty and has no gpus/ folder: not a prfaas-plan data "
             "directory (give a new or empty directory to start one from the shipped data)",
             parameter="data_dir",
         )
@@ -432,7 +432,7 @@ def write_profiles(
             )
             raise ConfigError(
                 f"a {kind} profile for {model} on {gpu}-x{gpus} already exists ({where}); "
-                "pass --force to replace it",
+                "pass `force` to replace it",
                 parameter="force",
             )
 

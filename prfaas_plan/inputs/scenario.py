@@ -5,6 +5,7 @@ Units are in every key: `bandwidth_gbps` is 10^9 bit/s (the paper's unit), lengt
 (SI units inside).
 """
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -568,6 +569,20 @@ def build_problem(
         ),
     )
     return Problem(scenario, str(source), system, workload, prfaas.instances, pd.instances, output)
+
+
+def problem_like(problem: Problem, scenario: Scenario) -> Problem:
+    """`build_problem(scenario)` for a scenario that differs from `problem.scenario` only in the
+    instance counts and the link's bandwidth (a sweep's group: study/fast.py), without reading
+    the catalog again: the same Problem, field for field."""
+    return dataclasses.replace(
+        problem, scenario=scenario,
+        system=dataclasses.replace(
+            problem.system,
+            link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(scenario.link.bandwidth_gbps),
+        ),
+        prfaas_instances=scenario.prfaas_cluster.instances, pd_instances=scenario.pd_cluster.instances,
+    )  # fmt: skip
 
 
 def open_problem(

@@ -284,7 +284,7 @@ def _range_lines(notes: tuple[RangeNote, ...]) -> list[str]:
     return [
         f"{n.fraction_below:.2%} of requests are shorter than {n.table_min_tokens:g} and "
         f"{n.fraction_above:.2%} longer than {n.table_max_tokens:g} tokens, the profiled range of "
-        f"{len(n.curves)} table(s): their fits are extrapolated there (--out-of-range error refuses)."
+        f"{len(n.curves)} table(s): their fits are extrapolated there (out_of_range: error refuses)."
         for n in notes
     ]
 

@@ -35,7 +35,7 @@ def _pyplot() -> Any:
         import matplotlib.pyplot as plt
     except ImportError:
         raise ConfigError(
-            "plot_path needs matplotlib: pip install 'prfaas-plan[plot]'", parameter="plot_path"
+            "plot needs matplotlib: pip install 'prfaas-plan[plot]'", parameter="plot"
         ) from None
     return plt
 
@@ -43,8 +43,8 @@ def _pyplot() -> Any:
 def _check_suffix(plot_path: Path) -> None:
     if plot_path.suffix.lower() not in FORMATS:
         raise ConfigError(
-            f"plot_path: file must end in {', '.join(FORMATS)}, got {plot_path.name!r}",
-            parameter="plot_path",
+            f"plot: file must end in {', '.join(FORMATS)}, got {plot_path.name!r}",
+            parameter="plot",
         )
 
 
@@ -103,7 +103,7 @@ def plot_threshold_balance(report: PlanReport, plot_path: Path) -> None:
     fig.suptitle(f"{problem.scenario.name}: threshold balance")
 
     try:
-        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
+        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot")
     finally:
         plt.close(fig)
 
@@ -130,8 +130,8 @@ def plot_kv_throughput(report: KvReport, plot_path: Path) -> None:
     if drawn == 0:
         plt.close(fig)
         raise ConfigError(
-            f"plot_path: no chosen model has a {report.gpu}-x{report.gpus_per_instance} prefill profile",
-            parameter="plot_path",
+            f"plot: no chosen model has a {report.gpu}-x{report.gpus_per_instance} prefill profile",
+            parameter="plot",
         )
     ax.set(
         xscale="log", yscale="log", xlabel="input length (K tokens)",
@@ -141,7 +141,7 @@ def plot_kv_throughput(report: KvReport, plot_path: Path) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
     try:
-        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
+        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot")
     finally:
         plt.close(fig)
 
@@ -179,7 +179,7 @@ def plot_sensitivity_curves(
     _draw_balance(panels[3], problem, plan, plan.mode)
     fig.suptitle(f"{problem.scenario.name}: sensitivity curves ({plan.mode} mode)")
     try:
-        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
+        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot")
     finally:
         plt.close(fig)
 
@@ -224,6 +224,6 @@ def plot_over_two_axes(
         ax.set_xlabel(labels[0])
         ax.set_title(f"{labels[2]} (mean over the other axes)", fontsize="medium")
         fig.tight_layout()
-        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
+        write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot")
     finally:
         plt.close(fig)

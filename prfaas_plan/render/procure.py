@@ -347,5 +347,5 @@ def plot_pareto(report: ParetoReport, plot_path: Path) -> None:
     right.legend(fontsize=8)
     fig.suptitle(f"procure --pareto · {report.problem.scenario.name} ({report.pricing.cost_model})")
     fig.tight_layout()
-    write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot_path")
+    write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot")
     plt.close(fig)

@@ -172,7 +172,7 @@ def comparison_view(report: ComparisonReport) -> View:
         "half-way, measured from then on (where re-balancing PD roles matters).",
         "Policies: static t; adaptive (raise t while the link or PrfaaS queue is hot); rebalance "
         "(convert PD instances between prefill and decode, re-optimise t); dual (both); prefix "
-        "(prefix-cache-aware, only with --trace carrying hash_ids). The paper gives no trigger "
+        "(prefix-cache-aware, only with a trace carrying hash_ids). The paper gives no trigger "
         "values; these are the simulator's defaults (see prfaas_plan/sim/threshold.py, sim/rebalance.py).",
     ]  # fmt: skip
     return View(

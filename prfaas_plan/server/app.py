@@ -3,7 +3,7 @@ endpoint of server/endpoints.py, the what-if page's own calls, the page itself a
 /docs and /openapi.json.
 
 A response is the CLI's JSON document, written compact (`?format=markdown` gives the CLI's
-Markdown). A failure is `{"error": {"type", "message", "parameter", "exit_code"}}` with the
+Markdown). A failure is `{"error": {"type", "message", "parameter"}}` with the
 library's one-line message (request fields named as the library names them, `threshold_tokens`,
 where the CLI writes `--threshold-tokens`) and an HTTP status by class:
 
@@ -93,9 +93,7 @@ def failure_response(exc: Exception) -> JSONResponse:
         return error_response(exc.status, exc.kind, str(exc))
     if isinstance(exc, PlanError):
         status = next((code for cls, code in STATUS.items() if isinstance(exc, cls)), 422)
-        return error_response(
-            status, type(exc).__name__, str(exc), parameter=exc.parameter, exit_code=exc.exit_code
-        )
+        return error_response(status, type(exc).__name__, str(exc), parameter=exc.parameter)
     kind = exc.kind if isinstance(exc, WorkerBugError) else type(exc).__name__
     return error_response(500, "InternalError", f"internal error ({kind}); please report it")
 

@@ -1,13 +1,21 @@
 """Request bodies of the HTTP API: a scenario (the scenario file's schema, inputs/scenario.py)
-plus the command's parameters, named as the library names them (`threshold_tokens`, not
-`--threshold-tokens`). Strict as a scenario file: unknown keys, wrong types, NaN/inf refused.
-Units in every name, as in the CLI's flags."""
+plus the command's request (commands/requests.py: the fields the CLI's flags and a sweep's
+parameters set, declared once), and the server's own limits. Strict as a scenario file:
+unknown keys, wrong types, NaN/inf refused. Units in every name."""
 
 from typing import Annotated, Literal
 
 from pydantic import Field
 
-from prfaas_plan.choices import ArrivalProcess, Mode, RangePolicy, RoutingPolicy, Solver
+from prfaas_plan.commands.requests import (
+    EvaluateRequest,
+    ExplainRequest,
+    ParetoRequest,
+    PlanRequest,
+    ProcureRequest,
+    SensitivityRequest,
+    SimulateRequest,
+)
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.scenario import Scenario
 
@@ -32,46 +40,16 @@ class ScenarioBody(Strict):
     bandwidth_gbps: float | None = None  # overrides scenario.link.bandwidth_gbps, as the flag
 
 
-class PricedBody(ScenarioBody):
-    """Prices, as the CLI's pricing flags (default: the scenario's `cost:` block, else the
-    catalog's prices)."""
-
-    gpu_prices_usd_per_gpu_hour: dict[str, float] | None = None  # --gpu-price GPU=USD
-    link_offering: str | None = None
-    cost_model: Literal["on-demand", "tco"] | None = None
-    utilization: float | None = None
+# a command's body: the scenario and the command's request (commands/requests.py), field for
+# field as the CLI's flags and a sweep's parameters build it; the server's own limits on top
 
 
-class TtftFields(Strict):
-    """A TTFT target under load (--ttft-target-s, --ttft-percentile, --ttft-load,
-    --ttft-load-rps)."""
-
-    ttft_target_s: float | None = None
-    ttft_percentile: Literal["mean", "50", "90", "99"] | None = None
-    ttft_load: float | None = None
-    ttft_load_rps: float | None = None
-
-    def ttft_percentile_value(self) -> int | str | None:
-        """The percentile as the library takes it: 'mean' or an int."""
-        p = self.ttft_percentile
-        return p if p is None or p == "mean" else int(p)
+class PlanBody(ScenarioBody, PlanRequest):
+    pass
 
 
-class PlanBody(PricedBody, TtftFields):
-    mode: ModeName = Mode.PAPER.value
-    threshold_tokens: float | None = None
-    target_rps: float | None = None
-    max_prfaas_gpus: int | None = None
-    solver: Literal["highs", "cbc"] | None = None
-    out_of_range: Literal["extrapolate", "error"] = RangePolicy.EXTRAPOLATE.value
-
-
-class EvaluateBody(PricedBody):
-    threshold_tokens: float
-    pd_prefill_instances: int
-    prfaas_instances: int | None = None
-    mode: ModeName = Mode.PAPER.value
-    out_of_range: Literal["extrapolate", "error"] = RangePolicy.EXTRAPOLATE.value
+class EvaluateBody(ScenarioBody, EvaluateRequest):
+    pass
 
 
 class KvBody(Strict):
@@ -97,61 +75,34 @@ class EgressBody(Strict):
     link_gbps: float | None = None
 
 
-class SimulateBody(ScenarioBody):
+class SimulateBody(ScenarioBody, SimulateRequest):
     """A bounded `simulate`: a number of requests (no duration, no trace file: the server reads
-    no file a request names), at most MAX_SIMULATED_REQUESTS over all loads."""
+    no file a request names; no sustainable-rate search), at most MAX_SIMULATED_REQUESTS over
+    all loads."""
 
     load: Annotated[list[float], Field(min_length=1, max_length=MAX_LOADS)] | None = None
-    rate_rps: float | None = None
     requests: int = Field(default=2_000, ge=1, le=MAX_SIMULATED_REQUESTS)
-    seed: int = Field(default=0, ge=0, le=2**32 - 1)
-    arrivals: Literal["poisson", "gamma", "sinusoidal"] = ArrivalProcess.POISSON.value
-    burst_cv: float | None = None
-    period_s: float | None = None
-    amplitude: float | None = None
-    policy: Literal["static", "adaptive", "rebalance", "dual"] = RoutingPolicy.STATIC.value
-    link_latency_s: float = 0.0
-    dip_start_s: float | None = None
-    dip_duration_s: float | None = None
-    dip_fraction: float | None = None
-    mode: ModeName = Mode.PAPER.value
-    threshold_tokens: float | None = None
+    duration_s: None = None
+    trace: None = None
+    sustainable: Literal[False] = False
 
 
-def solver_of(name: str | None) -> Solver | None:
-    return Solver(name) if name is not None else None
-
-
-class SensitivityBody(PricedBody):
-    mode: ModeName = Mode.PAPER.value
+class SensitivityBody(ScenarioBody, SensitivityRequest):
     bins: Annotated[int, Field(ge=2, le=MAX_SENSITIVITY_BINS)] = 2000
 
 
-class ExplainBody(ScenarioBody):
-    mode: ModeName = Mode.PAPER.value
+class ExplainBody(ScenarioBody, ExplainRequest):
+    pass
 
 
-class ProcurePricesBody(ScenarioBody):
-    """What `procure` and `procure --pareto` share: prices, the candidate space's bound, the
-    mode. No `export_model` (the server writes no file), no link offering or utilization (each
-    candidate site brings its own offering, as in the CLI)."""
-
-    gpu_prices_usd_per_gpu_hour: dict[str, float] | None = None  # --gpu-price GPU=USD
-    cost_model: Literal["on-demand", "tco"] | None = None
-    max_instances_per_site: Annotated[int, Field(ge=0, le=MAX_PROCURE_INSTANCES)] | None = None
-    mode: ModeName = Mode.PAPER.value
+ServerInstances = Annotated[int, Field(ge=0, le=MAX_PROCURE_INSTANCES)] | None
 
 
-class ProcureBody(ProcurePricesBody, TtftFields):
-    """`procure`'s flags: a target rate or a budget, and a TTFT target with the rate."""
+class ProcureBody(ScenarioBody, ProcureRequest):
+    """No `export_model` (the server writes no file)."""
 
-    target_rps: float | None = None
-    budget_usd_per_hour: float | None = None
+    max_instances_per_site: ServerInstances = None
 
 
-class ParetoBody(ProcurePricesBody):
-    """`procure --pareto`'s flags: the target rate of the latency frontier (required, as
-    --pareto needs --target-rps)."""
-
-    target_rps: float
-    ttft_load_rps: float | None = None  # the latency frontier at this load (else unloaded)
+class ParetoBody(ScenarioBody, ParetoRequest):
+    max_instances_per_site: ServerInstances = None

@@ -9,8 +9,6 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from prfaas_plan import units
-from prfaas_plan.choices import ArrivalProcess, CostModel, Mode, RangePolicy, RoutingPolicy
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.reading import Strict
@@ -28,7 +26,6 @@ from prfaas_plan.server.naming import CASE_STUDY_NAME
 
 if TYPE_CHECKING:
     from prfaas_plan.commands.plan import PlanReport
-    from prfaas_plan.inputs.pricing import Pricing
 
 B = TypeVar("B", bound=Strict)
 Handler = Callable[[B, Catalog], "Answer"]
@@ -87,33 +84,11 @@ def problem_of(body: bodies.ScenarioBody, catalog: Catalog) -> Problem:
     return build_problem(body.scenario, REQUEST_SOURCE, catalog, body.bandwidth_gbps)
 
 
-def pricing_of(body: bodies.PricedBody, problem: Problem, catalog: Catalog) -> "Pricing | None":
-    """The prices the CLI's pricing flags would give (inputs/pricing.py)."""
-    from prfaas_plan.inputs.pricing import resolve_pricing
-
-    return resolve_pricing(
-        catalog, problem.scenario, problem.source, gpu_prices=body.gpu_prices_usd_per_gpu_hour,
-        link_offering=body.link_offering,
-        cost_model=None if body.cost_model is None else CostModel(body.cost_model),
-        utilization=body.utilization,
-        link_gbps=units.bytes_per_s_to_gbps(problem.system.link_bandwidth_bytes_per_s),
-    )  # fmt: skip
-
-
 def plan_report(body: bodies.PlanBody, catalog: Catalog) -> "PlanReport":
     """The PlanReport of `optimize` for this body."""
-    from prfaas_plan.commands.plan import plan, ttft_target
+    from prfaas_plan.commands import use_cases
 
-    ttft = ttft_target(
-        body.ttft_target_s, body.ttft_percentile_value(), body.ttft_load_rps, body.ttft_load
-    )
-    problem = problem_of(body, catalog)
-    return plan(
-        problem, mode=Mode(body.mode), threshold_tokens=body.threshold_tokens,
-        target_rps=body.target_rps, max_prfaas_gpus=body.max_prfaas_gpus,
-        solver=bodies.solver_of(body.solver), range_policy=RangePolicy(body.out_of_range),
-        ttft=ttft, pricing=pricing_of(body, problem, catalog),
-    )  # fmt: skip
+    return use_cases.optimize(problem_of(body, catalog), body, catalog)
 
 
 @endpoint("plan", bodies.PlanBody)
@@ -128,16 +103,10 @@ def plan_endpoint(body: bodies.PlanBody, catalog: Catalog) -> Answer:
 @endpoint("evaluate", bodies.EvaluateBody)
 def evaluate_endpoint(body: bodies.EvaluateBody, catalog: Catalog) -> Answer:
     """`evaluate`: one given configuration (t, N_p, the rest of the PD cluster decodes)."""
-    from prfaas_plan.commands.plan import evaluate_configuration
+    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.plan import evaluation_to_json, evaluation_view
 
-    problem = problem_of(body, catalog)
-    report = evaluate_configuration(
-        problem, threshold_tokens=body.threshold_tokens,
-        pd_prefill_instances=body.pd_prefill_instances, prfaas_instances=body.prfaas_instances,
-        mode=Mode(body.mode), range_policy=RangePolicy(body.out_of_range),
-        pricing=pricing_of(body, problem, catalog),
-    )  # fmt: skip
+    report = use_cases.evaluate(problem_of(body, catalog), body, catalog)
     return Answer(lambda: evaluation_view(report), lambda: evaluation_to_json(report))
 
 
@@ -171,73 +140,33 @@ def egress_endpoint(body: bodies.EgressBody, catalog: Catalog) -> Answer:
 @endpoint("simulate", bodies.SimulateBody)
 def simulate_endpoint(body: bodies.SimulateBody, catalog: Catalog) -> Answer:
     """`simulate` (bounded): the planned deployment under Poisson, gamma or sinusoidal load."""
-    from prfaas_plan.commands.simulate import run_simulations
-    from prfaas_plan.commands.simulation_spec import (
-        ArrivalSpec,
-        LoadSpec,
-        PolicySpec,
-        SimulationRequest,
-        StressSpec,
-        refuse_unused,
-        validate,
-    )
+    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.simulation import simulation_json, simulation_view
 
-    process = ArrivalProcess(body.arrivals)
-    refuse_unused(process, body.burst_cv, body.period_s, body.amplitude, body.dip_fraction,
-                  body.dip_start_s, body.dip_duration_s)  # fmt: skip
-    fractions = tuple(body.load) if body.load is not None else ()
-    if body.load is None and body.rate_rps is None:
-        fractions = LoadSpec.fractions
-    runs = max(len(fractions), 1)
+    runs = max(len(body.load) if body.load is not None else 1, 1)
     if body.requests * runs > bodies.MAX_SIMULATED_REQUESTS:
         raise ConfigError(
             f"requests x loads must be <= {bodies.MAX_SIMULATED_REQUESTS:,} on this server, "
             f"got {body.requests:,} x {runs} = {body.requests * runs:,}; run the CLI for more",
             parameter="arrivals.requests",
         )
-
-    def given(value: float | None, default: float) -> float:  # a spec's own default otherwise
-        return default if value is None else value
-
-    request = SimulationRequest(
-        arrivals=ArrivalSpec(
-            process=process, requests=body.requests, seed=body.seed,
-            burst_cv=given(body.burst_cv, ArrivalSpec.burst_cv),
-            period_s=given(body.period_s, ArrivalSpec.period_s),
-            amplitude=given(body.amplitude, ArrivalSpec.amplitude),
-        ),
-        load=LoadSpec(fractions=fractions, rate_rps=body.rate_rps),
-        stress=StressSpec(body.dip_start_s, body.dip_duration_s,
-                          given(body.dip_fraction, StressSpec.dip_fraction)),
-        policy=PolicySpec(RoutingPolicy(body.policy)),
-        link_latency_s=body.link_latency_s,
-    )  # fmt: skip
-    validate(request)
-    report = run_simulations(
-        problem_of(body, catalog), request, plan_mode=Mode(body.mode),
-        threshold_tokens=body.threshold_tokens,
-    )  # fmt: skip
+    report = use_cases.simulate(problem_of(body, catalog), body, catalog)
     return Answer(lambda: simulation_view(report), lambda: simulation_json(report))
 
 
 @endpoint("sensitivity", bodies.SensitivityBody)
 def sensitivity_endpoint(body: bodies.SensitivityBody, catalog: Catalog) -> Answer:
     """`sensitivity`: what binds, what the next unit of each resource buys, the routing bound."""
-    from prfaas_plan.commands.sensitivity import sensitivity_report
+    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.sensitivity import sensitivity_to_json, sensitivity_view
 
-    problem = problem_of(body, catalog)
-    pricing = pricing_of(body, problem, catalog)
-    report = sensitivity_report(problem, Mode(body.mode), body.bins, catalog, pricing)
+    report = use_cases.sensitivity(problem_of(body, catalog), body, catalog)
     return Answer(lambda: sensitivity_view(report), lambda: sensitivity_to_json(report))
 
 
-def procure_inputs(body: bodies.ProcurePricesBody, catalog: Catalog) -> tuple[Problem, "Pricing"]:
-    """The Problem and the prices of a /procure or /procure/pareto body: the body's own
-    candidate space bounded as max_instances_per_site (the server's MAX_PROCURE_INSTANCES)."""
-    from prfaas_plan.commands.procure import procure_pricing
-
+def procure_problem(body: bodies.ProcureBody | bodies.ParetoBody, catalog: Catalog) -> Problem:
+    """The Problem of a /procure or /procure/pareto body, its candidate space within the
+    server's MAX_PROCURE_INSTANCES (the body's own max_instances_per_site is, by its schema)."""
     problem = problem_of(body, catalog)
     spec = problem.scenario.procurement
     if spec is not None:
@@ -252,55 +181,36 @@ def procure_inputs(body: bodies.ProcurePricesBody, catalog: Catalog) -> tuple[Pr
                     f"this server, got {value:,}; run the CLI for more",
                     parameter=field,
                 )
-    pricing = procure_pricing(
-        catalog, problem, gpu_prices=body.gpu_prices_usd_per_gpu_hour,
-        cost_model=None if body.cost_model is None else CostModel(body.cost_model),
-        parameter="gpu_prices_usd_per_gpu_hour",
-    )  # fmt: skip
-    return problem, pricing
+    return problem
 
 
 @endpoint("procure", bodies.ProcureBody)
 def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> Answer:
     """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget."""
-    from prfaas_plan.commands.procure import procure, procure_ttft_target
+    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.procure import procure_to_json, procure_view
 
-    ttft = procure_ttft_target(
-        body.ttft_target_s, body.ttft_percentile_value(), body.ttft_load_rps, body.ttft_load
-    )
-    problem, pricing = procure_inputs(body, catalog)
-    report = procure(
-        catalog, problem, pricing, target_rps=body.target_rps,
-        budget_usd_per_hour=body.budget_usd_per_hour, gpu_prices=body.gpu_prices_usd_per_gpu_hour,
-        max_instances_per_site=body.max_instances_per_site, mode=Mode(body.mode), ttft=ttft,
-    )  # fmt: skip
+    report = use_cases.procure(procure_problem(body, catalog), body, catalog)
     return Answer(lambda: procure_view(report), lambda: procure_to_json(report))
 
 
 @endpoint("procure/pareto", bodies.ParetoBody)
 def procure_pareto_endpoint(body: bodies.ParetoBody, catalog: Catalog) -> Answer:
     """`procure --pareto`: cost against Λ_max and, reaching target_rps, against P90 TTFT."""
-    from prfaas_plan.commands.procure_pareto import procure_pareto
+    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.procure import pareto_to_json, pareto_view
 
-    problem, pricing = procure_inputs(body, catalog)
-    report = procure_pareto(
-        catalog, problem, pricing, target_rps=body.target_rps,
-        gpu_prices=body.gpu_prices_usd_per_gpu_hour,
-        max_instances_per_site=body.max_instances_per_site, mode=Mode(body.mode),
-        ttft_load_rps=body.ttft_load_rps,
-    )  # fmt: skip
+    report = use_cases.pareto(procure_problem(body, catalog), body, catalog)
     return Answer(lambda: pareto_view(report), lambda: pareto_to_json(report))
 
 
 @endpoint("explain", bodies.ExplainBody)
 def explain_endpoint(body: bodies.ExplainBody, catalog: Catalog) -> Answer:
     """`explain`: the model's equations with the scenario's numbers substituted."""
-    from prfaas_plan.commands.explain import explain
+    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.explain import explain_to_json, explain_view
 
-    report = explain(problem_of(body, catalog), Mode(body.mode))
+    report = use_cases.explain(problem_of(body, catalog), body, catalog)
     return Answer(lambda: explain_view(report), lambda: explain_to_json(report))
 
 

@@ -125,7 +125,7 @@ def serve_jobs(connection: Connection, data_dir: str | None) -> None:
         start_worker(data_dir)
     except PlanError as exc:  # its one line, then the server says a worker did not start
         sys.stderr.write(f"prfaas-plan serve: worker process: {exc}\n")
-        sys.exit(exc.exit_code)
+        sys.exit(1)
     while True:
         try:
             message = connection.recv_bytes()

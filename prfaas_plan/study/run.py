@@ -18,7 +18,6 @@ scheduler that is not one or cannot be reached are one-line errors.
 import contextlib
 import itertools
 import json
-import math
 import os
 import re
 import stat
@@ -41,6 +40,7 @@ from prfaas_plan.inputs.reading import read_text
 from prfaas_plan.inputs.scenario import Problem, Scenario, build_problem
 from prfaas_plan.study import fast
 from prfaas_plan.study.commands import command
+from prfaas_plan.study.flat import flatten
 from prfaas_plan.study.spec import Sweep, Value, scenario_of
 
 if TYPE_CHECKING:
@@ -54,26 +54,6 @@ MANIFEST = "_sweep.json"
 @cache
 def _catalog(data_dir: str | None) -> Catalog:
     return CachedCatalog.open(Path(data_dir) if data_dir else None)
-
-
-def flatten(document: Any, prefix: str = "") -> dict[str, Any]:
-    """A JSON document as one level of dotted keys; non-finite numbers become null."""
-    out: dict[str, Any] = {}
-    if isinstance(document, dict):
-        for key, value in document.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        if not document and prefix:
-            out[prefix[:-1]] = None
-        return out
-    name = prefix[:-1]
-    if isinstance(document, list):
-        strings = all(isinstance(v, str) for v in document)
-        out[name] = ",".join(document) if strings else json.dumps(document)
-    elif isinstance(document, float) and not math.isfinite(document):
-        out[name] = None
-    else:
-        out[name] = document
-    return out
 
 
 def _error_row(exc: BaseException) -> dict[str, Any]:
@@ -107,12 +87,11 @@ MAX_PENDING_GROUPS = 1000
 @dataclass
 class _Group:
     """Fast-path scenarios of one group not yet planned: the group's first scenario (its
-    problem is built when the block is planned) and the block's ids and batched fields."""
+    problem is built when the block is planned), the parameters and the block's ids."""
 
     first: Scenario
     parameters: dict[str, Any]
     ids: list[int]
-    batch: fast.Batch
 
 
 class _ChunkRows:
@@ -150,8 +129,10 @@ class _ChunkRows:
         """Plan a fast-path block; if it fails, each of its scenarios on its own."""
         sweep, data_dir = self.sweep, self.data_dir
         try:
+            first = _problem(sweep, group.first, data_dir)
+            scenarios = [scenario_of(sweep, self.points[i], i) for i in group.ids]
             columns = fast.optimize_block(
-                _problem(sweep, group.first, data_dir), group.first, group.batch, group.parameters
+                fast.block_problems(first, scenarios), group.parameters, _catalog(data_dir)
             )
         except Exception:
             for scenario_id in group.ids:
@@ -252,9 +233,8 @@ def chunk_table(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> "pa.
             if group is None:
                 if len(groups) >= MAX_PENDING_GROUPS:  # the oldest planned now, as a block
                     rows.plan(groups.pop(next(iter(groups))))
-                group = groups[key] = _Group(scenario, parameters, [], fast.Batch())
+                group = groups[key] = _Group(scenario, parameters, [])
             group.ids.append(scenario_id)
-            group.batch.add(scenario)
             if len(group.ids) == fast.BLOCK:
                 rows.plan(groups.pop(key))
         for group in groups.values():
@@ -421,8 +401,9 @@ def _check_manifest(results: Path, sweep: Sweep) -> None:
     if found["fingerprint"] != sweep.fingerprint:
         raise ConfigError(
             f"results: {shown(results)} holds another sweep ({bounds.quoted(found.get('sweep'))}, "
-            f"fingerprint {bounds.quoted(found['fingerprint'])}); --resume continues only the "
-            "same sweep file"
+            f"fingerprint {bounds.quoted(found['fingerprint'])}); `resume` continues only the "
+            "same sweep file",
+            parameter="resume",
         )
 
 
@@ -466,8 +447,9 @@ def prepare(sweep: Sweep, results: Path, resume: bool) -> Found:
     if occupied:
         if not resume:
             raise ConfigError(
-                f"results: {shown(results)} is not empty; pass --resume to continue its study, "
-                "or name a new directory"
+                f"results: {shown(results)} is not empty; pass `resume` to continue its study, "
+                "or name a new directory",
+                parameter="resume",
             )
         _check_manifest(results, sweep)
     created = _make_directory(results)
@@ -624,7 +606,7 @@ def on_processes(sweep: Sweep, workers: int, data_dir: str | None) -> Runner:
             except BrokenProcessPool:
                 raise ResourceLimitError(
                     "workers: a worker process died (killed, or out of memory) while running "
-                    "a chunk; the chunks written so far are kept: run again with --resume, "
+                    "a chunk; the chunks written so far are kept: run again with `resume`, "
                     "with fewer workers or a smaller chunk_size",
                     parameter="workers",
                 ) from None
@@ -729,13 +711,13 @@ def _dask_chunks(
     except KilledWorker:
         raise ResourceLimitError(
             "dask_scheduler: a Dask worker died (killed, or out of memory) running a chunk; "
-            "the chunks written so far are kept: run again with --resume",
+            "the chunks written so far are kept: run again with `resume`",
             parameter="dask_scheduler",
         ) from None
     except (OSError, TimeoutError) as exc:
         raise ConfigError(
             f"dask_scheduler: lost the Dask scheduler ({str(exc)[:200]}); the chunks written so "
-            "far are kept: run again with --resume",
+            "far are kept: run again with `resume`",
             parameter="dask_scheduler",
         ) from None
 
@@ -789,7 +771,7 @@ def read_chunk(path: Path, columns: list[str] | None = None) -> "pa.Table":
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise ConfigError(
             f"results: {shown(path)}: not a readable Parquet chunk ({_arrow_reason(exc)}); "
-            "`prfaas-plan sweep SWEEP.yaml RESULTS --resume` reruns it"
+            "running the sweep again with `resume` reruns it"
         ) from None
 
 

@@ -1,0 +1,63 @@
+"""`check`: the CI regression check of the tables and the golden plans."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from prfaas_plan.cli.app import app
+from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.options import (
+    FormatOpt,
+    OutputFormat,
+    OutputOpt,
+    source,
+)
+from prfaas_plan.cli.output import emit
+from prfaas_plan.errors import ConfigError
+
+
+@app.command("check", cls=PlanCommand)
+def check_command(
+    data_dir: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Data directory to check (default: the shipped data/).",
+            callback=source("data directory"),
+        ),
+    ] = None,
+    update: Annotated[
+        bool,
+        typer.Option(
+            "--update", help="Rewrite <data>/golden/expectations.yaml from the current data."
+        ),
+    ] = False,
+    scenario: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--scenario",
+            help="Golden scenario (repeatable; default: the shipped examples).",
+            callback=source("scenario"),
+        ),
+    ] = None,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+) -> None:
+    """CI regression check: validate every table against schema and physics, re-plan the golden
+    scenarios and compare with the committed expectations. Exits 8 when anything fails."""
+    from prfaas_plan.cli.failures import CHECK_FAILED_EXIT_CODE
+    from prfaas_plan.commands.check import check
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.inputs.resources import is_installed_copy
+    from prfaas_plan.render.catalog import check_json, check_view
+
+    catalog = Catalog.open(data_dir)
+    if update and is_installed_copy(catalog.data_dir):
+        raise ConfigError(
+            f"--update would rewrite the installed package's data ({catalog.data_dir}); "
+            "pass the data directory of your checkout, e.g. prfaas-plan check data --update"
+        )
+    report = check(catalog, scenario or None, update=update)
+    emit(check_view(report), check_json(report), fmt, output)
+    if not report.ok:
+        raise typer.Exit(CHECK_FAILED_EXIT_CODE)

@@ -1,0 +1,209 @@
+"""`simulate` and `compare-policies`: the planned deployment under load, event by event."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from prfaas_plan.choices import ArrivalProcess, Mode, RoutingPolicy
+from prfaas_plan.cli.app import app
+from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.options import (
+    BandwidthOpt,
+    DataDirOpt,
+    FormatOpt,
+    ModeOpt,
+    OutputFormat,
+    OutputOpt,
+    ScenarioArg,
+    Sets,
+    float_list,
+    source,
+)
+from prfaas_plan.cli.output import emit, load_problem, progress_bar
+from prfaas_plan.commands.simulation_spec import (
+    ArrivalSpec,
+    ComparisonSpec,
+    LoadSpec,
+    PolicySpec,
+    SimulationRequest,
+    StressSpec,
+)
+
+
+@app.command(cls=PlanCommand)
+def simulate(
+    scenario: ScenarioArg = None,
+    load: Annotated[
+        str | None,
+        typer.Option(
+            "--load",
+            help="Arrival rate as fractions of the plan's exact-mode Λ_max, "
+            f"comma-separated for a sweep [{LoadSpec.fractions[0]:g}].",
+        ),
+        Sets("load.fractions"),
+    ] = None,
+    rate_rps: Annotated[
+        float | None,
+        typer.Option("--rate-rps", help="Absolute arrival rate (req/s) instead of --load."),
+        Sets("load.rate_rps"),
+    ] = None,
+    requests: Annotated[
+        int | None,
+        typer.Option("--requests", help=f"Requests per run [{ArrivalSpec.requests}]."),
+        Sets("arrivals.requests"),
+    ] = None,
+    duration_s: Annotated[
+        float | None,
+        typer.Option("--duration-s", help="Simulated arrival window (s) instead of --requests."),
+        Sets("arrivals.duration_s"),
+    ] = None,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Random seed (same seed, same result)."),
+        Sets("arrivals.seed"),
+    ] = ArrivalSpec.seed,
+    arrivals: Annotated[
+        ArrivalProcess | None,
+        typer.Option(
+            "--arrivals", help=f"Arrival process [{ArrivalSpec.process}; with --trace: trace]."
+        ),
+        Sets("arrivals.process"),
+    ] = None,
+    burst_cv: Annotated[
+        float | None,
+        typer.Option(
+            "--burst-cv",
+            help=f"gamma: coefficient of variation of inter-arrivals [{ArrivalSpec.burst_cv:g}].",
+        ),
+        Sets("arrivals.burst_cv"),
+    ] = None,
+    period_s: Annotated[
+        float | None,
+        typer.Option("--period-s", help=f"sinusoidal: period (s) [{ArrivalSpec.period_s:g}]."),
+        Sets("arrivals.period_s"),
+    ] = None,
+    amplitude: Annotated[
+        float | None,
+        typer.Option(
+            "--amplitude",
+            help=f"sinusoidal: rate swing as a fraction of the mean [{ArrivalSpec.amplitude:g}].",
+        ),
+        Sets("arrivals.amplitude"),
+    ] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Replay a trace: Mooncake JSONL (timestamp, input_length, output_length, "
+            "hash_ids), or an Azure LLM inference or BurstGPT CSV (told by its header); with "
+            "--load/--rate-rps it is sped up to that rate.",
+            callback=source("arrivals.trace"),
+        ),
+        Sets("arrivals.trace"),
+    ] = None,
+    policy: Annotated[
+        RoutingPolicy, typer.Option("--policy", help="Routing policy."), Sets("policy.kind")
+    ] = PolicySpec.kind,
+    link_latency_s: Annotated[
+        float, typer.Option("--link-latency-s", help="Extra latency per KV transfer (s).")
+    ] = SimulationRequest.link_latency_s,
+    dip_start_s: Annotated[
+        float | None,
+        typer.Option("--dip-start-s", help="Bandwidth dip: start (s)."),
+        Sets("stress.dip_start_s"),
+    ] = None,
+    dip_duration_s: Annotated[
+        float | None,
+        typer.Option("--dip-duration-s", help="Bandwidth dip: duration (s)."),
+        Sets("stress.dip_duration_s"),
+    ] = None,
+    dip_fraction: Annotated[
+        float | None,
+        typer.Option(
+            "--dip-fraction",
+            help=f"Bandwidth dip: remaining share of the link [{StressSpec.dip_fraction:g}].",
+        ),
+        Sets("stress.dip_fraction"),
+    ] = None,
+    mode: ModeOpt = Mode.PAPER,
+    threshold_tokens: Annotated[
+        float | None,
+        typer.Option("--threshold-tokens", help="Simulate this t instead of the planned one."),
+    ] = None,
+    sustainable: Annotated[
+        bool,
+        typer.Option(
+            "--sustainable",
+            help="Also find the highest rate the simulated deployment "
+            "sustains and compare it with the exact- and paper-mode Λ_max (~10 runs).",
+        ),
+    ] = False,
+    bandwidth_gbps: BandwidthOpt = None,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Discrete-event simulation of the planned deployment: throughput, TTFT under load, queues,
+    utilisation and link load, next to the closed-form model."""
+    from prfaas_plan.commands import use_cases
+    from prfaas_plan.commands.requests import SimulateRequest, build
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.render.simulation import simulation_json, simulation_view
+
+    request = build(
+        SimulateRequest, load=list(float_list(load, "--load")) if load is not None else None,
+        rate_rps=rate_rps, requests=requests, duration_s=duration_s, seed=seed,
+        arrivals=arrivals, burst_cv=burst_cv, period_s=period_s, amplitude=amplitude,
+        trace=trace, policy=policy, link_latency_s=link_latency_s, dip_start_s=dip_start_s,
+        dip_duration_s=dip_duration_s, dip_fraction=dip_fraction, mode=mode,
+        threshold_tokens=threshold_tokens, sustainable=sustainable,
+    )  # fmt: skip
+    request.spec()  # refused before the scenario is read, as every flag
+    problem = load_problem(scenario, data_dir, bandwidth_gbps)
+    with progress_bar("simulating") as step:
+        report = use_cases.simulate(problem, request, Catalog.open(data_dir), progress=step)
+    emit(simulation_view(report), simulation_json(report), fmt, output)
+
+
+@app.command("compare-policies", cls=PlanCommand)
+def compare_policies_command(
+    scenario: ScenarioArg = None,
+    load: Annotated[
+        float,
+        typer.Option("--load", help="Offered load as a fraction of the plan's exact-mode Λ_max."),
+        Sets("comparison.load_fraction"),
+    ] = ComparisonSpec.load_fraction,
+    requests: Annotated[
+        int,
+        typer.Option("--requests", help="Requests per stress scenario."),
+        Sets("comparison.requests"),
+    ] = ComparisonSpec.requests,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Random seed."), Sets("comparison.seed")
+    ] = ComparisonSpec.seed,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Mooncake JSONL trace: enables the prefix-aware policy.",
+            callback=source("arrivals.trace"),
+        ),
+        Sets("arrivals.trace"),
+    ] = None,
+    mode: ModeOpt = Mode.PAPER,
+    bandwidth_gbps: BandwidthOpt = None,
+    fmt: FormatOpt = OutputFormat.TABLE,
+    output: OutputOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Scheduler policies under stress: a burst, a bandwidth dip and an output-length drift,
+    each with the static, adaptive, re-balancing, dual-timescale (and prefix-aware) policies."""
+    from prfaas_plan.commands.simulate import compare_policies_for
+    from prfaas_plan.render.simulation import comparison_json, comparison_view
+
+    problem = load_problem(scenario, data_dir, bandwidth_gbps)
+    spec = ComparisonSpec(load_fraction=load, requests=requests, seed=seed, trace=trace)
+    with progress_bar("comparing policies") as step:
+        report = compare_policies_for(problem, spec, plan_mode=mode, progress=step)
+    emit(comparison_view(report), comparison_json(report), fmt, output)
