@@ -7,7 +7,7 @@ validates it. An existing profile is replaced only with `force`.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from prfaas_plan import bounds
@@ -17,6 +17,7 @@ from prfaas_plan.choices import ProfileFormat, ProfileKind
 from prfaas_plan.errors import ConfigError, ProfileError
 from prfaas_plan.inputs import benchmarks as bench
 from prfaas_plan.inputs import profile_import as imp
+from prfaas_plan.inputs.benchmark_roles import assign as assign_roles
 from prfaas_plan.inputs.catalog import Catalog
 
 
@@ -84,15 +85,13 @@ def _tables(
     budget = bench.import_budget()  # shared by the files (bounds.py)
     runs = [run for f in files for run in reader(f, budget)]
     model_id, backend = _same(runs, "model_id"), _same(runs, "backend")
-    if kind is ProfileKind.AUTO:
-        concurrencies = {run.max_concurrency for run in runs}
-        kind = ProfileKind.DECODE if len(concurrencies) > 1 else ProfileKind.PREFILL
-    table = (
-        imp.prefill_from_runs(runs) if kind is ProfileKind.PREFILL else imp.decode_from_runs(runs)
-    )
+    roles = assign_roles(runs, kind)  # each run its own role; settings never pooled
+    tables = [imp.prefill_from_runs(roles.prefill)] if roles.prefill else []
+    tables += [imp.decode_from_runs(roles.decode)] if roles.decode else []
+    tables[0] = replace(tables[0], notes=tables[0].notes + roles.notes)
     engine = _ENGINES[fmt] + (f", backend {backend}" if backend else "")
     engine += f", model_id {model_id}" if model_id else ""
-    return [table], engine, _same(runs, "date")
+    return tables, engine, _same(runs, "date")
 
 
 _UNIT_NAMES = {1.0: "seconds", 1e-3: "milliseconds"}
