@@ -7,10 +7,9 @@ request of a run at `max_concurrency` 1 (the client sends the next one only afte
 finished), or, where the file has per-request `start_times` and `latencies` (vLLM), a request
 no other one overlapped in flight. A run where fewer than half of the requests were alone is
 refused (its TTFT is dominated by queueing), as is a run at a higher or unlimited concurrency
-without those timings. The kept requests are binned by input length, each distinct length its
-own bin when there are at most MAX_EXACT_BINS of them (fixed-length sweeps), otherwise
-quarter-octave bins; a bin's length is its median length and its latency the median TTFT (robust
-to a few slow requests). At least 3 bins are needed for the quadratic fit.
+without those timings. The kept requests are binned by input length in quantile bins of
+enough requests each, neighbours within timing jitter pooled (inputs/prefill_bins.py); at least
+3 bins are needed for the quadratic fit.
 
 Decode step latency vs batch comes from closed-loop runs (`request_rate` inf) at several
 `max_concurrency` values: batch = max_concurrency (the client keeps that many requests in
@@ -35,11 +34,9 @@ import numpy as np
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.benchmarks import BenchmarkRun, DynamoDecode, DynamoPrefill
 from prfaas_plan.inputs.files import rename_no_replace, write_error
+from prfaas_plan.inputs.prefill_bins import bin_requests
 from prfaas_plan.inputs.resources import default_data_dir, is_installed_copy
 
-MAX_EXACT_BINS = 64
-BINS_PER_OCTAVE = 4
-MIN_PREFILL_BINS = 3
 MIN_ALONE_SHARE = 0.5
 MIN_FILLED_BATCH = 0.5
 
@@ -114,13 +111,16 @@ def prefill_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
             f"{run.source}: {np.count_nonzero(alone)} requests used ({how}), "
             f"{alone.size - np.count_nonzero(alone)} dropped as queued, {run.failed} failed"
         )
-    tokens, latency, count = _bins(np.concatenate(lengths), np.concatenate(ttfts), runs[0].source)
+    where = _joined(run.source for run in runs)
+    bins = bin_requests(np.concatenate(lengths), np.concatenate(ttfts), where)
     return ImportedTable(
-        "prefill", ("input_tokens", "prefill_latency_s"), (tokens, latency), count,
+        "prefill", ("input_tokens", "prefill_latency_s"), (bins.input_tokens, bins.latency_s),
+        bins.requests,
         "TTFT of requests that ran alone on the server (max_concurrency 1, or no other request "
-        "in flight per start_times/latencies), binned by input length (median length, median "
-        "TTFT per bin); TTFT includes the engine's request overhead.",
-        tuple(notes), "ttfts", 1.0, (_joined(run.source for run in runs),) * tokens.size,
+        "in flight per start_times/latencies), in quantile bins by input length (median length, "
+        "median TTFT per bin, neighbours within timing jitter pooled); TTFT includes the "
+        "engine's request overhead.",
+        (*notes, f"{where}: {bins.describe()}"), "ttfts", 1.0, (where,) * bins.requests.size,
     )  # fmt: skip
 
 
@@ -130,47 +130,20 @@ def _joined(sources: Iterable[str]) -> str:
 
 
 def prefill_from_dynamo(points: Sequence[DynamoPrefill]) -> ImportedTable:
-    tokens, latency, count = _bins(
+    bins = bin_requests(
         np.concatenate([p.input_tokens for p in points]),
         np.concatenate([p.ttft_s for p in points]),
         points[0].source,
+        min_requests=1,  # each point the profiler's own measurement of one length
     )
+    tokens = bins.input_tokens
     return ImportedTable(
-        "prefill", ("input_tokens", "prefill_latency_s"), (tokens, latency), count,
+        "prefill", ("input_tokens", "prefill_latency_s"), (tokens, bins.latency_s), bins.requests,
         "Dynamo profiler prefill sweep (prefill_isl, prefill_ttft in ms): one request at a time "
         "per input length; median TTFT per distinct length.",
         tuple(f"{p.source}: {p.input_tokens.size} points used" for p in points),
         "prefill_ttft", 1e-3, (_joined(p.source for p in points),) * tokens.size,
     )  # fmt: skip
-
-
-def _bins(
-    lengths: np.ndarray, ttft_s: np.ndarray, where: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    distinct = np.unique(lengths)
-    if distinct.size <= MAX_EXACT_BINS:
-        keys = lengths
-    else:
-        keys = np.round(BINS_PER_OCTAVE * np.log2(lengths))
-    tokens, latency, count = [], [], []
-    for key in np.unique(keys):
-        members = keys == key
-        tokens.append(float(np.round(np.median(lengths[members]))))
-        latency.append(float(np.median(ttft_s[members])))
-        count.append(int(np.count_nonzero(members)))
-    if len(tokens) < MIN_PREFILL_BINS:
-        raise ConfigError(
-            f"{where}: input_lens has {distinct.size} distinct length(s) in {len(tokens)} bin(s); "
-            f"the quadratic prefill fit needs at least {MIN_PREFILL_BINS}: sweep the input length"
-        )
-    t, y = np.array(tokens), np.array(latency)
-    i = _first_drop(y)
-    if i is not None:
-        raise ConfigError(
-            f"{where}: median TTFT falls from {y[i]:.4g} s at {t[i]:g} tokens to {y[i + 1]:.4g} "
-            f"s at {t[i + 1]:g}: too noisy or queued; measure more requests per length"
-        )
-    return t, y, np.array(count)
 
 
 def _first_drop(values: np.ndarray) -> int | None:
