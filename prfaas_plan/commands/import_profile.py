@@ -38,6 +38,7 @@ class ImportReport:
     initialised: bool
     tables: tuple[WrittenTable, ...]
     sources: tuple[imp.SourceFile, ...]
+    provenance: str = "measured"  # or "estimated" (AIConfigurator), as meta.yaml says
 
 
 _ENGINES = {
@@ -63,12 +64,35 @@ def _same(runs: Sequence[bench.BenchmarkRun], field: str) -> str | None:
     return next(iter(seen), None)
 
 
+PROVENANCES = ("measured", "estimated")
+
+
+def _provenance(asked: str | None, marks: dict[str, str]) -> str:
+    """meta.yaml's provenance: `asked`, else estimated where a file says so (never measured
+    for a file that says it was estimated); `marks` maps a file to what in it says so."""
+    if asked is not None and asked not in PROVENANCES:
+        raise ConfigError(
+            f"provenance must be one of {', '.join(PROVENANCES)}, found {asked!r}",
+            parameter="provenance",
+        )
+    if asked == "measured" and marks:
+        source, mark = next(iter(marks.items()))
+        raise ConfigError(
+            f"{source}: estimated by AIConfigurator ({mark}), but provenance measured was "
+            "asked; its latencies are a model's, not a measurement: give --provenance estimated",
+            parameter="provenance",
+        )
+    return asked or ("estimated" if marks else "measured")
+
+
 def _tables(
-    fmt: ProfileFormat, files: Sequence[Path], kind: ProfileKind
+    fmt: ProfileFormat, files: Sequence[Path], kind: ProfileKind, marks: dict[str, str]
 ) -> tuple[list[imp.ImportedTable], str, str | None]:
-    """(tables, engine description, the runs' own date) from the files."""
+    """(tables, engine description, the runs' own date) from the files; a file that says it
+    was estimated is entered into `marks`."""
     if fmt is ProfileFormat.DYNAMO:
         points = [bench.read_dynamo(f) for f in files]
+        marks.update({p.source: p.estimated_by for p in points if p.estimated_by})
         prefill = [p for p in points if isinstance(p, bench.DynamoPrefill)]
         decode = [p for p in points if isinstance(p, bench.DynamoDecode)]
         wanted = {ProfileKind.PREFILL: (prefill, []), ProfileKind.DECODE: ([], decode)}.get(
@@ -139,13 +163,16 @@ def import_profile(
     engine_version: str | None = None,
     parallelism: str | None = None,
     force: bool = False,
+    provenance: str | None = None,
 ) -> ImportReport:
     """Read `files`, build the profile table(s) and write them into `data_dir` (module docstring)."""
     for name, text in (("engine_version", engine_version), ("parallelism", parallelism)):
         if text is not None:  # written into the table's meta.yaml
             bounds.check_text(name, text)
     imp.check_data_dir(data_dir)
-    tables, engine, measured_on = _tables(fmt, files, kind)
+    marks: dict[str, str] = {}
+    tables, engine, measured_on = _tables(fmt, files, kind, marks)
+    provenance = _provenance(provenance, marks)
     target = Catalog.open(data_dir if not imp.needs_initialising(data_dir) else None)
     target.model(model, where="--model: ")
     target.gpu(gpu, where="--gpu: ", parameter="gpu")
@@ -160,7 +187,7 @@ def import_profile(
                 t, model=model, gpu=gpu, gpus_per_instance=gpus_per_instance,
                 parallelism=parallelism or f"{gpus_per_instance} GPUs per instance",
                 engine=engine, engine_version=engine_version or "not recorded in the benchmark file",
-                sources=sources, measured_on=measured_on,
+                sources=sources, measured_on=measured_on, provenance=provenance,
             ),
         )
         for t in tables
@@ -192,10 +219,11 @@ def import_profile(
         if t.kind == "prefill":
             curve = fit_curve(
                 t.values[0], t.values[1], degree=PREFILL_LATENCY_DEGREE,
-                quantity="prefill_latency_s", provenance="measured", source=str(folder),
+                quantity="prefill_latency_s", provenance=provenance, source=str(folder),
             )  # fmt: skip
             residual = float(curve.max_relative_residual)
         written.append(WrittenTable(t, folder / imp.CSV_NAMES[t.kind], residual))
     return ImportReport(
-        fmt.value, model, gpu, gpus_per_instance, data_dir, initialised, tuple(written), sources
-    )
+        fmt.value, model, gpu, gpus_per_instance, data_dir, initialised, tuple(written), sources,
+        provenance,
+    )  # fmt: skip

@@ -86,15 +86,18 @@ class DynamoPrefill:
     source: str
     input_tokens: np.ndarray
     ttft_s: np.ndarray
+    estimated_by: str | None = None  # what in the file says its latencies were estimated
 
 
 @dataclass(frozen=True)
 class DynamoDecode:
     source: str
-    batch_size: np.ndarray
+    batch_size: np.ndarray  # the client's concurrency (inputs/dynamo_points.py: the engine's)
     context_tokens: np.ndarray
     itl_s: np.ndarray
     max_kv_tokens: float
+    throughput_per_gpu: np.ndarray | None = None  # z_thpt_per_gpu, tokens/s per GPU
+    estimated_by: str | None = None
 
 
 def import_budget() -> Budget:
@@ -505,9 +508,16 @@ _MAX_ITEM_BYTES = 8  # float64 and int64, the widest dtypes the profiler writes
 def read_dynamo(path: Path) -> DynamoPrefill | DynamoDecode:
     """A Dynamo profiler `raw_data.npz`, prefill or decode by the arrays it holds; only the
     arrays used are read, each checked by its zip entry and `.npy` header before its data is
-    read (never a pickle); ms converted to s."""
+    read (never a pickle); ms converted to s. A file that is not a zip archive is read as the
+    ConfigMap JSON form of the same arrays (inputs/dynamo_json.py)."""
     where = str(path)
     with open_bounded_binary(path, "Dynamo raw_data.npz", bounds.MAX_DYNAMO_BYTES) as handle:
+        head = handle.read(64)
+        handle.seek(0)
+        if head.lstrip(b" \t\r\n").startswith(b"{"):  # a zip archive starts with "PK"
+            from prfaas_plan.inputs.dynamo_json import read_dynamo_json
+
+            return read_dynamo_json(path)
         try:
             archive = zipfile.ZipFile(handle)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError):
@@ -526,12 +536,16 @@ def read_dynamo(path: Path) -> DynamoPrefill | DynamoDecode:
                 members[name] = info
             if all(k in members for k in _PREFILL_KEYS):
                 isl, ttft_ms = (_npy(archive, members[k], where, k) for k in _PREFILL_KEYS)
-                return _dynamo_prefill(where, isl, ttft_ms)
+                return dynamo_prefill(where, isl, ttft_ms)
             if all(k in members for k in _DECODE_KEYS):
                 usage, context, itl_ms, max_kv = (
                     _npy(archive, members[k], where, k) for k in _DECODE_KEYS
                 )
-                return _dynamo_decode(where, usage, context, itl_ms, max_kv)
+                thpt = members.get("z_thpt_per_gpu")
+                return dynamo_decode(
+                    where, usage, context, itl_ms, max_kv,
+                    None if thpt is None else _npy(archive, thpt, where, "z_thpt_per_gpu"),
+                )  # fmt: skip
     names = sorted(members)
     shown = ", ".join(bounds.quoted(n)[1:-1] for n in names[:8])
     more = f" and {len(names) - 8:,} more" if len(names) > 8 else ""
@@ -611,7 +625,7 @@ def _npy_data(
     return data, dtype, shape, fortran
 
 
-def _dynamo_prefill(where: str, isl: np.ndarray, ttft_ms: np.ndarray) -> DynamoPrefill:
+def dynamo_prefill(where: str, isl: np.ndarray, ttft_ms: np.ndarray) -> DynamoPrefill:
     if isl.size != ttft_ms.size:
         raise ConfigError(f"{where}: prefill_isl and prefill_ttft differ in length")
     tokens = (bounds.MIN_TOKENS, bounds.MAX_TOKENS)
@@ -621,11 +635,21 @@ def _dynamo_prefill(where: str, isl: np.ndarray, ttft_ms: np.ndarray) -> DynamoP
     return DynamoPrefill(where, isl, units.ms_to_s(ttft_ms))
 
 
-def _dynamo_decode(
-    where: str, usage: np.ndarray, context: np.ndarray, itl_ms: np.ndarray, max_kv: np.ndarray
+def dynamo_decode(
+    where: str,
+    usage: np.ndarray,
+    context: np.ndarray,
+    itl_ms: np.ndarray,
+    max_kv: np.ndarray,
+    thpt: np.ndarray | None = None,
 ) -> DynamoDecode:
     if not usage.size == context.size == itl_ms.size:
         raise ConfigError(f"{where}: x_kv_usage, y_context_length and z_itl differ in length")
+    if thpt is not None:
+        if thpt.size != usage.size:
+            raise ConfigError(f"{where}: z_thpt_per_gpu and z_itl differ in length")
+        _check_each(thpt, "z_thpt_per_gpu", where, (0.0, bounds.MAX_TOKENS), " tokens/s",
+                    low_open=True)  # fmt: skip
     if max_kv.size != 1:
         raise ConfigError(f"{where}: max_kv_tokens must be one number, found {max_kv.size}")
     _check_each(max_kv, "max_kv_tokens", where, (1.0, bounds.MAX_TOKENS), " tokens", whole=True)
@@ -647,4 +671,6 @@ def _dynamo_decode(
             f"{where}: x_kv_usage[{big[0]}] x max_kv_tokens / y_context_length is a batch of "
             f"{batch[big[0]]:.3g} requests, over {bounds.MAX_BATCH_SIZE:g}"
         )
-    return DynamoDecode(where, np.round(batch), context, units.ms_to_s(itl_ms), float(max_kv[0]))
+    return DynamoDecode(
+        where, np.round(batch), context, units.ms_to_s(itl_ms), float(max_kv[0]), thpt
+    )

@@ -33,6 +33,8 @@ import numpy as np
 
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.benchmarks import BenchmarkRun, DynamoDecode, DynamoPrefill
+from prfaas_plan.inputs.dynamo_points import describe as describe_engine_points
+from prfaas_plan.inputs.dynamo_points import engine_points
 from prfaas_plan.inputs.files import rename_no_replace, write_error
 from prfaas_plan.inputs.prefill_bins import bin_requests
 from prfaas_plan.inputs.resources import default_data_dir, is_installed_copy
@@ -204,10 +206,21 @@ def _check_rising(batch: np.ndarray, step_s: np.ndarray, where: str) -> None:
 
 
 def decode_from_dynamo(points: Sequence[DynamoDecode]) -> ImportedTable:
-    batch = np.concatenate([p.batch_size for p in points])
-    context = np.concatenate([p.context_tokens for p in points])
-    itl = np.concatenate([p.itl_s for p in points])
-    point = np.repeat(np.arange(len(points)), [p.batch_size.size for p in points])
+    """The decode table of Dynamo sweeps, each point at the engine's batch: points where the
+    client's concurrency was more than the engine batched dropped (inputs/dynamo_points.py)."""
+    kept, notes = [], []
+    for p in points:
+        engine = engine_points(
+            p.batch_size, p.context_tokens, p.itl_s, p.max_kv_tokens, p.throughput_per_gpu
+        )
+        kept.append(engine.keep)
+        notes.append(describe_engine_points(engine, p.source, p.batch_size.size))
+    batch = np.concatenate([p.batch_size[k] for p, k in zip(points, kept, strict=True)])
+    context = np.concatenate([p.context_tokens[k] for p, k in zip(points, kept, strict=True)])
+    itl = np.concatenate([p.itl_s[k] for p, k in zip(points, kept, strict=True)])
+    point = np.repeat(np.arange(len(points)), [int(np.count_nonzero(k)) for k in kept])
+    if not batch.size:
+        raise ConfigError(f"{points[0].source}: no decode point left: {'; '.join(notes)}")
     order = np.lexsort((batch, context))
     batch, context, itl, point = batch[order], context[order], itl[order], point[order]
     keys = np.stack([context, batch], axis=1)
@@ -220,10 +233,10 @@ def decode_from_dynamo(points: Sequence[DynamoDecode]) -> ImportedTable:
         "decode", ("batch_size", "context_tokens", "decode_step_latency_s"),
         (batch, np.round(context), itl), np.ones(batch.size, dtype=int),
         "Dynamo profiler decode sweep (x_kv_usage, y_context_length, z_itl in ms, "
-        "max_kv_tokens): batch = x_kv_usage * max_kv_tokens / y_context_length, context = "
+        "max_kv_tokens): batch = x_kv_usage * max_kv_tokens / y_context_length (the client's "
+        "concurrency), kept where the engine batched it (z_thpt_per_gpu x z_itl), context = "
         "y_context_length (isl + osl/2), step = z_itl (mean ITL of the point).",
-        tuple(f"{p.source}: {p.batch_size.size} points used" for p in points),
-        "z_itl", 1e-3, tuple(points[int(i)].source for i in point),
+        tuple(notes), "z_itl", 1e-3, tuple(points[int(i)].source for i in point),
     )  # fmt: skip
 
 
@@ -256,6 +269,7 @@ def meta_text(
     engine_version: str,
     sources: Sequence[SourceFile],
     measured_on: str | None,
+    provenance: str = "measured",
 ) -> str:
     quantity = "prefill_latency" if table.kind == "prefill" else "decode_step"
     lines = [
@@ -266,7 +280,7 @@ def meta_text(
         f"parallelism: {_quote(parallelism)}",
         f"engine: {_quote(engine)}",
         f"engine_version: {_quote(engine_version)}",
-        "provenance: measured",
+        f"provenance: {provenance}",
         f"method: {_quote(table.method)}",
         f"source: {_quote('imported by prfaas-plan import-profile from ' + ', '.join(s.path.name for s in sources))}",
         f"imported_on: {_quote(datetime.date.today().isoformat())}",
