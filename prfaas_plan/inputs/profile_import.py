@@ -33,6 +33,7 @@ import numpy as np
 
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.benchmarks import BenchmarkRun, DynamoDecode, DynamoPrefill
+from prfaas_plan.inputs.decode_step import MULTI_TOKEN_CHUNKS, estimate_step
 from prfaas_plan.inputs.dynamo_points import describe as describe_engine_points
 from prfaas_plan.inputs.dynamo_points import engine_points
 from prfaas_plan.inputs.files import rename_no_replace, write_error
@@ -156,14 +157,14 @@ def _first_drop(values: np.ndarray) -> int | None:
 
 def decode_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
     """Decode step latency vs batch from closed-loop runs at several concurrencies."""
-    by_batch: dict[int, list[np.ndarray]] = {}
+    by_batch: dict[int, list[BenchmarkRun]] = {}
     sources: dict[int, list[str]] = {}
     notes = []
     for run in runs:
         if run.max_concurrency is None or run.request_rate_rps != np.inf:
             raise ConfigError(
                 f"{run.source}: decode needs a closed-loop run (request_rate inf and a "
-                f"max_concurrency), found request_rate {run.request_rate_rps:g}, max_concurrency "
+                f"max_concurrency), found request_rate {_rate(run)}, max_concurrency "
                 f"{run.max_concurrency or 'unlimited'}"
             )
         if run.itl_s.size == 0:
@@ -174,7 +175,7 @@ def decode_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
                 f"{run.source}: mean concurrency {mean:.3g} is below half of max_concurrency "
                 f"{run.max_concurrency}: too few prompts to keep the batch full"
             )
-        by_batch.setdefault(run.max_concurrency, []).append(run.itl_s)
+        by_batch.setdefault(run.max_concurrency, []).append(run)
         sources.setdefault(run.max_concurrency, []).append(run.source)
         notes.append(
             f"{run.source}: batch {run.max_concurrency}, {run.itl_s.size} inter-token latencies"
@@ -183,17 +184,26 @@ def decode_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
         )
     batches = sorted(by_batch)
     step, samples = np.empty(len(batches)), np.empty(len(batches), dtype=np.int64)
-    for row, b in enumerate(batches):  # one batch's ITLs pooled at a time (a copy of them)
-        pooled = np.concatenate(by_batch[b])
-        step[row], samples[row] = float(np.median(pooled, overwrite_input=True)), pooled.size
+    per_token = False
+    for row, b in enumerate(batches):  # one batch's ITLs pooled at a time (inputs/decode_step.py)
+        estimate = estimate_step(by_batch[b])
+        step[row], samples[row] = estimate.step_s, estimate.samples
+        notes.append(f"batch {b}: step = {estimate.estimator}")
+        per_token |= estimate.tokens_per_chunk >= MULTI_TOKEN_CHUNKS
     _check_rising(np.array(batches, float), step, runs[0].source)
     return ImportedTable(
         "decode", ("batch_size", "decode_step_latency_s"), (np.array(batches, float), step),
         samples,
         "Closed-loop runs (request_rate inf) at each max_concurrency: batch = max_concurrency, "
-        "step latency = median inter-token latency of the run.",
-        tuple(notes), "the median of itls", 1.0, tuple(_joined(sources[b]) for b in batches),
+        "step latency = median inter-token latency of the run, or the median time per output "
+        "token where streamed chunks carry several tokens (the notes say which).",
+        tuple(notes), "the median time per output token" if per_token else "the median of itls",
+        1.0, tuple(_joined(sources[b]) for b in batches),
     )  # fmt: skip
+
+
+def _rate(run: BenchmarkRun) -> str:
+    return "trace (a replay)" if run.request_rate_rps is None else f"{run.request_rate_rps:g}"
 
 
 def _check_rising(batch: np.ndarray, step_s: np.ndarray, where: str) -> None:
