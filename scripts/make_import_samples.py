@@ -132,18 +132,19 @@ def main() -> None:
         prefill_thpt_per_gpu=tokens / latency / 8,
     )
     osl, max_kv = 500, 1_600_000
-    usage, context, itl = [], [], []
+    usage, context, itl, thpt = [], [], [], []
     for isl in (1000, 8000, 32000):
         for batch in (1, 8, 16, 20, 32):
             usage.append((isl + osl / 2) * batch / max_kv)
             context.append(isl + osl / 2)
             itl.append(_step_s(batch, isl + osl / 2) * 1e3)  # ms
+            thpt.append(batch / _step_s(batch, isl + osl / 2) / 8)  # tokens/s per GPU, unsaturated
     np.savez(
         OUT / "dynamo" / "decode" / "raw_data.npz",
         x_kv_usage=np.array(usage),
         y_context_length=np.array(context),
         z_itl=np.array(itl),
-        z_thpt_per_gpu=np.array(usage) * 0 + 1.0,
+        z_thpt_per_gpu=np.array(thpt),
         max_kv_tokens=np.array([max_kv]),
     )
     _traces(np.random.default_rng(1))

@@ -191,7 +191,8 @@ def test_mixed_models_wrong_format_and_decode_run_errors(tmp_path):
     assert_clean_error(result, 3, "not a numpy .npz archive")
     result = run("import-profile", "vllm", SAMPLES / "sglang_h20_decode.jsonl", *H20,
                  "--data-dir", tmp_path / "d", "--force")  # fmt: skip
-    assert_clean_error(result, 3, "sglang_h20_decode.jsonl", "several JSON objects")
+    assert_clean_error(result, 3, "sglang_h20_decode.jsonl:1", "found an SGLang bench_serving JSONL",
+                       "run import-profile sglang")  # fmt: skip
     open_loop = _write(
         tmp_path,
         "open.json",

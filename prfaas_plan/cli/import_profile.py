@@ -1,6 +1,7 @@
 """`prfaas-plan import-profile FORMAT FILE...`: measured profiles from vLLM, SGLang or Dynamo
 benchmark results, written into a data directory (commands/import_profile.py)."""
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,13 @@ from prfaas_plan.cli.app import app
 from prfaas_plan.cli.failures import PlanCommand
 from prfaas_plan.cli.options import FormatOpt, OutputFormat, OutputOpt, source
 from prfaas_plan.cli.output import emit, guard_output, note_inputs
+
+
+class Provenance(StrEnum):
+    """meta.yaml's provenance of an imported table (commands/import_profile.py PROVENANCES)."""
+
+    MEASURED = "measured"
+    ESTIMATED = "estimated"
 
 
 @app.command("import-profile", cls=PlanCommand)
@@ -56,6 +64,14 @@ def import_profile_command(
         typer.Option("--parallelism", help="Parallel layout for meta.yaml, e.g. 'TP8'."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing profile.")] = False,
+    provenance: Annotated[
+        Provenance | None,
+        typer.Option(
+            "--provenance",
+            help="meta.yaml's provenance: estimated for latencies a model made (Dynamo's "
+            "AIConfigurator path); default measured, or estimated where the file says so.",
+        ),
+    ] = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
 ) -> None:
@@ -69,6 +85,6 @@ def import_profile_command(
     report = import_profile(
         fmt_in, files, model=model, gpu=gpu, gpus_per_instance=gpus_per_instance,
         data_dir=data_dir, kind=kind, engine_version=engine_version, parallelism=parallelism,
-        force=force,
+        force=force, provenance=provenance.value if provenance else None,
     )  # fmt: skip
     emit(import_view(report), import_json(report), fmt, output)

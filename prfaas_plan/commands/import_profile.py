@@ -7,7 +7,7 @@ validates it. An existing profile is replaced only with `force`.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from prfaas_plan import bounds
@@ -17,6 +17,7 @@ from prfaas_plan.choices import ProfileFormat, ProfileKind
 from prfaas_plan.errors import ConfigError, ProfileError
 from prfaas_plan.inputs import benchmarks as bench
 from prfaas_plan.inputs import profile_import as imp
+from prfaas_plan.inputs.benchmark_roles import assign as assign_roles
 from prfaas_plan.inputs.catalog import Catalog
 
 
@@ -37,6 +38,7 @@ class ImportReport:
     initialised: bool
     tables: tuple[WrittenTable, ...]
     sources: tuple[imp.SourceFile, ...]
+    provenance: str = "measured"  # or "estimated" (AIConfigurator), as meta.yaml says
 
 
 _ENGINES = {
@@ -62,12 +64,35 @@ def _same(runs: Sequence[bench.BenchmarkRun], field: str) -> str | None:
     return next(iter(seen), None)
 
 
+PROVENANCES = ("measured", "estimated")
+
+
+def _provenance(asked: str | None, marks: dict[str, str]) -> str:
+    """meta.yaml's provenance: `asked`, else estimated where a file says so (never measured
+    for a file that says it was estimated); `marks` maps a file to what in it says so."""
+    if asked is not None and asked not in PROVENANCES:
+        raise ConfigError(
+            f"provenance must be one of {', '.join(PROVENANCES)}, found {asked!r}",
+            parameter="provenance",
+        )
+    if asked == "measured" and marks:
+        source, mark = next(iter(marks.items()))
+        raise ConfigError(
+            f"{source}: estimated by AIConfigurator ({mark}), but provenance measured was "
+            "asked; its latencies are a model's, not a measurement: give --provenance estimated",
+            parameter="provenance",
+        )
+    return asked or ("estimated" if marks else "measured")
+
+
 def _tables(
-    fmt: ProfileFormat, files: Sequence[Path], kind: ProfileKind
+    fmt: ProfileFormat, files: Sequence[Path], kind: ProfileKind, marks: dict[str, str]
 ) -> tuple[list[imp.ImportedTable], str, str | None]:
-    """(tables, engine description, the runs' own date) from the files."""
+    """(tables, engine description, the runs' own date) from the files; a file that says it
+    was estimated is entered into `marks`."""
     if fmt is ProfileFormat.DYNAMO:
         points = [bench.read_dynamo(f) for f in files]
+        marks.update({p.source: p.estimated_by for p in points if p.estimated_by})
         prefill = [p for p in points if isinstance(p, bench.DynamoPrefill)]
         decode = [p for p in points if isinstance(p, bench.DynamoDecode)]
         wanted = {ProfileKind.PREFILL: (prefill, []), ProfileKind.DECODE: ([], decode)}.get(
@@ -84,15 +109,13 @@ def _tables(
     budget = bench.import_budget()  # shared by the files (bounds.py)
     runs = [run for f in files for run in reader(f, budget)]
     model_id, backend = _same(runs, "model_id"), _same(runs, "backend")
-    if kind is ProfileKind.AUTO:
-        concurrencies = {run.max_concurrency for run in runs}
-        kind = ProfileKind.DECODE if len(concurrencies) > 1 else ProfileKind.PREFILL
-    table = (
-        imp.prefill_from_runs(runs) if kind is ProfileKind.PREFILL else imp.decode_from_runs(runs)
-    )
+    roles = assign_roles(runs, kind)  # each run its own role; settings never pooled
+    tables = [imp.prefill_from_runs(roles.prefill)] if roles.prefill else []
+    tables += [imp.decode_from_runs(roles.decode)] if roles.decode else []
+    tables[0] = replace(tables[0], notes=tables[0].notes + roles.notes)
     engine = _ENGINES[fmt] + (f", backend {backend}" if backend else "")
     engine += f", model_id {model_id}" if model_id else ""
-    return [table], engine, _same(runs, "date")
+    return tables, engine, _same(runs, "date")
 
 
 _UNIT_NAMES = {1.0: "seconds", 1e-3: "milliseconds"}
@@ -140,13 +163,16 @@ def import_profile(
     engine_version: str | None = None,
     parallelism: str | None = None,
     force: bool = False,
+    provenance: str | None = None,
 ) -> ImportReport:
     """Read `files`, build the profile table(s) and write them into `data_dir` (module docstring)."""
     for name, text in (("engine_version", engine_version), ("parallelism", parallelism)):
         if text is not None:  # written into the table's meta.yaml
             bounds.check_text(name, text)
     imp.check_data_dir(data_dir)
-    tables, engine, measured_on = _tables(fmt, files, kind)
+    marks: dict[str, str] = {}
+    tables, engine, measured_on = _tables(fmt, files, kind, marks)
+    provenance = _provenance(provenance, marks)
     target = Catalog.open(data_dir if not imp.needs_initialising(data_dir) else None)
     target.model(model, where="--model: ")
     target.gpu(gpu, where="--gpu: ", parameter="gpu")
@@ -161,7 +187,7 @@ def import_profile(
                 t, model=model, gpu=gpu, gpus_per_instance=gpus_per_instance,
                 parallelism=parallelism or f"{gpus_per_instance} GPUs per instance",
                 engine=engine, engine_version=engine_version or "not recorded in the benchmark file",
-                sources=sources, measured_on=measured_on,
+                sources=sources, measured_on=measured_on, provenance=provenance,
             ),
         )
         for t in tables
@@ -193,10 +219,11 @@ def import_profile(
         if t.kind == "prefill":
             curve = fit_curve(
                 t.values[0], t.values[1], degree=PREFILL_LATENCY_DEGREE,
-                quantity="prefill_latency_s", provenance="measured", source=str(folder),
+                quantity="prefill_latency_s", provenance=provenance, source=str(folder),
             )  # fmt: skip
             residual = float(curve.max_relative_residual)
         written.append(WrittenTable(t, folder / imp.CSV_NAMES[t.kind], residual))
     return ImportReport(
-        fmt.value, model, gpu, gpus_per_instance, data_dir, initialised, tuple(written), sources
-    )
+        fmt.value, model, gpu, gpus_per_instance, data_dir, initialised, tuple(written), sources,
+        provenance,
+    )  # fmt: skip

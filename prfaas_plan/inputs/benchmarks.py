@@ -64,7 +64,7 @@ class BenchmarkRun:
     model_id: str | None
     date: str | None
     max_concurrency: int | None  # None: unlimited
-    request_rate_rps: float  # inf: every request sent at once
+    request_rate_rps: float | None  # inf: every request sent at once; None: a trace replayed
     input_tokens: np.ndarray
     output_tokens: np.ndarray
     ttft_s: np.ndarray
@@ -73,6 +73,12 @@ class BenchmarkRun:
     latency_s: np.ndarray | None  # each request's end-to-end latency, if the file says
     failed: int  # requests with an error, dropped
     mean_concurrency: float | None  # measured mean number in flight, where known
+    # the run's dataset settings (SGLang's dataset_name, random_input_len, ...), as written
+    settings: tuple[tuple[str, str], ...] = ()
+    # per kept request: its inter-token latencies and their sum (latency - TTFT), for the time
+    # per output token where a streamed chunk carries several tokens (inputs/decode_step.py)
+    itl_counts: np.ndarray | None = None
+    decode_time_s: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -80,15 +86,18 @@ class DynamoPrefill:
     source: str
     input_tokens: np.ndarray
     ttft_s: np.ndarray
+    estimated_by: str | None = None  # what in the file says its latencies were estimated
 
 
 @dataclass(frozen=True)
 class DynamoDecode:
     source: str
-    batch_size: np.ndarray
+    batch_size: np.ndarray  # the client's concurrency (inputs/dynamo_points.py: the engine's)
     context_tokens: np.ndarray
     itl_s: np.ndarray
     max_kv_tokens: float
+    throughput_per_gpu: np.ndarray | None = None  # z_thpt_per_gpu, tokens/s per GPU
+    estimated_by: str | None = None
 
 
 def import_budget() -> Budget:
@@ -270,8 +279,9 @@ def _run(record: dict[str, object], where: str, engine: str) -> BenchmarkRun:
             )
     _check_statistics(record, where, ttft, itl)
     concurrency = _setting(record, "max_concurrency", where, 1, bounds.MAX_BATCH_SIZE, whole=True)
-    rate = _setting(record, "request_rate", where, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS,
-                    " req/s", allow_inf=True)  # fmt: skip
+    trace = record.get("request_rate") == "trace"  # SGLang replaying a trace's timestamps
+    rate = None if trace else _setting(record, "request_rate", where, bounds.MIN_RATE_RPS,
+                                       bounds.MAX_RATE_RPS, " req/s", allow_inf=True)  # fmt: skip
     mean_concurrency = _setting(record, "concurrency", where, 0, bounds.MAX_BATCH_SIZE)  # SGLang
     duration = _setting(record, "duration", where, 0, bounds.MAX_SECONDS, " s", low_open=True)
     if "latencies" in timing and duration is not None:
@@ -283,7 +293,7 @@ def _run(record: dict[str, object], where: str, engine: str) -> BenchmarkRun:
         model_id=_text(record, "model_id", where),
         date=_text(record, "date", where),
         max_concurrency=int(concurrency) if concurrency is not None else None,
-        request_rate_rps=math.inf if rate is None else rate,
+        request_rate_rps=None if trace else math.inf if rate is None else rate,
         input_tokens=inputs,
         output_tokens=outputs,
         ttft_s=ttft,
@@ -292,7 +302,35 @@ def _run(record: dict[str, object], where: str, engine: str) -> BenchmarkRun:
         latency_s=timing.get("latencies"),
         failed=int(np.count_nonzero(~ok)),
         mean_concurrency=mean_concurrency,
+        settings=_settings(record),
+        itl_counts=itls.counts[ok],
+        decode_time_s=_decode_times(itls, ok, timing.get("latencies"), ttft),
     )
+
+
+# SGLang's dataset settings, which tell one sweep's runs from another's (vLLM writes none)
+_SETTINGS = ("dataset_name", "random_input_len", "random_output_len", "random_range_ratio")
+
+
+def _settings(record: dict[str, object]) -> tuple[tuple[str, str], ...]:
+    return tuple((k, str(record[k])) for k in _SETTINGS if record.get(k) is not None)
+
+
+def _decode_times(
+    itls: NumberLists, ok: np.ndarray, latency_s: np.ndarray | None, ttft_s: np.ndarray
+) -> np.ndarray:
+    """Each kept request's decode time: latency - TTFT where the file has latencies, else the
+    sum of its inter-token latencies (the same interval, chunk by chunk)."""
+    if latency_s is not None:
+        decode_s: np.ndarray = latency_s - ttft_s
+        return decode_s
+    sums: np.ndarray = np.zeros(itls.counts.size)
+    some = itls.counts > 0
+    if some.any():  # reduceat over the first value of each non-empty list
+        starts = (np.cumsum(itls.counts) - itls.counts)[some]
+        sums[some] = np.add.reduceat(itls.values, starts)
+    kept: np.ndarray = sums[ok]
+    return kept
 
 
 def _ragged_labels(counts: np.ndarray, kept: np.ndarray) -> "_RaggedLabels":
@@ -391,25 +429,46 @@ def check_shape(record: dict[str, object], where: str, fmt: str) -> None:
 
 
 def read_vllm(path: Path, budget: Budget | None = None) -> list[BenchmarkRun]:
-    """The run in a `vllm bench serve --save-result --save-detailed` JSON file; its values
-    are charged to `budget` (one import's, else a fresh one)."""
-    record = _vllm_record(path, budget or import_budget())
-    check_shape(record, str(path), "vllm")
-    return [_run(record, str(path), "vLLM bench serve")]
-
-
-def _vllm_record(path: Path, budget: Budget) -> dict[str, object]:
-    """The result object (its text is dropped on return, before the run's arrays are made)."""
+    """The runs in a `vllm bench serve --save-result --save-detailed` JSON file: one object,
+    or with `--append-result` one object per run, each after a newline (serve.py writes "\n"
+    then the next result into the same file); a run of a file of several is named by the line
+    it starts on. Values are charged to `budget` (one import's, else a fresh one)."""
+    budget = budget or import_budget()
     text = read_text(path, "vLLM result", limit_bytes=bounds.MAX_BENCHMARK_BYTES)
-    record, end = read_object(text, str(path), "a vLLM result JSON", _RESULT_SHAPES, budget,
-                              nested=("details",))  # fmt: skip
-    after = skip_whitespace(text, end)
-    if after < len(text):
-        if text.startswith("{", after):
-            raise ConfigError(f"{path}: several JSON objects: a JSONL file (sglang format?)")
-        line = text.count("\n", 0, after) + 1
-        raise ConfigError(f"{path}: not JSON (text after the object, line {line})")
-    return record
+    runs: list[BenchmarkRun] = []
+    start = skip_whitespace(text, 0)
+    line = text.count("\n", 0, start) + 1
+    several = False
+    while True:
+        where = f"{path}:{line}" if several else str(path)
+        record, end = read_object(text, where, "a vLLM result JSON", _RESULT_SHAPES, budget,
+                                  nested=("details",), start=start)  # fmt: skip
+        after = skip_whitespace(text, end)
+        if after < len(text) and not text.startswith("{", after):
+            line += text.count("\n", start, after)
+            raise ConfigError(f"{path}: not JSON (text after the object, line {line})")
+        several = several or after < len(text)
+        where = f"{path}:{line}" if several else str(path)
+        check_shape(record, where, "vllm")
+        runs.append(_run(record, where, "vLLM bench serve"))
+        _check_run_count(runs, where)
+        if after == len(text):
+            return runs
+        line += text.count("\n", start, after)
+        start = after
+
+
+# runs one file may hold: a sweep appends tens; a file of a million tiny runs is refused before
+# their arrays add up
+MAX_RUNS_PER_FILE = 10_000
+
+
+def _check_run_count(runs: list[BenchmarkRun], where: str) -> None:
+    if len(runs) > MAX_RUNS_PER_FILE:
+        raise ConfigError(
+            f"{where}: more than {MAX_RUNS_PER_FILE:,} runs in one file; a sweep appends tens: "
+            "import its runs in parts"
+        )
 
 
 def read_sglang(path: Path, budget: Budget | None = None) -> list[BenchmarkRun]:
@@ -429,6 +488,7 @@ def read_sglang(path: Path, budget: Budget | None = None) -> list[BenchmarkRun]:
                 raise ConfigError(f"{where}: text after the JSON object (one run per line)")
             check_shape(record, where, "sglang")
             runs.append(_run(record, where, "SGLang bench_serving"))
+            _check_run_count(runs, where)
     if not runs:
         raise ConfigError(f"{path}: no runs found (an empty SGLang result file)")
     return runs
@@ -448,9 +508,16 @@ _MAX_ITEM_BYTES = 8  # float64 and int64, the widest dtypes the profiler writes
 def read_dynamo(path: Path) -> DynamoPrefill | DynamoDecode:
     """A Dynamo profiler `raw_data.npz`, prefill or decode by the arrays it holds; only the
     arrays used are read, each checked by its zip entry and `.npy` header before its data is
-    read (never a pickle); ms converted to s."""
+    read (never a pickle); ms converted to s. A file that is not a zip archive is read as the
+    ConfigMap JSON form of the same arrays (inputs/dynamo_json.py)."""
     where = str(path)
     with open_bounded_binary(path, "Dynamo raw_data.npz", bounds.MAX_DYNAMO_BYTES) as handle:
+        head = handle.read(64)
+        handle.seek(0)
+        if head.lstrip(b" \t\r\n").startswith(b"{"):  # a zip archive starts with "PK"
+            from prfaas_plan.inputs.dynamo_json import read_dynamo_json
+
+            return read_dynamo_json(path)
         try:
             archive = zipfile.ZipFile(handle)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError):
@@ -469,12 +536,16 @@ def read_dynamo(path: Path) -> DynamoPrefill | DynamoDecode:
                 members[name] = info
             if all(k in members for k in _PREFILL_KEYS):
                 isl, ttft_ms = (_npy(archive, members[k], where, k) for k in _PREFILL_KEYS)
-                return _dynamo_prefill(where, isl, ttft_ms)
+                return dynamo_prefill(where, isl, ttft_ms)
             if all(k in members for k in _DECODE_KEYS):
                 usage, context, itl_ms, max_kv = (
                     _npy(archive, members[k], where, k) for k in _DECODE_KEYS
                 )
-                return _dynamo_decode(where, usage, context, itl_ms, max_kv)
+                thpt = members.get("z_thpt_per_gpu")
+                return dynamo_decode(
+                    where, usage, context, itl_ms, max_kv,
+                    None if thpt is None else _npy(archive, thpt, where, "z_thpt_per_gpu"),
+                )  # fmt: skip
     names = sorted(members)
     shown = ", ".join(bounds.quoted(n)[1:-1] for n in names[:8])
     more = f" and {len(names) - 8:,} more" if len(names) > 8 else ""
@@ -554,7 +625,7 @@ def _npy_data(
     return data, dtype, shape, fortran
 
 
-def _dynamo_prefill(where: str, isl: np.ndarray, ttft_ms: np.ndarray) -> DynamoPrefill:
+def dynamo_prefill(where: str, isl: np.ndarray, ttft_ms: np.ndarray) -> DynamoPrefill:
     if isl.size != ttft_ms.size:
         raise ConfigError(f"{where}: prefill_isl and prefill_ttft differ in length")
     tokens = (bounds.MIN_TOKENS, bounds.MAX_TOKENS)
@@ -564,11 +635,21 @@ def _dynamo_prefill(where: str, isl: np.ndarray, ttft_ms: np.ndarray) -> DynamoP
     return DynamoPrefill(where, isl, units.ms_to_s(ttft_ms))
 
 
-def _dynamo_decode(
-    where: str, usage: np.ndarray, context: np.ndarray, itl_ms: np.ndarray, max_kv: np.ndarray
+def dynamo_decode(
+    where: str,
+    usage: np.ndarray,
+    context: np.ndarray,
+    itl_ms: np.ndarray,
+    max_kv: np.ndarray,
+    thpt: np.ndarray | None = None,
 ) -> DynamoDecode:
     if not usage.size == context.size == itl_ms.size:
         raise ConfigError(f"{where}: x_kv_usage, y_context_length and z_itl differ in length")
+    if thpt is not None:
+        if thpt.size != usage.size:
+            raise ConfigError(f"{where}: z_thpt_per_gpu and z_itl differ in length")
+        _check_each(thpt, "z_thpt_per_gpu", where, (0.0, bounds.MAX_TOKENS), " tokens/s",
+                    low_open=True)  # fmt: skip
     if max_kv.size != 1:
         raise ConfigError(f"{where}: max_kv_tokens must be one number, found {max_kv.size}")
     _check_each(max_kv, "max_kv_tokens", where, (1.0, bounds.MAX_TOKENS), " tokens", whole=True)
@@ -590,4 +671,6 @@ def _dynamo_decode(
             f"{where}: x_kv_usage[{big[0]}] x max_kv_tokens / y_context_length is a batch of "
             f"{batch[big[0]]:.3g} requests, over {bounds.MAX_BATCH_SIZE:g}"
         )
-    return DynamoDecode(where, np.round(batch), context, units.ms_to_s(itl_ms), float(max_kv[0]))
+    return DynamoDecode(
+        where, np.round(batch), context, units.ms_to_s(itl_ms), float(max_kv[0]), thpt
+    )

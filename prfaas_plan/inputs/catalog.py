@@ -269,7 +269,7 @@ class ProfileMeta(Strict):
     parallelism: str | None = None
     engine: str
     engine_version: str
-    provenance: Literal["measured", "recovered", "derived"]
+    provenance: Literal["measured", "recovered", "derived", "estimated"]
     method: str = Field(min_length=1)
     source: str = Field(min_length=1)
     # written by `import-profile` (optional, so the hand-written tables stay valid)

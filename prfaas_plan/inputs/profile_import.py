@@ -7,10 +7,9 @@ request of a run at `max_concurrency` 1 (the client sends the next one only afte
 finished), or, where the file has per-request `start_times` and `latencies` (vLLM), a request
 no other one overlapped in flight. A run where fewer than half of the requests were alone is
 refused (its TTFT is dominated by queueing), as is a run at a higher or unlimited concurrency
-without those timings. The kept requests are binned by input length, each distinct length its
-own bin when there are at most MAX_EXACT_BINS of them (fixed-length sweeps), otherwise
-quarter-octave bins; a bin's length is its median length and its latency the median TTFT (robust
-to a few slow requests). At least 3 bins are needed for the quadratic fit.
+without those timings. The kept requests are binned by input length in quantile bins of
+enough requests each, neighbours within timing jitter pooled (inputs/prefill_bins.py); at least
+3 bins are needed for the quadratic fit.
 
 Decode step latency vs batch comes from closed-loop runs (`request_rate` inf) at several
 `max_concurrency` values: batch = max_concurrency (the client keeps that many requests in
@@ -34,12 +33,13 @@ import numpy as np
 
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.benchmarks import BenchmarkRun, DynamoDecode, DynamoPrefill
+from prfaas_plan.inputs.decode_step import MULTI_TOKEN_CHUNKS, estimate_step
+from prfaas_plan.inputs.dynamo_points import describe as describe_engine_points
+from prfaas_plan.inputs.dynamo_points import engine_points
 from prfaas_plan.inputs.files import rename_no_replace, write_error
+from prfaas_plan.inputs.prefill_bins import bin_requests
 from prfaas_plan.inputs.resources import default_data_dir, is_installed_copy
 
-MAX_EXACT_BINS = 64
-BINS_PER_OCTAVE = 4
-MIN_PREFILL_BINS = 3
 MIN_ALONE_SHARE = 0.5
 MIN_FILLED_BATCH = 0.5
 
@@ -114,13 +114,16 @@ def prefill_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
             f"{run.source}: {np.count_nonzero(alone)} requests used ({how}), "
             f"{alone.size - np.count_nonzero(alone)} dropped as queued, {run.failed} failed"
         )
-    tokens, latency, count = _bins(np.concatenate(lengths), np.concatenate(ttfts), runs[0].source)
+    where = _joined(run.source for run in runs)
+    bins = bin_requests(np.concatenate(lengths), np.concatenate(ttfts), where)
     return ImportedTable(
-        "prefill", ("input_tokens", "prefill_latency_s"), (tokens, latency), count,
+        "prefill", ("input_tokens", "prefill_latency_s"), (bins.input_tokens, bins.latency_s),
+        bins.requests,
         "TTFT of requests that ran alone on the server (max_concurrency 1, or no other request "
-        "in flight per start_times/latencies), binned by input length (median length, median "
-        "TTFT per bin); TTFT includes the engine's request overhead.",
-        tuple(notes), "ttfts", 1.0, (_joined(run.source for run in runs),) * tokens.size,
+        "in flight per start_times/latencies), in quantile bins by input length (median length, "
+        "median TTFT per bin, neighbours within timing jitter pooled); TTFT includes the "
+        "engine's request overhead.",
+        (*notes, f"{where}: {bins.describe()}"), "ttfts", 1.0, (where,) * bins.requests.size,
     )  # fmt: skip
 
 
@@ -130,47 +133,20 @@ def _joined(sources: Iterable[str]) -> str:
 
 
 def prefill_from_dynamo(points: Sequence[DynamoPrefill]) -> ImportedTable:
-    tokens, latency, count = _bins(
+    bins = bin_requests(
         np.concatenate([p.input_tokens for p in points]),
         np.concatenate([p.ttft_s for p in points]),
         points[0].source,
+        min_requests=1,  # each point the profiler's own measurement of one length
     )
+    tokens = bins.input_tokens
     return ImportedTable(
-        "prefill", ("input_tokens", "prefill_latency_s"), (tokens, latency), count,
+        "prefill", ("input_tokens", "prefill_latency_s"), (tokens, bins.latency_s), bins.requests,
         "Dynamo profiler prefill sweep (prefill_isl, prefill_ttft in ms): one request at a time "
         "per input length; median TTFT per distinct length.",
         tuple(f"{p.source}: {p.input_tokens.size} points used" for p in points),
         "prefill_ttft", 1e-3, (_joined(p.source for p in points),) * tokens.size,
     )  # fmt: skip
-
-
-def _bins(
-    lengths: np.ndarray, ttft_s: np.ndarray, where: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    distinct = np.unique(lengths)
-    if distinct.size <= MAX_EXACT_BINS:
-        keys = lengths
-    else:
-        keys = np.round(BINS_PER_OCTAVE * np.log2(lengths))
-    tokens, latency, count = [], [], []
-    for key in np.unique(keys):
-        members = keys == key
-        tokens.append(float(np.round(np.median(lengths[members]))))
-        latency.append(float(np.median(ttft_s[members])))
-        count.append(int(np.count_nonzero(members)))
-    if len(tokens) < MIN_PREFILL_BINS:
-        raise ConfigError(
-            f"{where}: input_lens has {distinct.size} distinct length(s) in {len(tokens)} bin(s); "
-            f"the quadratic prefill fit needs at least {MIN_PREFILL_BINS}: sweep the input length"
-        )
-    t, y = np.array(tokens), np.array(latency)
-    i = _first_drop(y)
-    if i is not None:
-        raise ConfigError(
-            f"{where}: median TTFT falls from {y[i]:.4g} s at {t[i]:g} tokens to {y[i + 1]:.4g} "
-            f"s at {t[i + 1]:g}: too noisy or queued; measure more requests per length"
-        )
-    return t, y, np.array(count)
 
 
 def _first_drop(values: np.ndarray) -> int | None:
@@ -181,14 +157,14 @@ def _first_drop(values: np.ndarray) -> int | None:
 
 def decode_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
     """Decode step latency vs batch from closed-loop runs at several concurrencies."""
-    by_batch: dict[int, list[np.ndarray]] = {}
+    by_batch: dict[int, list[BenchmarkRun]] = {}
     sources: dict[int, list[str]] = {}
     notes = []
     for run in runs:
         if run.max_concurrency is None or run.request_rate_rps != np.inf:
             raise ConfigError(
                 f"{run.source}: decode needs a closed-loop run (request_rate inf and a "
-                f"max_concurrency), found request_rate {run.request_rate_rps:g}, max_concurrency "
+                f"max_concurrency), found request_rate {_rate(run)}, max_concurrency "
                 f"{run.max_concurrency or 'unlimited'}"
             )
         if run.itl_s.size == 0:
@@ -199,7 +175,7 @@ def decode_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
                 f"{run.source}: mean concurrency {mean:.3g} is below half of max_concurrency "
                 f"{run.max_concurrency}: too few prompts to keep the batch full"
             )
-        by_batch.setdefault(run.max_concurrency, []).append(run.itl_s)
+        by_batch.setdefault(run.max_concurrency, []).append(run)
         sources.setdefault(run.max_concurrency, []).append(run.source)
         notes.append(
             f"{run.source}: batch {run.max_concurrency}, {run.itl_s.size} inter-token latencies"
@@ -208,17 +184,26 @@ def decode_from_runs(runs: Sequence[BenchmarkRun]) -> ImportedTable:
         )
     batches = sorted(by_batch)
     step, samples = np.empty(len(batches)), np.empty(len(batches), dtype=np.int64)
-    for row, b in enumerate(batches):  # one batch's ITLs pooled at a time (a copy of them)
-        pooled = np.concatenate(by_batch[b])
-        step[row], samples[row] = float(np.median(pooled, overwrite_input=True)), pooled.size
+    per_token = False
+    for row, b in enumerate(batches):  # one batch's ITLs pooled at a time (inputs/decode_step.py)
+        estimate = estimate_step(by_batch[b])
+        step[row], samples[row] = estimate.step_s, estimate.samples
+        notes.append(f"batch {b}: step = {estimate.estimator}")
+        per_token |= estimate.tokens_per_chunk >= MULTI_TOKEN_CHUNKS
     _check_rising(np.array(batches, float), step, runs[0].source)
     return ImportedTable(
         "decode", ("batch_size", "decode_step_latency_s"), (np.array(batches, float), step),
         samples,
         "Closed-loop runs (request_rate inf) at each max_concurrency: batch = max_concurrency, "
-        "step latency = median inter-token latency of the run.",
-        tuple(notes), "the median of itls", 1.0, tuple(_joined(sources[b]) for b in batches),
+        "step latency = median inter-token latency of the run, or the median time per output "
+        "token where streamed chunks carry several tokens (the notes say which).",
+        tuple(notes), "the median time per output token" if per_token else "the median of itls",
+        1.0, tuple(_joined(sources[b]) for b in batches),
     )  # fmt: skip
+
+
+def _rate(run: BenchmarkRun) -> str:
+    return "trace (a replay)" if run.request_rate_rps is None else f"{run.request_rate_rps:g}"
 
 
 def _check_rising(batch: np.ndarray, step_s: np.ndarray, where: str) -> None:
@@ -231,10 +216,21 @@ def _check_rising(batch: np.ndarray, step_s: np.ndarray, where: str) -> None:
 
 
 def decode_from_dynamo(points: Sequence[DynamoDecode]) -> ImportedTable:
-    batch = np.concatenate([p.batch_size for p in points])
-    context = np.concatenate([p.context_tokens for p in points])
-    itl = np.concatenate([p.itl_s for p in points])
-    point = np.repeat(np.arange(len(points)), [p.batch_size.size for p in points])
+    """The decode table of Dynamo sweeps, each point at the engine's batch: points where the
+    client's concurrency was more than the engine batched dropped (inputs/dynamo_points.py)."""
+    kept, notes = [], []
+    for p in points:
+        engine = engine_points(
+            p.batch_size, p.context_tokens, p.itl_s, p.max_kv_tokens, p.throughput_per_gpu
+        )
+        kept.append(engine.keep)
+        notes.append(describe_engine_points(engine, p.source, p.batch_size.size))
+    batch = np.concatenate([p.batch_size[k] for p, k in zip(points, kept, strict=True)])
+    context = np.concatenate([p.context_tokens[k] for p, k in zip(points, kept, strict=True)])
+    itl = np.concatenate([p.itl_s[k] for p, k in zip(points, kept, strict=True)])
+    point = np.repeat(np.arange(len(points)), [int(np.count_nonzero(k)) for k in kept])
+    if not batch.size:
+        raise ConfigError(f"{points[0].source}: no decode point left: {'; '.join(notes)}")
     order = np.lexsort((batch, context))
     batch, context, itl, point = batch[order], context[order], itl[order], point[order]
     keys = np.stack([context, batch], axis=1)
@@ -247,10 +243,10 @@ def decode_from_dynamo(points: Sequence[DynamoDecode]) -> ImportedTable:
         "decode", ("batch_size", "context_tokens", "decode_step_latency_s"),
         (batch, np.round(context), itl), np.ones(batch.size, dtype=int),
         "Dynamo profiler decode sweep (x_kv_usage, y_context_length, z_itl in ms, "
-        "max_kv_tokens): batch = x_kv_usage * max_kv_tokens / y_context_length, context = "
+        "max_kv_tokens): batch = x_kv_usage * max_kv_tokens / y_context_length (the client's "
+        "concurrency), kept where the engine batched it (z_thpt_per_gpu x z_itl), context = "
         "y_context_length (isl + osl/2), step = z_itl (mean ITL of the point).",
-        tuple(f"{p.source}: {p.batch_size.size} points used" for p in points),
-        "z_itl", 1e-3, tuple(points[int(i)].source for i in point),
+        tuple(notes), "z_itl", 1e-3, tuple(points[int(i)].source for i in point),
     )  # fmt: skip
 
 
@@ -283,6 +279,7 @@ def meta_text(
     engine_version: str,
     sources: Sequence[SourceFile],
     measured_on: str | None,
+    provenance: str = "measured",
 ) -> str:
     quantity = "prefill_latency" if table.kind == "prefill" else "decode_step"
     lines = [
@@ -293,7 +290,7 @@ def meta_text(
         f"parallelism: {_quote(parallelism)}",
         f"engine: {_quote(engine)}",
         f"engine_version: {_quote(engine_version)}",
-        "provenance: measured",
+        f"provenance: {provenance}",
         f"method: {_quote(table.method)}",
         f"source: {_quote('imported by prfaas-plan import-profile from ' + ', '.join(s.path.name for s in sources))}",
         f"imported_on: {_quote(datetime.date.today().isoformat())}",

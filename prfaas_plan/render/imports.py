@@ -33,7 +33,9 @@ def import_view(report: ImportReport) -> View:
         )
     for written in report.tables:
         t = written.table
-        notes.append(f"Wrote {written.path} and meta.yaml (provenance measured): {t.method}")
+        notes.append(
+            f"Wrote {written.path} and meta.yaml (provenance {report.provenance}): {t.method}"
+        )
         if written.fit_residual is not None:
             notes.append(
                 f"Quadratic fit of the prefill table: max residual {written.fit_residual:.2%}."
@@ -56,6 +58,7 @@ def import_json(report: ImportReport) -> Document:
         "gpus_per_instance": report.gpus_per_instance,
         "data_dir": str(report.data_dir),
         "initialised_from_shipped_data": report.initialised,
+        "provenance": report.provenance,
         "tables": [
             {
                 "kind": w.table.kind,
