@@ -14,10 +14,12 @@ Series of one model are summed (engines, data-parallel ranks); several models mu
 
 What the buckets lose: each bucket (a, b] is taken as uniform on it, so the shape inside a bucket
 (a 1-2-5 bucket spans a factor of 2 to 2.5) and every quantile within it are approximations; the
-exact mean (_sum / _count) is stated beside the buckets' mean. Lengths at or below the first
-boundary above 1 token share its bucket. The open bucket above the last finite boundary is
-given the upper edge that makes the histogram's mean the exact mean (clamped to at least one
-token above its lower edge). Input and output lengths are two marginals: their correlation,
+exact mean (_sum / _count) is stated beside the buckets' mean. Lengths at or below 1 token
+share the first bucket above it. The open bucket above the last finite boundary (vLLM's last
+1-2-5 boundary lies below max_model_len) is taken up to the boundaries' last ratio continued
+(20000 -> 40000 after 10000, 20000): the longest lengths are a guess, said in the description.
+(Matching the exact mean instead puts every bucket's error on the open one: with 1% of requests
+there, a 1% error in the other buckets' means moves its edge by the whole mean.) Input and output lengths are two marginals: their correlation,
 which the decode context uses, is lost (taken as independent).
 """
 
@@ -181,16 +183,13 @@ def histogram_of(family: _Family, name: str, where: str) -> tuple[Histogram, str
     weights = [tops[0]] + [b - a for a, b in itertools.pairwise(tops)]
     open_count = inf - tops[-1]
     note = ""
-    if open_count > 0:
-        known = sum(w * (a + b) / 2 for w, a, b in zip(weights, edges, edges[1:], strict=False))
-        top_mean = (family.total - known) / open_count
+    if open_count > 0:  # the open bucket: the boundaries' last ratio continued
         low = edges[-1]
-        high = min(max(2 * top_mean - low, low + 1.0), bounds.MAX_TOKENS)
+        ratio = low / edges[-2] if len(edges) > 2 else 2.0
+        high = min(low * ratio, bounds.MAX_TOKENS)
         edges.append(high)
         weights.append(open_count)
-        note = (
-            f"; {open_count / inf:.1%} above le={low:g}, taken up to {high:,.0f} tokens from _sum"
-        )
+        note = f"; {open_count / inf:.1%} above le={low:g}, taken up to {high:,.0f} tokens"
     first = next(j for j, w in enumerate(weights) if w > 0)
     last = max(j for j, w in enumerate(weights) if w > 0)
     histogram = Histogram(tuple(edges[first : last + 2]), tuple(weights[first : last + 1]))

@@ -182,14 +182,10 @@ def _stream(
 ) -> tuple[Selector, int]:
     header = _header(path)
     columns = _columns(fmt, header)
-    if (
-        fmt is TraceFormat.BURSTGPT
-        and len(columns) == 3
-        and (selection.model or selection.log_type)
-    ):
+    if (selection.model or selection.log_type) and len(columns) == 3:
         raise ConfigError(
-            f"{path}: model and log_type need BurstGPT's columns {', '.join(_BURSTGPT_KINDS)}; "
-            "the header has none of them"
+            f"{path}: model and log_type select among a BurstGPT trace's requests by its "
+            f"columns {', '.join(_BURSTGPT_KINDS)}; this {_NAMES[fmt]} has none"
         )
     selector, failed = Selector(selection, origin_s), 0
     blocks = _arrow_blocks(path, fmt, header, columns) if fast else _row_blocks(path, fmt, columns)
