@@ -15,7 +15,7 @@ from prfaas_plan.inputs.prom_metrics import read_metrics_workload
 from tests.test_cli import CASE, assert_clean_error, run
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = ROOT / "examples" / "metrics_workload.yaml"
+EXAMPLE = ROOT / "examples" / "metrics" / "metrics_workload.yaml"
 MODEL = 'model_name="m"'
 
 
@@ -203,7 +203,7 @@ def test_a_restart_between_snapshots_is_refused(tmp_path):
 
 
 def test_the_synthetic_example_becomes_a_plan():
-    text = (EXAMPLE.parent / "metrics" / "vllm_after.prom").read_text()
+    text = (EXAMPLE.parent / "vllm_after.prom").read_text()
     assert text.startswith("# SYNTHETIC")
     result = run("optimize", EXAMPLE, "--format", "json")
     assert result.returncode == 0, result.stderr

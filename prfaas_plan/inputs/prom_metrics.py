@@ -1,4 +1,6 @@
-"""A workload from production metrics, for a team with no trace: the prompt- and generation-length
+"""A workload from a vLLM or SGLang /metrics snapshot (or two): length histograms, arrival rate.
+
+For a team with no trace: the prompt- and generation-length
 histograms a vLLM or SGLang server exports on /metrics (Prometheus text exposition, a `curl
 /metrics` file), read from one snapshot (everything since the server started) or from the
 difference of two (a window), become histogram length distributions; the requests they count,

@@ -1,4 +1,6 @@
-"""What a plan keeps of a trace, a block of requests at a time: the scenario's part of it
+"""What a plan keeps of a trace: the selected requests' distinct lengths with counts.
+
+A block of requests at a time: the scenario's part of it
 (BurstGPT `model` / `log_type`, a `window` of time, a uniform `sample`) and, of that part, only
 the distinct input and output lengths with their counts and Σ L_in·L_out. Memory grows with the
 distinct lengths (bounds.MAX_TRACE_DISTINCT_LENGTHS) and the sample, never with the rows.

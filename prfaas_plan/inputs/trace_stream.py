@@ -1,4 +1,6 @@
-"""Whole public traces for a plan (`distribution: observed`), streamed: an Azure LLM inference or
+"""Whole public traces for a plan, streamed in blocks to distinct lengths with counts.
+
+For `distribution: observed`: an Azure LLM inference or
 BurstGPT CSV is read in blocks of ~8 MB by pyarrow's CSV reader (imported here only) and reduced
 at once by trace_select.Selector to distinct lengths with counts, so a 27.3M-row trace plans in
 bounded memory. A file the block reader cannot take as it is (a malformed cell, a value out of

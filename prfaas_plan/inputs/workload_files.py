@@ -1,4 +1,6 @@
-"""Scenario fields of a workload read from files beyond a length table: the part of a trace to
+"""Scenario fields for part of a trace and for a metrics workload, with their bounds.
+
+Fields of a workload read from files beyond a length table: the part of a trace to
 plan for (`window`, `sample`, BurstGPT's `model` and `log_type`) and the production-metrics
 workload (`distribution: metrics`), with their bounds. inputs/scenario.py holds them in its
 schema; inputs/trace_stream.py and inputs/prom_metrics.py read the files. Units: seconds, tokens.
