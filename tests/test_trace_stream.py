@@ -353,3 +353,24 @@ def test_a_sample_cannot_measure_prefix_reuse(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
     assert_clean_error(run("optimize", path), 3, "a sample breaks")
+
+
+def test_a_window_measures_prefix_reuse_on_its_own_requests(tmp_path):
+    """Request k carries blocks [k % 3, 10 + k]: within any window, the first request of each
+    k % 3 class misses its first block and every later one hits it."""
+    from prfaas_plan.inputs.trace_stream import select_prefix_trace
+    from prfaas_plan.inputs.traces import prefix_hit_rate
+    from prfaas_plan.inputs.workload_files import TraceWindow
+
+    lines = [f'{{"timestamp": {k * 1000}, "input_length": 1024, "output_length": 10, '
+             f'"hash_ids": [{k % 3}, {10 + k}]}}' for k in range(30)]  # fmt: skip
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    trace = select_prefix_trace(
+        read_observed_trace(path), TraceWindow(start_s=20, duration_s=10), "t"
+    )
+    assert trace.input_tokens.size == 10  # requests 20..29
+    assert trace.prefix_blocks.values.tolist() == [
+        v for k in range(20, 30) for v in (k % 3, 10 + k)
+    ]
+    assert prefix_hit_rate(trace, 512) == pytest.approx((10 - 3) * 512 / (10 * 1024))
