@@ -136,6 +136,25 @@ MAX_LABEL_CHARS = 2_000
 # several GB below MAX_TRACE_BYTES
 MAX_TRACE_REQUESTS = 2_000_000
 MAX_TRACE_HASH_IDS = 20_000_000
+# a trace a plan reads (`distribution: observed`, Azure or BurstGPT CSV): streamed in blocks and
+# kept as distinct lengths with counts (inputs/trace_stream.py), so memory does not grow with the
+# rows; time does. The largest public traces: Azure LLM inference 2024, 27,303,999 rows (code,
+# ~1.2 GB) and 16,803,695 (conversation); BurstGPT 2 and 3, 3.86M and 5.34M rows (~0.6 GB).
+# benchmarks/bench_traces.py: a generated 27.3M-row (1.13 GB) Azure-format file plans in 15 s at 660 MB
+# peak RSS on 2 cores. 4 GiB and 6.4·10^7 rows (~2.3 times the largest) bound a plan's read at a
+# few minutes; a device, pipe or /dev/zero is refused before any read (inputs/reading.py)
+MAX_STREAMED_TRACE_BYTES = 4 * 2**30
+MAX_STREAMED_TRACE_REQUESTS = 64_000_000
+# distinct input (or output) lengths of a streamed trace: ~8 bytes each a moment order in the
+# plan's cumulative sums; real traces hold ~10^4 (lengths are integers under a context window).
+# As MAX_OBSERVED_LENGTHS: more distinct values than that pin no quantile better
+MAX_TRACE_DISTINCT_LENGTHS = 5_000_000
+# workload.input_tokens.sample.requests: the sample is kept (3 numbers a request) while the
+# trace streams; as MAX_OBSERVED_LENGTHS
+MAX_TRACE_SAMPLE_REQUESTS = 5_000_000
+# a Prometheus /metrics snapshot (workload `distribution: metrics`): a vLLM or SGLang server's
+# is ~10^4-10^6 bytes (a few hundred series a model); 64 MiB holds hundreds of models
+MAX_METRICS_BYTES = 64 * 2**20
 # --- command-line quantities (simulate, compare-policies, optimize, egress) ---
 # load as a fraction of a deployment's Λ_max: past 100 times its capacity a queue only grows
 # without bound, and a rate of 100 Λ_max stays far from MAX_RATE_RPS

@@ -105,6 +105,11 @@ ROWS = [
      {"scenario": scenario(workload={"input_tokens": {"distribution": "observed",
                                                       "file": "/etc/passwd"}})}, 422,
      "the server reads no file a request names"),
+    ("a metrics snapshot the request names is not read", "POST", "/api/v1/plan", {},
+     {"scenario": scenario(workload={"input_tokens": {"distribution": "metrics",
+                                                      "file": "/etc/passwd"},
+                                     "output_tokens": {"distribution": "from_metrics"}})}, 422,
+     "the server reads no file a request names"),
     # 2. a key twice in one JSON object (json keeps the last value): refused, naming the key
     ("duplicate key", "POST", "/api/v1/plan", {}, b'{"target_rps": 4, "target_rps": 400}', 400,
      "duplicate key 'target_rps' in a JSON object"),

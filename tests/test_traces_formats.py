@@ -81,7 +81,9 @@ def test_observed_scenario_plans_from_either_trace(tmp_path, trace, fmt):
     result = run("optimize", _scenario(tmp_path, trace, fmt), "-f", "markdown")
     assert result.returncode == 0, result.stderr
     lengths = read_observed_trace(trace).input_tokens
-    assert f"{lengths.size} observed lengths from {trace}" in result.stdout
+    assert (
+        f"{lengths.size:,} observed lengths (" in result.stdout and f"from {trace}" in result.stdout
+    )
 
 
 def test_simulate_replays_an_azure_trace(tmp_path):

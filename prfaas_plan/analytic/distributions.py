@@ -273,6 +273,7 @@ class Histogram(LengthDistribution):
 
     bin_edges_tokens: tuple[float, ...]
     weights: tuple[float, ...]
+    source: str = ""  # where the bins come from (a metrics snapshot), for describe()
     min_tokens: float = field(init=False)
     max_tokens: float = field(init=False)
 
@@ -323,27 +324,51 @@ class Histogram(LengthDistribution):
         return _mesh_of(moments.transpose(0, 2, 1).reshape(3, -1))
 
     def describe(self) -> str:
-        return f"histogram of {len(self.weights)} bins on [{self.min_tokens:g}, {self.max_tokens:g}] tokens"
+        shown = f"histogram of {len(self.weights)} bins on [{self.min_tokens:g}, {self.max_tokens:g}] tokens"
+        return f"{shown} from {self.source}" if self.source else shown
 
 
 @dataclass(frozen=True, eq=False)
 class ObservedLengths(LengthDistribution):
-    """Each observed length equally likely (an empirical distribution of a trace):
-    E[L^k ; a < L <= b] = Σ_{a < x_i <= b} x_i^k / n, from cumulative sums of powers."""
+    """Each observed length equally likely (an empirical distribution of a trace), a length
+    seen c_i times weighing c_i: E[L^k ; a < L <= b] = Σ_{a < x_i <= b} c_i x_i^k / Σ c_i, from
+    cumulative sums of weighted powers. `counts` None: each length once. A full public trace is
+    kept as its distinct lengths and their counts (inputs/trace_stream.py), not per request."""
 
     lengths_tokens: FloatArray
     source: str = "observed lengths"
+    counts: FloatArray | None = None
     _cumulative: dict[int, FloatArray] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lengths_tokens", np.sort(np.asarray(self.lengths_tokens, float)))
+        lengths = np.asarray(self.lengths_tokens, float)
+        if self.counts is None:
+            object.__setattr__(self, "lengths_tokens", np.sort(lengths))
+            return
+        counts = np.asarray(self.counts, float)
+        if counts.shape != lengths.shape:
+            raise ValueError(f"{counts.size} counts for {lengths.size} lengths")
+        order = np.argsort(lengths, kind="stable")
+        object.__setattr__(self, "lengths_tokens", lengths[order])
+        object.__setattr__(self, "counts", counts[order])
+
+    @cached_property
+    def _weights(self) -> FloatArray:
+        if self.counts is None:
+            return np.ones(self.lengths_tokens.size)
+        return self.counts
+
+    @cached_property
+    def requests(self) -> float:
+        """How many lengths were observed (Σ c_i)."""
+        return float(self._weights.sum())
 
     def _cumulative_powers(self, max_order: int) -> FloatArray:
-        """Σ_{j < i} x_j^k for i = 0..n, k = 0..max_order (k = 0 counts exactly); cached."""
+        """Σ_{j < i} c_j x_j^k for i = 0..n, k = 0..max_order (k = 0 counts exactly); cached."""
         orders = max(max_order + 1, MOMENT_ORDERS)
         if orders not in self._cumulative:
-            x = self.lengths_tokens
-            powers = np.stack([x**k for k in range(orders)])
+            x, c = self.lengths_tokens, self._weights
+            powers = np.stack([c * x**k for k in range(orders)])
             self._cumulative[orders] = np.concatenate(
                 [np.zeros((orders, 1)), np.cumsum(powers, axis=1)], axis=1
             )
@@ -362,23 +387,34 @@ class ObservedLengths(LengthDistribution):
         i = np.searchsorted(self.lengths_tokens, a, side="right")
         j = np.searchsorted(self.lengths_tokens, np.maximum(a, b), side="right")
         cumulative = self._cumulative_powers(max_order)
-        moments: FloatArray = (cumulative[:, j] - cumulative[:, i]) / self.lengths_tokens.size
+        moments: FloatArray = (cumulative[:, j] - cumulative[:, i]) / self.requests
         return moments
 
     def quantile(self, u: ArrayLike) -> FloatArray:
         x = self.lengths_tokens  # sorted
-        index = (np.asarray(u, dtype=float) * x.size).astype(np.int64)
-        return x[np.minimum(index, x.size - 1)]
+        if self.counts is None:
+            index = (np.asarray(u, dtype=float) * x.size).astype(np.int64)
+            return x[np.minimum(index, x.size - 1)]
+        # the length of observation floor(u·N), as if the lengths were written out one by one
+        seen = self._cumulative_powers(0)[0, 1:]
+        rank = np.floor(np.asarray(u, dtype=float) * self.requests)
+        return x[np.minimum(np.searchsorted(seen, rank, side="right"), x.size - 1)]
 
     def mesh(self) -> tuple[FloatArray, FloatArray]:
-        values, counts = np.unique(self.lengths_tokens, return_counts=True)
+        values, inverse = np.unique(self.lengths_tokens, return_inverse=True)
+        counts = np.bincount(inverse, weights=self._weights, minlength=values.size)
         return values, counts / counts.sum()
 
     def threshold_candidates(self) -> FloatArray:
         return np.unique(self.lengths_tokens)
 
     def describe(self) -> str:
-        return f"{self.lengths_tokens.size} observed lengths from {self.source}"
+        if self.counts is None:
+            return f"{self.lengths_tokens.size} observed lengths from {self.source}"
+        return (
+            f"{self.requests:,.0f} observed lengths ({self.lengths_tokens.size:,} distinct) "
+            f"from {self.source}"
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -436,7 +472,9 @@ class UncachedLengths(LengthDistribution):
         band formula could put a length equal to t on the wrong side)."""
         if not isinstance(self.full, ObservedLengths):
             return None
-        return ObservedLengths(self.uncached_tokens(self.full.lengths_tokens), self.full.source)
+        return ObservedLengths(
+            self.uncached_tokens(self.full.lengths_tokens), self.full.source, self.full.counts
+        )
 
     @cached_property
     def _range(self) -> tuple[float, float]:

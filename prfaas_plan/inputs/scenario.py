@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-import numpy as np
 from pydantic import AfterValidator, Discriminator, Field, Tag, model_validator
 
 from prfaas_plan import bounds, units
@@ -20,7 +19,6 @@ from prfaas_plan.analytic.capacity import ServingSystem
 from prfaas_plan.analytic.distributions import (
     Histogram,
     LengthDistribution,
-    ObservedLengths,
     UncachedLengths,
     truncated_log_normal,
 )
@@ -33,9 +31,21 @@ from prfaas_plan.analytic.profiles import (
 from prfaas_plan.choices import TraceFormat
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import NAME_PATTERN, Catalog, DecodeTable
+from prfaas_plan.inputs.prom_metrics import MetricsWorkload, read_metrics_workload
 from prfaas_plan.inputs.reading import Strict, parse, read_yaml
 from prfaas_plan.inputs.resources import default_scenario_file
+from prfaas_plan.inputs.trace_select import TraceLengths
+from prfaas_plan.inputs.trace_stream import read_trace_lengths, select_prefix_trace
 from prfaas_plan.inputs.traces import prefix_hit_rates_by_band, read_observed_trace
+from prfaas_plan.inputs.workload_files import (
+    CellText,
+    LogType,
+    MetricsLengths,
+    OutputFromMetrics,
+    TraceSample,
+    TraceWindow,
+    selection_of,
+)
 from prfaas_plan.sim.arrivals import MOONCAKE_BLOCK_TOKENS
 
 _MIN_GBPS = units.bytes_per_s_to_gbps(bounds.MIN_BANDWIDTH_BYTES_PER_S)
@@ -130,10 +140,16 @@ class ObservedLengthsFile(Strict):
     file: str  # relative to the scenario file; CSV with input_tokens column, or a trace
     # the trace format (inputs/traces.py); auto: Mooncake for .jsonl, else by the CSV header
     format: Literal["auto", "mooncake", "azure", "burstgpt"] = "auto"
+    # the part of the trace to plan for (inputs/workload_files.py)
+    window: TraceWindow | None = None
+    sample: TraceSample | None = None
+    model: CellText | None = None  # BurstGPT's Model cell: ChatGPT (GPT-3.5) or GPT-4
+    log_type: LogType | None = None  # BurstGPT's Log Type: API log or Conversation log
 
 
 InputLengths = Annotated[
-    LogNormalLengths | HistogramLengths | ObservedLengthsFile, Field(discriminator="distribution")
+    LogNormalLengths | HistogramLengths | ObservedLengthsFile | MetricsLengths,
+    Field(discriminator="distribution"),
 ]
 
 
@@ -154,12 +170,13 @@ OutputLengthsSpec = Annotated[
     Annotated[ConstantTokens, Tag("constant")]
     | Annotated[LogNormalLengths, Tag("truncated_lognormal")]
     | Annotated[HistogramLengths, Tag("histogram")]
-    | Annotated[OutputFromTrace, Tag("from_trace")],
+    | Annotated[OutputFromTrace, Tag("from_trace")]
+    | Annotated[OutputFromMetrics, Tag("from_metrics")],
     Discriminator(
         _output_form,
         custom_error_type="output_tokens_form",
         custom_error_message="expected a number of tokens, or a mapping with distribution "
-        "truncated_lognormal, histogram or from_trace",
+        "truncated_lognormal, histogram, from_trace or from_metrics",
     ),
 ]
 
@@ -388,15 +405,23 @@ MIN_LOGNORMAL_MASS = 1e-12
 
 
 def build_output_lengths(
-    spec: float | LogNormalLengths | HistogramLengths | OutputFromTrace,
+    spec: float | LogNormalLengths | HistogramLengths | OutputFromTrace | OutputFromMetrics,
     input_spec: InputLengths,
     base_dir: Path,
     where: str = "",
 ) -> OutputLengths:
     """workload.output_tokens as OutputLengths; `from_trace` needs workload.input_tokens to be
-    an observed trace with output lengths (the lengths are then read jointly)."""
+    an observed trace with output lengths (the lengths are then read jointly), `from_metrics` a
+    metrics snapshot (its generation lengths, independent of the input lengths)."""
     if isinstance(spec, float | int):
         return OutputLengths.constant(float(spec))
+    if isinstance(spec, OutputFromMetrics):
+        if not isinstance(input_spec, MetricsLengths):
+            raise ConfigError(
+                f"{where}workload.output_tokens: from_metrics needs workload.input_tokens to be "
+                f"`distribution: metrics`, found {input_spec.distribution}"
+            )
+        return OutputLengths.of(_metrics(input_spec, base_dir).outputs)
     if not isinstance(spec, OutputFromTrace):
         return OutputLengths.of(build_workload(spec, base_dir, where, "output_tokens"))
     if not isinstance(input_spec, ObservedLengthsFile):
@@ -405,26 +430,33 @@ def build_output_lengths(
             "`distribution: observed` with a trace (Mooncake JSONL, Azure or BurstGPT CSV), found "
             f"{input_spec.distribution}"
         )
-    trace = read_observed_trace(
-        (base_dir / input_spec.file).resolve(), TraceFormat(input_spec.format)
-    )
-    if np.isnan(trace.output_tokens).any():
+    trace = _trace_lengths(input_spec, base_dir)
+    if trace.outputs is None or trace.mean_input_times_output_tokens is None:
         raise ConfigError(
             f"{where}workload.output_tokens: from_trace: {input_spec.file} holds input lengths "
             "only (a CSV length table); give a trace with output lengths"
         )
-    outputs = np.asarray(trace.output_tokens, dtype=float)
-    if not np.all(outputs >= bounds.MIN_TOKENS):
+    outputs = trace.outputs
+    if not outputs.min_tokens >= bounds.MIN_TOKENS:
         raise ConfigError(
             f"{where}workload.output_tokens: from_trace: every output_length in {input_spec.file} "
-            f"must be >= {bounds.MIN_TOKENS:g} token, found {outputs.min():g}"
+            f"must be >= {bounds.MIN_TOKENS:g} token, found {outputs.min_tokens:g}"
         )
-    inputs = np.asarray(trace.input_tokens, dtype=float)
+    m = outputs.partial_moments(-math.inf, math.inf, max_order=2)
     return OutputLengths(
-        float(outputs.mean()),
-        float(np.mean(outputs * outputs)),
-        ObservedLengths(outputs, source=f"output_length of {input_spec.file}"),
-        float(np.mean(inputs * outputs)),
+        float(m[1] / m[0]), float(m[2] / m[0]), outputs, trace.mean_input_times_output_tokens
+    )
+
+
+def _trace_lengths(spec: ObservedLengthsFile, base_dir: Path) -> TraceLengths:
+    selection = selection_of(spec.window, spec.sample, spec.model, spec.log_type)
+    return read_trace_lengths((base_dir / spec.file).resolve(), TraceFormat(spec.format), selection)
+
+
+def _metrics(spec: MetricsLengths, base_dir: Path) -> MetricsWorkload:
+    baseline = None if spec.baseline_file is None else (base_dir / spec.baseline_file).resolve()
+    return read_metrics_workload(
+        (base_dir / spec.file).resolve(), baseline, spec.interval_s, spec.model_name
     )
 
 
@@ -447,9 +479,9 @@ def build_workload(
         return d
     if isinstance(spec, HistogramLengths):
         return Histogram(tuple(spec.bin_edges_tokens), tuple(spec.weights))
-    path = (base_dir / spec.file).resolve()
-    trace = read_observed_trace(path, TraceFormat(spec.format))
-    return ObservedLengths(trace.input_tokens, source=trace.source)
+    if isinstance(spec, MetricsLengths):
+        return _metrics(spec, base_dir).inputs
+    return _trace_lengths(spec, base_dir).inputs
 
 
 def _hit_rates(
@@ -470,7 +502,13 @@ def _hit_rates(
     need = "needs workload.input_tokens to be an observed trace with hash_ids (Mooncake JSONL)"
     if not isinstance(inputs, ObservedLengthsFile):
         raise ConfigError(f"{field} {need}, found {inputs.distribution}")
+    if inputs.sample is not None:
+        raise ConfigError(
+            f"{field} measures prefix reuse between consecutive requests, which a sample "
+            "breaks; use a window, or give the hit-rate"
+        )
     trace = read_observed_trace((base_dir / inputs.file).resolve(), TraceFormat(inputs.format))
+    trace = select_prefix_trace(trace, inputs.window, str(base_dir / inputs.file))
     if trace.prefix_blocks.values.size == 0:
         raise ConfigError(f"{field} {need}, found {inputs.file} without hash_ids")
     rates = prefix_hit_rates_by_band(trace, MOONCAKE_BLOCK_TOKENS, edges)

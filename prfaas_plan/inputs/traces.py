@@ -188,11 +188,14 @@ BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 _AZURE_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$")
 
 
-def detect_format(path: Path, what: str, lengths: bool = False) -> TraceFormat | None:
-    """The trace format of `path` from its first non-blank line: a JSON object is Mooncake, a
-    CSV header naming the Azure or BurstGPT columns is that trace; anything else is, if
-    `lengths`, a CSV of lengths (None), else refused in one line saying what was expected."""
-    with open_bounded(path, what, bounds.MAX_TRACE_BYTES) as handle:
+def detect_format(
+    path: Path, what: str, lengths: bool = False, limit_bytes: int = bounds.MAX_TRACE_BYTES
+) -> TraceFormat | None:
+    """The trace format of `path` (a file of at most `limit_bytes`) from its first non-blank
+    line: a JSON object is Mooncake, a CSV header naming the Azure or BurstGPT columns is that
+    trace; anything else is, if `lengths`, a CSV of lengths (None), else refused in one line
+    saying what was expected."""
+    with open_bounded(path, what, limit_bytes) as handle:
         first = next((line for line in bounded_lines(handle, path, what) if line.strip()), "")
     if first.lstrip().startswith("{"):
         return TraceFormat.MOONCAKE
@@ -225,9 +228,13 @@ def _azure_seconds(text: str, where: str) -> tuple[float, float]:
 
 
 def _csv_rows(
-    path: Path, what: str, required: tuple[str, ...], name: str
+    path: Path,
+    what: str,
+    required: tuple[str, ...],
+    name: str,
+    limit_bytes: int = bounds.MAX_TRACE_BYTES,
 ) -> Iterator[tuple[int, dict[str, str]]]:
-    with open_bounded(path, what, bounds.MAX_TRACE_BYTES) as handle:
+    with open_bounded(path, what, limit_bytes) as handle:
         lines = bounded_lines(handle, path, what)
         reader = csv.reader(lines)
         try:

@@ -20,6 +20,7 @@ from prfaas_plan.inputs.scenario import (
     build_problem,
     load_scenario,
 )
+from prfaas_plan.inputs.workload_files import MetricsLengths
 from prfaas_plan.render.views import Document, View
 from prfaas_plan.server import bodies
 from prfaas_plan.server.naming import CASE_STUDY_NAME
@@ -75,10 +76,10 @@ def problem_of(body: bodies.ScenarioBody, catalog: Catalog) -> Problem:
     if body.scenario is None:
         path, scenario = case_study()
         return build_problem(scenario, path, catalog, body.bandwidth_gbps)
-    if isinstance(body.scenario.workload.input_tokens, ObservedLengthsFile):
+    if isinstance(body.scenario.workload.input_tokens, ObservedLengthsFile | MetricsLengths):
         raise ConfigError(
-            "request: workload.input_tokens: an observed distribution names a file, and the "
-            "server reads no file a request names; send a histogram instead",
+            "request: workload.input_tokens: an observed or metrics distribution names a file, "
+            "and the server reads no file a request names; send a histogram instead",
             parameter="scenario",
         )
     return build_problem(body.scenario, REQUEST_SOURCE, catalog, body.bandwidth_gbps)
