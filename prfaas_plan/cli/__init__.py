@@ -505,6 +505,7 @@ def check_command(
 
 # commands defined in their own modules register on `app` when imported (one line each)
 from prfaas_plan.cli import explain as _explain  # noqa: E402, F401  (registers its commands)
+from prfaas_plan.cli import export as _export  # noqa: E402, F401  (registers its commands)
 from prfaas_plan.cli import import_profile as _import_profile  # noqa: E402, F401  (registers its commands)
 from prfaas_plan.cli import procure as _procure  # noqa: E402, F401  (registers its commands)
 from prfaas_plan.cli import sensitivity as _sensitivity  # noqa: E402, F401  (registers its commands)
