@@ -58,7 +58,9 @@ def _worker(plan: ExportPlan, pool: Pool, namespace: str, options: DynamoOptions
         "labels": {f"{LABEL_PREFIX}/role": pool.role, f"{LABEL_PREFIX}/site": pool.site},
         "replicas": pool.replicas,
         "resources": {"requests": {"gpu": gpus}, "limits": {"gpu": gpus}},
-        "extraPodSpec": {"mainContainer": {"image": options.image, "args": [command]}},
+        "extraPodSpec": {
+            "mainContainer": {"name": "main", "image": options.image, "args": [command]}
+        },
     }
 
 
@@ -94,6 +96,7 @@ def build(
                     "replicas": 1,
                     "extraPodSpec": {
                         "mainContainer": {
+                            "name": "main",
                             "image": options.image,
                             "args": ["python3 -m dynamo.frontend --http-port 8000"],
                         }

@@ -28,7 +28,7 @@ from prfaas_plan.export.manifest import (
 from prfaas_plan.export.note import Note
 from prfaas_plan.export.plan_source import ExportPlan
 from prfaas_plan.export.stack_cost import threshold_cost
-from prfaas_plan.export.workloads import SITE_PD, SITE_PRFAAS, deployment, pools
+from prfaas_plan.export.workloads import SITE_PD, Pool, deployment, pools
 from prfaas_plan.inputs.scenario import Problem
 
 STACK = (
@@ -153,35 +153,28 @@ def build(
     )
     prfaas, pd_prefill, pd_decode = pools(plan)
     kv = ("--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_both"}')
-    common = {"image": options.image, "model_id": options.model_id, "extra_args": kv}
+
+    def pool_file(pool: Pool, role: str, comments: tuple[str, ...] = ()) -> ExportFile:
+        doc = deployment(
+            plan, naming, pool, image=options.image, model_id=options.model_id,
+            pod_labels={ROLE_LABEL: role}, extra_args=kv, extra_comments=comments,
+        )  # fmt: skip
+        return ExportFile(f"sites/{pool.site}/{pool.role}.yaml", (doc,))
+
     files = [
         ExportFile(f"sites/{SITE_PD}/epp-config.yaml", (epp,)),
         ExportFile(f"sites/{SITE_PD}/epp-configmap.yaml", (configmap,)),
-        ExportFile(
-            f"sites/{SITE_PRFAAS}/{prfaas.role}.yaml",
-            (deployment(plan, naming, prfaas, pod_labels={ROLE_LABEL: "prefill"}, **common),),
-        ),
-        ExportFile(
-            f"sites/{SITE_PD}/{pd_prefill.role}.yaml",
+        pool_file(prfaas, "prefill"),
+        pool_file(
+            pd_prefill,
+            "both",
             (
-                deployment(
-                    plan,
-                    naming,
-                    pd_prefill,
-                    pod_labels={ROLE_LABEL: "both"},
-                    extra_comments=(
-                        "llm-d.ai/role both: llm-d has one prefill pool (the PrfaaS pods); the "
-                        "short prompts are prefilled on the decode profile's pod, so the PD-P "
-                        "pods serve as decode pods that prefill locally (see NOTE.md).",
-                    ),
-                    **common,
-                ),
+                "llm-d.ai/role both: llm-d has one prefill pool (the PrfaaS pods); the short "
+                "prompts are prefilled on the decode profile's pod, so the PD-P pods serve as "
+                "decode pods that prefill locally (see NOTE.md).",
             ),
         ),
-        ExportFile(
-            f"sites/{SITE_PD}/{pd_decode.role}.yaml",
-            (deployment(plan, naming, pd_decode, pod_labels={ROLE_LABEL: "decode"}, **common),),
-        ),
+        pool_file(pd_decode, "decode"),
     ]
     note = Note(
         target="llm-d",
