@@ -20,6 +20,7 @@ LAYERS = {
     "symbolic": 2,  # sympy closed forms of the model (beside solve and sim)
     "inputs": 3,  # files, bundled resources, catalog, scenario, trace readers
     "commands": 4,  # one use-case per command
+    "export": 5,  # a plan as a serving stack's manifests: runs commands (evaluate)
     "render": 5,  # views and plots
     "server": 6,  # the HTTP API and the page: calls commands/ and render/ (cli/serve.py starts it)
     "study": 6,  # sweeps over many scenarios: runs commands, flattens their JSON (render/)

@@ -13,7 +13,7 @@ from prfaas_plan.cli.app import app
 
 # every command registers on `app` when its module is imported, in the order --help lists them
 COMMAND_MODULES = ("plan", "catalog", "simulate", "check", "explain", "import_profile",
-                   "procure", "sensitivity", "serve", "sweep")  # fmt: skip
+                   "procure", "sensitivity", "serve", "sweep", "export")  # fmt: skip
 for _module in COMMAND_MODULES:
     import_module(f"prfaas_plan.cli.{_module}")
 

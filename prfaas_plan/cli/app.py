@@ -1,5 +1,5 @@
-"""The Typer application every command registers on: `cli/__init__.py` holds the original commands,
-newer ones live in their own `cli/<command>.py` module, imported by `cli/__init__.py`."""
+"""The Typer application every command registers on: each command lives in its own
+`cli/<topic>.py` module, imported by `cli/__init__.py` in the order --help lists them."""
 
 import typer
 
