@@ -1,5 +1,5 @@
 """Derive the coefficients of prfaas_plan/analytic/erfc.py in 60-digit arithmetic (mpmath) and
-write them to prfaas_plan/analytic/erfc_coefficients.py; tests/test_erfc.py derives them again
+write them to prfaas_plan/analytic/erfc_table.py; tests/test_erfc.py derives them again
 and compares, bit for bit.
 
     python scripts/derive_erfc.py
@@ -31,7 +31,7 @@ LAST_X = 27.3  # erfc(27.3) < 2^-1075: rounds to 0 (erfc(x) is subnormal past ~2
 OCTAVES = range(-3, 5)  # [1/8, 32), after [0, 17/128): the intervals cover [0, LAST_X)
 SUBDIVISIONS = 16  # intervals an octave
 DEGREE = 9
-TABLE = Path(__file__).resolve().parent.parent / "prfaas_plan/analytic/erfc_coefficients.py"
+TABLE = Path(__file__).resolve().parent.parent / "prfaas_plan/analytic/erfc_table.py"
 
 
 def edges() -> list[float]:

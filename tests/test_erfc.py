@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.analytic import erfc_coefficients
+from prfaas_plan.analytic import erfc_table
 from prfaas_plan.analytic.erfc import erfc
 from prfaas_plan.analytic.normal import small_tail
 
@@ -58,7 +58,7 @@ def test_coefficients_are_the_derived_ones() -> None:
     sys.modules["derive_erfc"] = module
     spec.loader.exec_module(module)
     for name, value in module.derive().items():
-        assert getattr(erfc_coefficients, name) == value, name
+        assert getattr(erfc_table, name) == value, name
 
 
 def test_dense_sampling_of_minus_30_to_30_against_math_erfc() -> None:
@@ -87,7 +87,7 @@ def test_against_the_exact_value_on_every_scale() -> None:
 
 def _interval_edges() -> list[float]:
     points = []
-    for edge in (*erfc_coefficients.EDGES, erfc_coefficients.LAST_X):
+    for edge in (*erfc_table.EDGES, erfc_table.LAST_X):
         points += [math.nextafter(edge, 0.0), edge, math.nextafter(edge, math.inf)]
     return points
 
