@@ -4,11 +4,18 @@ sympy lazily leave it unchanged.
 
 Run by hand (not a test), from the checkout to measure:
     PYTHONPATH=$PWD python benchmarks/bench_startup.py [--runs N]
+
+With `--against DIR` (another checkout, e.g. `git worktree add /tmp/base <commit>`): paired,
+alternated runs of `python -c "import numpy, scipy.special"` (the import floor), this checkout's
+`optimize -f json` and DIR's, each with PYTHONPATH set to its checkout; prints the median over
+pairs of each one's ratio to the floor run beside it (a shared machine's load drifts: a ratio
+of neighbours is steadier than a ratio of medians).
 """
 
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,10 +66,55 @@ def optimize_modules() -> list[str]:
     )[:-1]  # the header line sorts last
 
 
+def one_run(command: list[str], checkout: str | None = None) -> tuple[float, float]:
+    """(wall s, CPU s: user + system of the child, less sensitive to a shared machine's load)."""
+    env = dict(os.environ)
+    if checkout is not None:
+        env["PYTHONPATH"] = checkout
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env, cwd=checkout)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def paired(against: str, runs: int) -> None:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    floor = [sys.executable, "-c", "import numpy, scipy.special"]
+    optimize = [sys.executable, "-m", "prfaas_plan", "optimize", "-f", "json"]
+    labels = ("this checkout", against)
+    ratios: dict[str, list[tuple[float, float]]] = {label: [] for label in labels}
+    times: dict[str, list[tuple[float, float]]] = {label: [] for label in ("floor", *labels)}
+    for i in range(runs):
+        order = [("this checkout", here), (against, against)]
+        for label, checkout in order if i % 2 == 0 else order[::-1]:
+            base = one_run(floor)
+            run = one_run(optimize, checkout)
+            times["floor"].append(base)
+            times[label].append(run)
+            ratios[label].append((run[0] / base[0], run[1] / base[1]))
+    print(f"# {runs} alternated pairs: optimize -f json / import numpy, scipy.special")
+    for label, values in times.items():
+        wall, cpu = (statistics.median(v[j] for v in values) for j in (0, 1))
+        print(f"{label:<24} median wall {wall:.3f} s, CPU {cpu:.3f} s")
+    for label, values in ratios.items():
+        wall, cpu = (sorted(v[j] for v in values) for j in (0, 1))
+        print(
+            f"{label:<24} ratio to the floor, median: wall {statistics.median(wall):.3f} "
+            f"({wall[0]:.3f}..{wall[-1]:.3f}), CPU {statistics.median(cpu):.3f} "
+            f"({cpu[0]:.3f}..{cpu[-1]:.3f})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--against", help="another checkout: paired ratios to the import floor")
     args = parser.parse_args()
+    if args.against:
+        paired(args.against, args.runs)
+        return
     print(f"# {args.runs} runs each (median / min / max, s)")
     for label, t in (
         ("import prfaas_plan.cli", import_seconds("prfaas_plan.cli", args.runs)),

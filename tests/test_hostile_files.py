@@ -18,7 +18,8 @@ import yaml
 
 from prfaas_plan import bounds, units
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.reading import read_yaml
+from prfaas_plan.inputs import reading
+from prfaas_plan.inputs.reading import parse_yaml_text, read_yaml
 from prfaas_plan.inputs.traces import parse_mooncake_trace
 from tests.test_cli import CASE, assert_clean_error, data_copy, run
 
@@ -452,6 +453,58 @@ def test_check_on_a_relative_data_dir_with_parent_parts(tmp_path, folder, argume
     result = run("check", argument, "-f", "json", cwd=cwd)
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["ok"]
+
+
+STRICT_YAML = [  # (case, text, message fragment): every refusal, with either parser
+    ("duplicate key", "a: 1\nb: 2\na: 3\n", "f.yaml: line 3: duplicate key 'a' in one mapping"),
+    ("duplicate key, nested", "a:\n  x: 1\n  x: 2\n", "line 3: duplicate key 'x'"),
+    ("alias", "a: &n 4\nb: *n\n", "line 2: aliases (*name) are not allowed"),
+    ("billion laughs", BILLION_LAUGHS, "aliases (*name) are not allowed"),
+    ("65 deep", "a: " + "[" * 65 + "]" * 65 + "\n", f"nested deeper than {bounds.MAX_YAML_DEPTH}"),
+    ("10,000 deep", "[" * 10_000 + "]" * 10_000, f"nested deeper than {bounds.MAX_YAML_DEPTH}"),
+    ("octal 010", "a: 010\n", "line 1: integer '010' has a YAML 1.1 form"),
+    ("base 60", "a: 1:40\n", "line 1: integer '1:40' has a YAML 1.1 form"),
+    ("0b100", "a: 0b100\n", "integer '0b100' has a YAML 1.1 form"),
+    ("1_000", "a: 1_000\n", "write 1000, not 1_000"),
+    ("1_000.5", "a: 1_000.5\n", "number '1_000.5' has a YAML 1.1 form"),
+    ("NUL", "a: \x00\n", "f.yaml: malformed YAML: a control character at character 3"),
+    ("BEL", "a: b\x07\n", "malformed YAML: a control character at character 4"),
+    ("5,000 digits", "a: " + "9" * 5000 + "\n", "an integer of more than 4,300 digits"),
+    ("unclosed flow", "a: [1, 2\n", "f.yaml: line 2: malformed YAML:"),
+]
+
+
+@pytest.mark.parametrize("loader", reading._LOADERS, ids=lambda loader: loader.__name__)
+@pytest.mark.parametrize(("case", "text", "fragment"), STRICT_YAML, ids=[r[0] for r in STRICT_YAML])
+def test_strict_yaml_with_either_parser(loader, case, text, fragment):
+    """libyaml's C parser (the default when PyYAML has it) refuses what the pure one does."""
+    with pytest.raises(ConfigError) as refused:
+        parse_yaml_text(text, "f.yaml", loader=loader)
+    assert fragment in str(refused.value)
+
+
+@pytest.mark.parametrize("loader", reading._LOADERS, ids=lambda loader: loader.__name__)
+def test_yaml_1_2_numbers_with_either_parser(loader):
+    text = "a: 1.0e12\nb: '1.0e12'\nc: 0x1F\nd: 10\ne: -.inf\nf: [1, {g: 2.5}]\nh: 1e3\n"
+    assert parse_yaml_text(text, "f.yaml", loader=loader) == {
+        "a": 1e12, "b": "1.0e12", "c": 31, "d": 10, "e": float("-inf"), "f": [1, {"g": 2.5}],
+        "h": 1000.0,
+    }  # fmt: skip
+
+
+def test_every_bundled_yaml_file_reads_the_same_with_either_parser():
+    root = Path(__file__).resolve().parent.parent
+    files = [*root.glob("data/**/*.yaml"), root / "models.yaml", *root.glob("examples/**/*.yaml")]
+    assert len(files) > 10
+    for path in files:
+        text = path.read_text()
+        results = []
+        for loader in reading._LOADERS:
+            try:
+                results.append(parse_yaml_text(text, str(path), loader=loader))
+            except ConfigError as exc:
+                results.append(str(exc))
+        assert all(result == results[0] for result in results), path
 
 
 def test_the_strict_loader_leaves_pyyaml_alone(tmp_path):

@@ -22,8 +22,10 @@ import numpy as np
 
 from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
 from prfaas_plan.analytic.normal import (
+    mass_between,
     normal_mass,
     small_tail,
+    small_tails,
     truncated_normal_quantile,
 )
 from prfaas_plan.errors import ConfigError
@@ -174,8 +176,12 @@ class TruncatedLogNormal(LengthDistribution):
         # lo keeps its own shape: one erfc per distinct end (the mesh's lo is one number)
         hi = np.maximum(lo, hi)
         out = np.empty((max_order + 1, *hi.shape))
-        for k in range(max_order + 1):
-            out[k] = self._scale(k) * normal_mass(self._z(lo, k), self._z(hi, k))
+        orders = range(max_order + 1)
+        z_lo, z_hi = [self._z(lo, k) for k in orders], [self._z(hi, k) for k in orders]
+        tails = small_tails(*z_lo, *z_hi)  # one erfc pass for every order and both ends
+        for k in orders:
+            mass = mass_between(z_lo[k], tails[k], z_hi[k], tails[max_order + 1 + k])
+            out[k] = self._scale(k) * mass
         return out
 
     def quantile(self, u: ArrayLike) -> FloatArray:
@@ -235,8 +241,7 @@ def _split_constants(d: TruncatedLogNormal, ndim: int) -> _SplitConstants:
     column = (MOMENT_ORDERS,) + (1,) * ndim
     z_min = np.array([float(d._z(d.min_tokens, k)) for k in orders])
     z_max = np.array([float(d._z(d.max_tokens, k)) for k in orders])
-    tail_min = np.array([float(small_tail(z)) for z in z_min])
-    tail_max = np.array([float(small_tail(z)) for z in z_max])
+    tail_min, tail_max = small_tails(z_min, z_max)
     return _SplitConstants(
         scale=np.array([d._scale(k) for k in orders]).reshape(column),
         offset=np.array([k * d.sigma_log**2 for k in orders]).reshape(column),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
+from prfaas_plan.analytic.arrays import ArrayLike, FloatArray, distinct_sorted
 from prfaas_plan.errors import InfeasibleError, ProfileError, RangeError
 
 PREFILL_LATENCY_DEGREE = 2
@@ -237,7 +237,7 @@ def validate_context_table(
 ) -> FloatArray:
     """The distinct contexts of a (context, batch, step) table, after checking each context's
     rows as a batch table (validate_table); ProfileError otherwise."""
-    contexts: FloatArray = np.unique(context_tokens)
+    contexts: FloatArray = distinct_sorted(context_tokens)
     for c in contexts:
         rows = context_tokens == c
         validate_table(

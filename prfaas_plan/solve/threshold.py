@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray, IntArray
+from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray, IntArray, distinct_sorted
 from prfaas_plan.analytic.capacity import (
     Configuration,
     Evaluation,
@@ -311,7 +311,7 @@ def optimize_fixed_hardware_batch(
     groups = [
         (np.flatnonzero(chosen & (bucket == b)), grid)
         for chosen, grid in grids
-        for b in np.unique(bucket[chosen])
+        for b in distinct_sorted(bucket[chosen])
     ]
     for members, grid in groups:
         width = int(pd[members].max())
