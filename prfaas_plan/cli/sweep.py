@@ -37,7 +37,7 @@ def sweep_command(
         Path, typer.Argument(help="Results directory: one Parquet file per chunk of scenarios.")
     ],
     workers: Annotated[
-        int | None, typer.Option("--workers", help="Local worker processes [all cores].")
+        int | None, typer.Option("--workers", help="Local worker processes (default: all cores).")
     ] = None,
     dask_scheduler: Annotated[
         str | None,
@@ -131,7 +131,8 @@ def _progress(total: int):  # type: ignore[no-untyped-def]
 def sweep_report_command(
     results: Annotated[Path, typer.Argument(help="A results directory written by `sweep`.")],
     group: Annotated[
-        str | None, typer.Option("--group", help="Axis to group the best plans by [first axis].")
+        str | None,
+        typer.Option("--group", help="Axis to group the best plans by (default: first axis)."),
     ] = None,
     plot: Annotated[
         Path | None,
