@@ -50,6 +50,7 @@ documents = st.fixed_dictionaries(
 
 @settings(max_examples=300, deadline=None)
 @given(documents, st.sampled_from([None, 2, (", ", ": ")]), st.sampled_from([3, 2**20]))
+@pytest.mark.slow
 def test_the_same_values_as_json_loads(document, layout, chunk):
     """Any document: declared lists as arrays, scalars as they are, other containers
     Omitted; pretty-printed or not, and with lists decoded by chunks of 3 characters."""

@@ -185,6 +185,7 @@ def test_egress_cli_shows_the_catalog():
     )
 
 
+@pytest.mark.slow
 def test_kv_cli_and_plot(tmp_path):
     figure = tmp_path / "phi.png"
     doc = json.loads(

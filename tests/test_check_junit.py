@@ -5,6 +5,7 @@ the moved figure and its tolerance in the failure text; the exit code is check's
 failure), and a bad --junit-xml is refused before any work."""
 
 import json
+import re
 import shutil
 import xml.etree.ElementTree as ET
 
@@ -14,6 +15,7 @@ import yaml
 from prfaas_plan.commands.check import TOLERANCES, CheckReport, Drift, Finding
 from prfaas_plan.render.junit import check_junit_xml, tolerance_text
 
+from .conftest import ROOT
 from .test_catalog import KV_TABLE, PREFILL_H20, rewrite_csv, scale_column, write
 from .test_cli import assert_clean_error, data_copy, run
 
@@ -163,6 +165,8 @@ def test_a_moved_plan_names_the_figure_and_its_tolerance(tmp_path):
         f"({moved['relative_change']:+.2%}); tolerance ±1%"
     ) in text
     assert f"inputs changed since the expectations were written: {PREFILL_H20}" in text
+    shown = re.search(r"```text\n(.*?)```", (ROOT / "docs" / "ci.md").read_text(), re.S).group(1)
+    assert text + "\n" == shown  # docs/ci.md shows this very failure
     # the same run with --update blesses the change: every case passes, exit 0
     code, _, cases = checked(data, tmp_path, "--update")
     assert code == 0 and all(failure is None for failure in cases.values())

@@ -220,6 +220,7 @@ def test_runs_from_another_directory(tmp_path):
     assert result.returncode == 0
 
 
+@pytest.mark.slow
 def test_plot_is_written_atomically(tmp_path):
     figure = tmp_path / "balance.png"
     result = run("optimize", "--plot", figure, "-f", "json")
@@ -294,6 +295,7 @@ def test_log_normal_that_misses_its_interval_is_refused(tmp_path):
     assert_clean_error(run("optimize", path), 3, "workload.input_tokens", "mu_log=30")
 
 
+@pytest.mark.slow
 def test_ttft_target_under_load():
     """A target the paper plan meets keeps it; a tighter one trades Λ_max for TTFT; one no plan
     meets fails with exit 6 and names what binds (the model is in tests/test_queueing.py)."""

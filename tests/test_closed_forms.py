@@ -53,6 +53,7 @@ def plan_at(gbps, mode):
 
 
 @pytest.mark.parametrize(("gbps", "mode"), [(100, Mode.PAPER), (10, Mode.EXACT)])
+@pytest.mark.slow
 def test_elasticities_match_finite_differences(gbps, mode):
     problem, plan = plan_at(gbps, mode)
     forms = closed_forms(problem.system, problem.workload, plan)
@@ -72,6 +73,7 @@ def test_elasticities_match_finite_differences(gbps, mode):
     )
 
 
+@pytest.mark.slow
 def test_balance_condition_gives_the_optimisers_threshold():
     problem, plan = plan_at(100, Mode.PAPER)
     t = balance_threshold_tokens(problem.system, problem.workload, plan)

@@ -338,11 +338,11 @@ def test_the_sustainable_rate_draws_each_requests_own_output_length(tmp_path, mo
 
 
 def test_the_readme_slo_table_is_what_the_planner_finds(tmp_path):
-    """Each row of the README's decode-SLO table (SLO, BS_max, T_decode ms, req/s per decode
-    instance, Λ_max, t*) is recomputed."""
+    """Each row of the decode-SLO table of docs/workloads.md (SLO, BS_max, T_decode ms, req/s
+    per decode instance, Λ_max, t*) is recomputed."""
     import re
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "workloads.md").read_text()
     rows = re.findall(
         r"^\| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", readme, re.M
     )

@@ -19,6 +19,7 @@ with warnings.catch_warnings():  # starlette's TestClient on httpx (deprecated, 
     from fastapi.testclient import TestClient
 
 
+@pytest.mark.slow
 def test_explain_json_recomputes_the_plan():
     ran = run("explain", "--format", "json")
     assert ran.returncode == 0, ran.stderr
@@ -45,6 +46,7 @@ def test_explain_json_recomputes_the_plan():
     assert forms["decode_context_tokens_per_unit"]["output_tokens"] == pytest.approx(0.5)
 
 
+@pytest.mark.slow
 def test_explain_markdown_and_a_histogram_workload():
     ran = run("explain", "--format", "markdown", "--mode", "exact")
     assert ran.returncode == 0 and r"E[T_{prfaas}(L) \mid L>t]" in ran.stdout

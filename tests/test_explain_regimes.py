@@ -372,6 +372,7 @@ def run_cases(selected, catalogs):
     return seen, skipped, compared
 
 
+@pytest.mark.slow
 def test_every_regime_on_one_scenario_each(catalogs):
     """The fast subset: one random scenario in each regime, every derivative compared."""
     seen, skipped, compared = run_cases(one_per_regime(seed=20, catalogs=catalogs), catalogs)

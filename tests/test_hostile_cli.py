@@ -306,6 +306,7 @@ def test_output_through_a_symbolic_link_replaces_its_target_and_keeps_the_link(t
     _no_temporary_left(tmp_path)
 
 
+@pytest.mark.slow
 def test_flags_given_in_their_own_combination_still_run(tmp_path):
     for args in (["egress", "--scenario", CASE, "--mode", "exact", "-f", "json"],
                  ["simulate", "--requests", "2000", "--arrivals", "gamma", "--burst-cv", "100",

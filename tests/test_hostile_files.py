@@ -539,6 +539,7 @@ main()
     ],
     ids=["trace /dev/zero", "billion laughs"],
 )
+@pytest.mark.slow
 def test_refusals_stay_within_an_address_space_limit(tmp_path, args, fragment):
     """Under a 1.5 GB RLIMIT_AS (a real process: only it shows memory) the refusal is clean."""
     laughs = tmp_path / "laughs.yaml"

@@ -566,6 +566,7 @@ DATA_DIRS = [
 @pytest.mark.parametrize(
     "make, code, fragments", [d[1:] for d in DATA_DIRS], ids=[d[0] for d in DATA_DIRS]
 )
+@pytest.mark.slow
 def test_a_data_directory_one_may_not_write_is_left_as_it_was(shared, make, code, fragments):
     data = make(shared)
     before = snapshot(shared)
@@ -577,6 +578,7 @@ def test_a_data_directory_one_may_not_write_is_left_as_it_was(shared, make, code
     assert {p: p.stat().st_uid for p in shared.rglob("*")} == owners
 
 
+@pytest.mark.slow
 def test_a_failed_second_table_takes_the_first_back(shared):
     """Dynamo prefill and decode in one import: the decode folder cannot be made, so the prefill
     table already moved in is moved out again (all or nothing)."""
@@ -589,6 +591,7 @@ def test_a_failed_second_table_takes_the_first_back(shared):
     assert snapshot(shared) == before
 
 
+@pytest.mark.slow
 def test_an_empty_directory_keeps_its_owner_and_mode(shared):
     data = mine(shared / "data", 0o750)
     result = run_as_another_user("import-profile", "vllm", shared / "vllm_h200_prefill.json",
@@ -656,6 +659,7 @@ INFLATING = [
 
 
 @pytest.mark.parametrize("row", INFLATING, ids=[row[0] for row in INFLATING])
+@pytest.mark.slow
 def test_archives_that_inflated_to_gigabytes_are_refused_in_1_gib(tmp_path, row):
     """They took 2.5 to 3 GB, or asked for 8 TB (exit 9), before being refused."""
     _, fmt, build, flags, code, fragments = row

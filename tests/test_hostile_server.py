@@ -393,6 +393,7 @@ HEAVY = ["scipy", "cvxpy", "sympy", "highspy", "matplotlib", "pyarrow", "dask", 
          "uvicorn", "typer", "rich", "asyncio"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_worker_imports_only_what_its_requests_need():
     """What a worker process runs (server/jobs.py), in a fresh interpreter: started and
     answering /plan, it has imported no solver, symbolic, plotting or web library (each
@@ -523,7 +524,7 @@ def test_a_real_server_bounds_request_heads_and_keeps_its_workers_lean():
 
 
 def test_the_readme_states_the_head_limits():
-    readme = (PACKAGE.parent / "README.md").read_text()
+    readme = (PACKAGE.parent / "docs" / "serve.md").read_text()
     limits = Limits()
     assert f"{limits.max_head_bytes // 1024} KiB" in readme
     assert f"{limits.max_headers} header lines" in readme

@@ -365,9 +365,15 @@ def outside(state: dict[str, tuple[str, str]], results: Path) -> dict[str, tuple
     return {p: v for p, v in state.items() if not Path(p).is_relative_to(results)}
 
 
+# rows that run a 1,200-scenario study first: .ci/run runs them
+SLOW_CASES = {"report: --group over a sampled axis", "report: --plot over a sampled axis"}
+
+
 @pytest.mark.parametrize(
-    "build, code, fragments, changes", [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+    "build, code, fragments, changes",
+    [pytest.param(*c[1:], id=c[0], marks=[pytest.mark.slow] if c[0] in SLOW_CASES else [])
+     for c in CASES],
+)  # fmt: skip
 def test_hostile_sweep_input_is_one_line_and_changes_nothing(
     tmp_path, build, code, fragments, changes
 ):
@@ -384,6 +390,7 @@ def test_hostile_sweep_input_is_one_line_and_changes_nothing(
     assert not any(".tmp" in p or "/.chunk-" in p for p in after)  # no temporary file left
 
 
+@pytest.mark.slow
 def test_the_report_draws_and_groups_over_an_axis_of_strings(tmp_path):
     """`mode` (paper, exact) as the figure's x axis and the group: labelled as text."""
     results = finished_with(
@@ -427,6 +434,7 @@ READ_ONLY = [
 @pytest.mark.parametrize(
     "results, fragments", [c[1:] for c in READ_ONLY], ids=[c[0] for c in READ_ONLY]
 )
+@pytest.mark.slow
 def test_a_results_directory_the_kernel_refuses_is_one_line(tmp_path, results, fragments):
     read_only = tmp_path / "ro"
     read_only.mkdir()
@@ -485,6 +493,7 @@ DAMAGES = [
 
 
 @pytest.mark.parametrize("damage, rerun", [d[1:] for d in DAMAGES], ids=[d[0] for d in DAMAGES])
+@pytest.mark.slow
 def test_resume_reruns_every_chunk_that_does_not_read_back(tmp_path, damage, rerun):
     """A chunk that is truncated, garbage, another chunk's or no chunk at all is rerun (and
     counted), never kept: the resumed study equals an undamaged one."""

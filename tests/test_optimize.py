@@ -50,6 +50,7 @@ def test_threshold_balance_matches_symbolic_solution():
     "mode, n_pf, n_pd",
     [(Mode.PAPER, 1, 2), (Mode.PAPER, 4, 8), (Mode.EXACT, 2, 4), (Mode.EXACT, 4, 8)],
 )
+@pytest.mark.slow
 def test_optimizer_beats_or_matches_paper_grid(case_problem, mode, n_pf, n_pd):
     """Brute force: every split x thresholds every 100 tokens. The optimiser solves the balance
     exactly, so it is never worse and at most a grid step's worth better."""
@@ -190,6 +191,7 @@ def test_search_helpers_against_closed_forms():
     np.testing.assert_array_equal(observed, [2.0, 3.0, 5.0, 9.0])  # below all, then each length
 
 
+@pytest.mark.slow
 def test_both_modes_solved_together_are_each_mode_alone_to_the_last_bit():
     """A plan solves the paper and exact modes in one pass (best_configurations):
     each mode's search must move as it would alone, so the optima are bit for bit the same,

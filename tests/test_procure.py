@@ -117,6 +117,7 @@ def brute_force_budget(space: ProcureSpace, budget: float) -> float:
 @pytest.mark.parametrize("sites", [(3, 0), (3, 5), (3, 4, 0)])
 @pytest.mark.parametrize("usd_per_request", [0.0, 0.02])
 @pytest.mark.parametrize("target", [1.0, 2.5, 4.0])
+@pytest.mark.slow
 def test_milp_matches_brute_force_target(case_space, sites, usd_per_request, target):
     small = shrink(case_space, sites=sites, max_instances=2 if len(sites) == 3 else 3,
                    usd_per_request=usd_per_request)  # fmt: skip
@@ -153,6 +154,7 @@ def test_cheap_prfaas_is_bought(case_space):
 
 @settings(max_examples=8, deadline=None)
 @given(budget=st.floats(10, 120), usd_per_request=st.sampled_from([0.0, 0.05]))
+@pytest.mark.slow
 def test_milp_matches_brute_force_budget(case_space, budget, usd_per_request):
     small = shrink(case_space, sites=(3, 0), thresholds=8, max_instances=2, max_pd=5,
                    usd_per_request=usd_per_request)  # fmt: skip
@@ -251,6 +253,7 @@ def test_a_site_that_can_carry_nothing_changes_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("suffix", [".mps", ".lp"])
+@pytest.mark.slow
 def test_exported_model_has_the_same_optimum(tmp_path, suffix):
     """--export-model writes the whole MILP; HiGHS reading the file finds procure's optimum."""
     import highspy
@@ -358,6 +361,7 @@ def test_pruned_search_matches_brute_force_at_any_price_target(
 @settings(max_examples=10, deadline=None)
 @given(instance_usd=prices, fixed_usd=fixed, budget=st.floats(15.0, 150.0),
        usd_per_request=st.sampled_from([0.0, 0.05]))  # fmt: skip
+@pytest.mark.slow
 def test_pruned_search_matches_brute_force_at_any_price_budget(
     case_space, instance_usd, fixed_usd, budget, usd_per_request
 ):

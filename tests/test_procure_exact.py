@@ -119,6 +119,7 @@ targets = st.floats(0.3, 7.0)
 @settings(max_examples=25, deadline=None)
 @given(usd=prices, target=targets, gb=st.sampled_from([0.0, 0.02, 0.09]),
        fixed=st.sampled_from([0.0, 2.25, 22.5]), mode=st.sampled_from(list(Mode)))  # fmt: skip
+@pytest.mark.slow
 def test_the_exact_answer_is_never_dearer_than_the_grids(case, usd, target, gb, fixed, mode):
     model = small_model(case, mode, sites=(0, 3), h200_usd_per_instance_hour=usd, usd_per_gb=gb,
                         fixed=fixed, max_instances=8, max_pd=12)  # fmt: skip
@@ -137,6 +138,7 @@ def test_the_exact_answer_is_never_dearer_than_the_grids(case, usd, target, gb, 
 @settings(max_examples=15, deadline=None)
 @given(usd=prices, budget=st.floats(30.0, 400.0), gb=st.sampled_from([0.0, 0.02, 0.09]),
        mode=st.sampled_from(list(Mode)))  # fmt: skip
+@pytest.mark.slow
 def test_a_budget_buys_at_least_the_grids_rate_and_stays_within_it(case, usd, budget, gb, mode):
     model = small_model(case, mode, sites=(0, 3), h200_usd_per_instance_hour=usd, usd_per_gb=gb,
                         max_instances=8, max_pd=12)  # fmt: skip

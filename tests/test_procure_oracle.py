@@ -27,6 +27,8 @@ from tests.oracles.procure_brute_force import (
     random_target,
 )
 
+pytestmark = pytest.mark.slow  # subprocesses and brute force: .ci/run runs them
+
 RTOL = 1e-9  # the oracle is accurate to 1e-10, procure's rates to ~1e-13 (ASCENT_RTOL 1e-10)
 
 

@@ -87,6 +87,7 @@ def test_non_dominated_drops_ties_and_beaten_points():
     assert non_dominated(cost, worse).tolist() == [1, 3]
 
 
+@pytest.mark.slow
 def test_pareto_cli_formats(tmp_path):
     args = ["procure", "--pareto", "--target-rps", "2", "--max-instances-per-site", "3"]
     doc = json.loads(run(*args, "--format", "json").stdout)

@@ -69,6 +69,7 @@ GOALS = [
 
 @pytest.mark.parametrize("idx", [(3, 0), (3, 5, 1)])
 @pytest.mark.parametrize(("target", "goal"), GOALS)
+@pytest.mark.slow
 def test_search_matches_brute_force(case, target, goal, idx):
     _, problem, _, space, queues = case
     small = shrink(
@@ -133,6 +134,7 @@ def test_the_cheapest_plan_is_kept_when_it_meets_the_target(case):
     assert report.ttft.pairs_evaluated == 0
 
 
+@pytest.mark.slow
 def test_procure_ttft_cli():
     result = run("procure", "--target-rps", "2", "--ttft-target-s", "8", "-f", "json")
     assert result.returncode == 0, result.stderr
@@ -149,11 +151,11 @@ def test_procure_ttft_cli():
 @pytest.mark.parametrize(
     ("args", "code", "fragments"),
     [
-        (["--target-rps", "4", "--ttft-target-s", "1"], 6,
+        pytest.param(["--target-rps", "4", "--ttft-target-s", "1"], 6,
          ["no deployment reaches --target-rps 4", "P(TTFT <= 1 s) reaches at most", "multi-site plans",
-          "needs 90%"]),
-        (["--target-rps", "4", "--ttft-target-s", "5", "--ttft-load-rps", "100"], 6,
-         ["every candidate is overloaded at 100 req/s"]),
+          "needs 90%"], marks=pytest.mark.slow),  # an infeasible target searches everything
+        pytest.param(["--target-rps", "4", "--ttft-target-s", "5", "--ttft-load-rps", "100"], 6,
+         ["every candidate is overloaded at 100 req/s"], marks=pytest.mark.slow),
         (["--pareto", "--target-rps", "4", "--ttft-load-rps", "nan"], 3, ["--ttft-load-rps"]),
         (["--budget-usd-per-hour", "200", "--ttft-target-s", "10"], 3,
          ["--ttft-target-s", "applies to --target-rps"]),
@@ -195,6 +197,7 @@ def _every_single_site_plan(space, problem, queues, target, load):
     return out
 
 
+@pytest.mark.slow
 def test_loaded_frontier_against_every_plan(case):
     """The ε-constraint frontier at a load: its first plan is the cheapest stable one; each
     next plan is the cheapest whose P90 is below (1 − step) x the previous one's; and every
@@ -221,6 +224,7 @@ def test_loaded_frontier_against_every_plan(case):
                    * (1 + 1e-9) for f in found)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_pareto_at_a_load_cli(tmp_path):
     scenario = tmp_path / "one_site.yaml"
     scenario.write_text(
@@ -286,6 +290,7 @@ def test_a_route_at_one_point_is_the_whole_cdf_at_that_point(case):
                                                atol=1e-15)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_site_beaten_on_every_count_is_not_searched():
     """On the shipped sites the 16 km dark fibre (cheaper port, no volume price, same width,
     shorter RTT) beats Direct Connect 100G and the metro wavelength for each GPU; the

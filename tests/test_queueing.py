@@ -263,6 +263,7 @@ SIMULATOR_TOLERANCES = {
 
 
 @pytest.mark.parametrize("load", sorted(SIMULATOR_TOLERANCES))
+@pytest.mark.slow
 def test_loaded_ttft_matches_the_simulator(case_problem, exact_plan, load):
     """The case-study plan (exact mode, t ≈ 19.66K, 4/3/5) at 50%, 80% and 95% of Λ_max:
     200K requests per run (one run, three at 95%)."""
@@ -297,6 +298,7 @@ def test_loaded_ttft_matches_the_simulator(case_problem, exact_plan, load):
             assert ours_pool.mean_wait_s == pytest.approx(pool.wait.mean_s, rel=0.12)
 
 
+@pytest.mark.slow
 def test_processor_sharing_link_is_conservative_when_busy(case_problem, exact_plan):
     """The case study's link runs at ρ <= 0.12, where sharing barely matters. With the link cut
     to 1.75 GB/s (ρ_link 0.44 at 50% load, 0.70 at 80%) M/G/1-PS overstates the mean transfer
@@ -323,6 +325,7 @@ def test_processor_sharing_link_is_conservative_when_busy(case_problem, exact_pl
 # --- the constrained optimiser ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_loose_target_gives_the_unconstrained_optimum(case_problem):
     s, w = case_problem.system, case_problem.workload
     space = SearchSpace(case_problem.prfaas_instances, case_problem.pd_instances)
@@ -378,6 +381,7 @@ def small(case_problem):
     # optimiser's grid cell); below ~9.25 only a decode-bound split (Λ = 1.5625) qualifies
     [(90, 9.6), (90, 9.45), (90, 9.4), (90, 9.3), (90, 8.0), ("mean", 4.6), ("mean", 3.8)],
 )
+@pytest.mark.slow
 def test_constrained_optimum_against_brute_force(small, metric, target_s):
     """The optimiser's plan meets the target and is at least as good as every feasible plan
     of the brute-force grid; it is better by at most the grid's resolution (0.5%: a
@@ -394,6 +398,7 @@ def test_constrained_optimum_against_brute_force(small, metric, target_s):
     assert plan.system_throughput_rps <= brute * 1.005
 
 
+@pytest.mark.slow
 def test_infeasible_targets_name_what_binds(small, case_problem):
     s, w, space, rate, plans = small
     lowest_p90 = min(p[1] for p in plans)  # 6.58 s on the brute-force grid

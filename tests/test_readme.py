@@ -1,6 +1,7 @@
-"""The README's commands and examples are executed, so they cannot rot: `prfaas-plan ...`
-lines in process (typer's CliRunner), the setup command and the example scripts as real
-processes."""
+"""The README and the docs/ pages are executed, so they cannot rot: their example blocks are
+what the commands print now, their `prfaas-plan ...` lines run (in process, typer's CliRunner),
+the setup command and the example scripts as real processes. The README stays a five-minute
+read: at most 250 lines, linking to the docs pages, each of which exists."""
 
 import re
 import shlex
@@ -14,7 +15,25 @@ from .test_cli import run
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
 SETUP_BLOCKS = re.findall(r"```bash\n(python3 -m venv .+?)\n```", README)
+README_MAX_LINES = 250
+
+
+def _update_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "update", ROOT / "scripts" / "update_readme_example.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+UPDATE = _update_module()
+# examples that run a simulation or enumerate a million plans: checked by .ci/run (-m slow)
+SLOW_EXAMPLES = {"simulate-markdown", "compare-markdown", "procure-pareto-markdown"}
 
 
 def console_script() -> str:
@@ -23,6 +42,13 @@ def console_script() -> str:
     if not exe.exists():
         pytest.skip("prfaas-plan console script not installed next to this Python")
     return str(exe)
+
+
+def test_readme_is_short_and_links_to_the_docs_pages():
+    assert len(README.splitlines()) <= README_MAX_LINES
+    linked = set(re.findall(r"\]\((docs/[\w-]+\.md)(?:#[\w-]+)?\)", README))
+    assert len(linked) >= 8, linked
+    assert all((ROOT / page).is_file() for page in linked), linked
 
 
 def test_readme_gives_exactly_two_setup_commands():
@@ -37,6 +63,7 @@ def test_ci_runs_the_readme_test_command():
     assert SETUP_BLOCKS[1] in ci.splitlines()
 
 
+@pytest.mark.slow
 def test_readme_main_command_runs_from_another_directory(tmp_path):
     """The run half of the first command, executed from outside the checkout so that the
     installed package (and its bundled data) is what runs."""
@@ -49,26 +76,30 @@ def test_readme_main_command_runs_from_another_directory(tmp_path):
     assert "PrfaaS-PD (plan)" in result.stdout and "4 / 3 / 5" in result.stdout
 
 
-def test_example_blocks_are_current():
-    """Every `<!-- example:NAME -->` block is exactly what its command prints now
-    (scripts/update_readme_example.py rewrites them)."""
-    import importlib.util
+def test_every_example_block_is_in_exactly_one_document():
+    blocks = UPDATE.blocks()
+    assert set(blocks) == set(UPDATE.EXAMPLES)
+    assert {name: len(found) for name, found in blocks.items() if len(found) != 1} == {}
 
-    spec = importlib.util.spec_from_file_location(
-        "update", ROOT / "scripts" / "update_readme_example.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    blocks = dict(re.findall(r"<!-- example:([\w-]+) -->\n(.*?)<!-- /example -->", README, re.S))
-    assert set(blocks) == set(module.EXAMPLES)
-    for name in module.EXAMPLES:
 
-        def stdout(args, name=name):
-            result = run(*args, cwd=ROOT)
-            assert result.returncode == 0, (name, result.stderr)
-            return result.stdout
+EXAMPLE_PARAMS = [
+    pytest.param(name, marks=[pytest.mark.slow] if name in SLOW_EXAMPLES else [], id=name)
+    for name in UPDATE.EXAMPLES
+]
 
-        assert module.example_output(name, stdout) == blocks[name], name
+
+@pytest.mark.parametrize("name", EXAMPLE_PARAMS)
+def test_example_block_is_current(name):
+    """Each `<!-- example:NAME -->` block (README or docs/) is exactly what its command prints
+    now (scripts/update_readme_example.py rewrites them)."""
+    ((document, shown),) = UPDATE.blocks()[name]
+
+    def stdout(args):
+        result = run(*args, cwd=ROOT)
+        assert result.returncode == 0, (name, result.stderr)
+        return result.stdout
+
+    assert UPDATE.example_output(name, stdout) == shown, f"{document.name}: {name}"
 
 
 @pytest.mark.parametrize(
@@ -80,26 +111,89 @@ def test_every_example_plans(example, tmp_path):
     assert '"speedup_vs_homogeneous"' in result.stdout
 
 
-OTHER_COMMANDS = re.search(r"### Other things to ask\n\n```bash\n(.*?)```", README, re.S).group(1)
+def _command_lines(text: str) -> list[str]:
+    """The `prfaas-plan ...` lines of a document's bash blocks."""
+    lines = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        lines += [line for line in block.splitlines() if line.startswith("prfaas-plan ")]
+    return lines
 
 
-@pytest.mark.parametrize("line", [c for c in OTHER_COMMANDS.splitlines() if c.strip()])
-def test_readme_other_commands_run(line, tmp_path):
+def _resolved(line: str, tmp_path: Path) -> list[str]:
+    """A document's command line as arguments run from `tmp_path`: the repository's files
+    (examples/...) named from the checkout, everything the command writes into tmp_path."""
     command = shlex.split(line, comments=True)
     assert command[0] == "prfaas-plan"
     scenario = ROOT / "examples" / "case_study.yaml"
-    args = [str(scenario) if part == "my-scenario.yaml" else part for part in command[1:]]
-    result = run(*args, cwd=tmp_path)
+    return [
+        str(scenario)
+        if part == "my-scenario.yaml"
+        else str(ROOT / part)
+        if part.startswith("examples/")
+        else part
+        for part in command[1:]
+    ]
+
+
+README_COMMANDS = _command_lines(README)
+NOT_RUN = {"prfaas-plan serve"}  # runs until stopped: tests/test_server_api.py serves it
+
+
+README_PARAMS = [
+    pytest.param(
+        line,
+        marks=[pytest.mark.slow] if line.split()[1] in {"sweep", "simulate"} else [],
+        id=f"{i}-{line.split()[1]}",
+    )
+    for i, line in enumerate(README_COMMANDS)
+]
+
+
+def test_readme_shows_one_command_per_capability():
+    capabilities = {line.split()[1] for line in README_COMMANDS}
+    assert capabilities >= {
+        "optimize", "egress", "procure", "sensitivity", "import-profile", "simulate", "sweep",
+        "serve", "export", "check",
+    }  # fmt: skip
+    assert set(README_COMMANDS) >= NOT_RUN
+
+
+@pytest.mark.parametrize("line", README_PARAMS)
+def test_readme_commands_run(line, tmp_path):
+    if line in NOT_RUN:
+        assert run(*_resolved(line, tmp_path), "--help").returncode == 0
+        return
+    result = run(*_resolved(line, tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
 
 
-def test_readme_infeasible_example_message_is_current(tmp_path):
-    quoted = re.search(r"`(error: no plan reaches 7 req/s.*?)`", README).group(1)
+PLAN_PAGE = (DOCS / "plan.md").read_text()
+OTHER_COMMANDS = re.search(r"## Other things to ask\n\n```bash\n(.*?)```", PLAN_PAGE, re.S).group(1)
+
+
+PLANNING_PARAMS = [
+    pytest.param(
+        line, marks=[pytest.mark.slow] if "--solver cbc" in line or "--plot" in line else []
+    )
+    for line in OTHER_COMMANDS.splitlines()
+    if line.strip()
+]
+
+
+@pytest.mark.parametrize("line", PLANNING_PARAMS)
+def test_planning_page_commands_run(line, tmp_path):
+    result = run(*_resolved(line, tmp_path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def test_planning_page_infeasible_message_is_current(tmp_path):
+    quoted = re.search(r"`(error: no plan reaches 7 req/s.*?)`", PLAN_PAGE).group(1)
     result = run("optimize", "--target-rps", "7", cwd=tmp_path)
     assert result.returncode == 6
     assert result.stderr.strip() == quoted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted((ROOT / "examples").glob("*.sh")), ids=lambda p: p.name)
 def test_every_example_script_runs(script):
     import os

@@ -215,6 +215,7 @@ def test_curves_are_monotone_and_pass_through_the_plan(case_study):
     assert longer == sorted(longer, reverse=True)  # longer prompts, fewer requests per second
 
 
+@pytest.mark.slow
 def test_cli_writes_curves_and_plot(tmp_path):
     csv_path, json_path, png = tmp_path / "c.csv", tmp_path / "c.json", tmp_path / "c.png"
     ran = run("sensitivity", "--bins", BINS, "--curves", csv_path, "--plot", png, "-f", "json")

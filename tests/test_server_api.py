@@ -87,10 +87,11 @@ SAME_AS_CLI = [
      ["sensitivity", "--bins", "200", "--bandwidth-gbps", "10"]),
     ("explain", {"mode": "exact"}, ["explain", "--mode", "exact"]),
     ("procure", {"target_rps": 4}, ["procure", "--target-rps", "4"]),
-    ("procure", {"budget_usd_per_hour": 500, "gpu_prices_usd_per_gpu_hour": {"h200": 2.4},
-                 "max_instances_per_site": 8},
-     ["procure", "--budget-usd-per-hour", "500", "--gpu-price", "h200=2.4",
-      "--max-instances-per-site", "8"]),
+    pytest.param(
+        "procure", {"budget_usd_per_hour": 500, "gpu_prices_usd_per_gpu_hour": {"h200": 2.4},
+                    "max_instances_per_site": 8},
+        ["procure", "--budget-usd-per-hour", "500", "--gpu-price", "h200=2.4",
+         "--max-instances-per-site", "8"], marks=pytest.mark.slow),  # ~10 s of ascending solves
     ("procure/pareto", {"target_rps": 4}, ["procure", "--pareto", "--target-rps", "4"]),
     ("procure", {"target_rps": 2, "ttft_target_s": 8}, ["procure", "--target-rps", "2", "--ttft-target-s", "8"]),
     ("procure", {"target_rps": 2, "ttft_target_s": 10, "ttft_percentile": "mean", "ttft_load": 0.8},
@@ -231,8 +232,8 @@ ERRORS = [
      422, "ConfigError", "scenario.procurement.max_pd_instances must be <= 64 on this server"),
     ("procure", {"budget_usd_per_hour": 200, "ttft_target_s": 8}, 422, "ConfigError",
      "applies to target_rps"),
-    ("procure", {"target_rps": 4, "ttft_target_s": 1}, 409, "InfeasibleError",
-     "P(TTFT <= 1 s) reaches at most"),
+    pytest.param("procure", {"target_rps": 4, "ttft_target_s": 1}, 409, "InfeasibleError",
+                 "P(TTFT <= 1 s) reaches at most", marks=pytest.mark.slow),  # searches everything
     ("procure/pareto", {"target_rps": 4, "ttft_target_s": 5}, 422, "ConfigError",
      "ttft_target_s: extra inputs are not permitted"),
     ("procure/pareto", {}, 422, "ConfigError", "request: target_rps: field required"),
@@ -522,6 +523,7 @@ SIXTY_FOUR_SITES = {**CASE, "procurement": {"max_pd_instances": 64, "sites": [
 SLOW = {"bins": 5000}  # /sensitivity at its largest LP: ~1-2 s on this machine
 
 
+@pytest.mark.slow
 def test_worker_processes_answer_as_threads_on_their_own_catalog(client, tmp_path):
     """`serve`'s worker processes (spawned, each reading the data dir it is given) give the
     in-process application's bytes, JSON and Markdown, the page's what-if, an uploaded
@@ -554,6 +556,7 @@ def test_worker_processes_answer_as_threads_on_their_own_catalog(client, tmp_pat
         assert str(tmp_path) not in json.dumps(answer)
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_costs_only_its_own_request_and_is_replaced():
     """Two requests computing on two workers; one worker killed (as the kernel kills one out
     of memory): its request is answered 503 in one line, the other's is not touched, and the
@@ -576,6 +579,7 @@ def test_a_worker_that_dies_costs_only_its_own_request_and_is_replaced():
         assert [post(client, "plan").status_code for _ in range(3)] == [200] * 3
 
 
+@pytest.mark.slow
 def test_a_request_past_the_timeout_is_stopped_and_frees_its_worker():
     """On worker processes a 504 stops the computation (its worker is replaced), so the slot
     is free at once for the next request, which a queue of abandoned work would not allow."""
@@ -591,6 +595,7 @@ def test_a_request_past_the_timeout_is_stopped_and_frees_its_worker():
         assert post(client, "kv").status_code == 200  # not 503: the slot is free
 
 
+@pytest.mark.slow
 def test_serve_with_two_workers_answers_as_the_in_process_app(client):
     body = json.dumps({"bandwidth_gbps": 25, "mode": "exact"}).encode()
     with served("--workers", "2") as url:
@@ -604,7 +609,7 @@ def test_serve_with_two_workers_answers_as_the_in_process_app(client):
 
 README_CURLS = re.findall(
     r"^curl -s -X POST '?localhost:8000(/api/v1/[^\s']+)'? (?:-d '(.*?)'|--data-binary @(\S+))",
-    (Path(__file__).resolve().parent.parent / "README.md").read_text(),
+    (Path(__file__).resolve().parent.parent / "docs" / "serve.md").read_text(),
     re.M,
 )
 

@@ -421,6 +421,7 @@ def comparison(case_problem, plan):
     return compare_policies(case_problem.system, case_problem.workload, plan.configuration)
 
 
+@pytest.mark.slow
 def test_compare_policies_returns_every_row_reproducibly(case_problem, plan, comparison):
     assert [(r.scenario, r.policy) for r in comparison.rows] == [
         (s, p) for s in SCENARIOS for p in POLICIES

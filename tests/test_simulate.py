@@ -238,6 +238,7 @@ def unit_rate_requests(case_problem):
 
 
 @pytest.mark.parametrize("plan_mode", [Mode.EXACT, Mode.PAPER])
+@pytest.mark.slow
 def test_sustainable_rate_matches_exact_mode(case_problem, plans, plan_mode, unit_rate_requests):
     """Bisection on the Poisson rate with common random numbers (200K requests): a rate is
     sustainable if no stage is left with more than 0.5% of its requests queued at the last

@@ -87,6 +87,7 @@ MILP_RTOL = 1e-6  # HiGHS/CBC feasibility tolerances are ~1e-7 to 1e-9
 @pytest.mark.parametrize(
     "n_pd, gbps, target, mode", [c for c in CASES if c[2] != 3.0 or c[1] != 10]
 )
+@pytest.mark.slow
 def test_milp_choice_matches_grid_brute_force_for_target(case_problem, n_pd, gbps, target, mode):
     system, workload = with_link(case_problem, gbps), case_problem.workload
     lambdas = grid_lambdas(system, workload, n_pd, mode, 40)
@@ -98,6 +99,7 @@ def test_milp_choice_matches_grid_brute_force_for_target(case_problem, n_pd, gbp
 
 
 @pytest.mark.parametrize("n_pd, cap, gbps", [(8, 4, 100), (8, 2, 100), (5, 6, 20), (3, 0, 100)])
+@pytest.mark.slow
 def test_milp_choice_matches_grid_brute_force_under_cap(case_problem, n_pd, cap, gbps):
     system, workload = with_link(case_problem, gbps), case_problem.workload
     lambdas = grid_lambdas(system, workload, n_pd, Mode.PAPER, cap)
@@ -107,6 +109,7 @@ def test_milp_choice_matches_grid_brute_force_under_cap(case_problem, n_pd, cap,
 
 
 @pytest.mark.parametrize("kwargs", [dict(target_rps=3.0), dict(max_prfaas_instances=3)])
+@pytest.mark.slow
 def test_cbc_agrees_with_highs(case_problem, kwargs):
     s, w = case_problem.system, case_problem.workload
     highs = size_prfaas_cluster(s, w, 6, solver=Solver.HIGHS, **kwargs)

@@ -79,6 +79,7 @@ def corpus():
     return rows
 
 
+@pytest.mark.slow
 def test_corpus_exercises_decode_bound_plateaus(corpus):
     """At least a third of the cases sit on a decode-bound plateau that the cap goes past."""
     plateaus = 0
@@ -89,6 +90,7 @@ def test_corpus_exercises_decode_bound_plateaus(corpus):
     assert plateaus >= CASES // 3
 
 
+@pytest.mark.slow
 def test_fewest_instances_reaching_best_lambda_under_cap(corpus):
     agree = 0
     for seed, _, _, _, cap, _, brute, got in corpus:
@@ -101,6 +103,7 @@ def test_fewest_instances_reaching_best_lambda_under_cap(corpus):
     assert agree == CASES
 
 
+@pytest.mark.slow
 def test_a_larger_cap_keeps_the_answer_once_best_lambda_is_reached(corpus):
     for seed, system, workload, n_pd, cap, mode, brute, got in corpus:
         lambdas = [e.system_throughput_rps for e in brute]
@@ -124,6 +127,7 @@ def test_milp_choice_is_fewest_on_its_own_grid(corpus):
         assert got.milp.system_throughput_rps == pytest.approx(best, rel=MILP_RTOL), seed
 
 
+@pytest.mark.slow
 def test_cbc_agrees_with_highs_on_plateaus(corpus):
     on_plateau = [row for row in corpus if Bound.PD_DECODE in row[-1].evaluation.bounds]
     for seed, system, workload, n_pd, cap, mode, _, highs in on_plateau[:CBC_CASES]:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # subprocesses and brute force: .ci/run runs them
+
 
 def console_script() -> str:
     exe = Path(sys.executable).with_name("prfaas-plan")

@@ -26,7 +26,6 @@ from prfaas_plan.study.spec import load_sweep, scenario_of
 from tests.test_cli import assert_clean_error, run
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
 
 SMALL = """
 name: small
@@ -61,6 +60,7 @@ def _frame(results: Path) -> list[dict]:
     sigma=st.floats(0.4, 1.6),
     mode=st.sampled_from(["paper", "exact"]),
 )
+@pytest.mark.slow
 def test_vectorised_optimize_equals_plan_per_scenario(
     tmp_path_factory, link, prfaas, pd, mu, sigma, mode
 ):
@@ -94,6 +94,7 @@ axes:
         assert _rows(columns)[i] == {k: v for k, v in expected.items() if v is not None}
 
 
+@pytest.mark.slow
 def test_fast_path_rows_equal_the_per_scenario_path(tmp_path):
     """The whole study both ways: the fast path's columns are the generic path's values."""
     path = _sweep_file(tmp_path)
@@ -109,6 +110,7 @@ def test_fast_path_rows_equal_the_per_scenario_path(tmp_path):
     assert "inputs.mean_input_tokens" in slow_rows[0]  # the generic path keeps every output
 
 
+@pytest.mark.slow
 def test_local_sweep_equals_the_same_sweep_on_a_dask_cluster(tmp_path):
     from dask.distributed import LocalCluster
 
@@ -129,6 +131,7 @@ def test_local_sweep_equals_the_same_sweep_on_a_dask_cluster(tmp_path):
     assert _frame(tmp_path / "local") == _frame(tmp_path / "dask")
 
 
+@pytest.mark.slow
 def test_a_killed_study_resumes_to_the_uninterrupted_dataset(tmp_path):
     text = SMALL.replace("chunk_size: 10", "chunk_size: 4").replace("fast_path", "x")
     path = _sweep_file(tmp_path, text + "fast_path: false\n")
@@ -190,13 +193,12 @@ def test_bad_sweep_files_are_refused_in_one_line(tmp_path, edit, fragment):
     assert_clean_error(run("sweep", str(path), str(tmp_path / "r")), 3, fragment)
 
 
-STUDY = re.search(
-    r"## Studies: sweeps over many scenarios\n.*?```bash\n(.*?)```", README, re.S
-).group(1)
+STUDY = re.search(r"```bash\n(.*?)```", (ROOT / "docs" / "sweeps.md").read_text(), re.S).group(1)
 
 
+@pytest.mark.slow
 def test_the_readme_study_runs(tmp_path):
-    """The README's study, with its results and figure redirected into tmp_path."""
+    """The study of docs/sweeps.md, with its results and figure redirected into tmp_path."""
     (tmp_path / "docs").mkdir()
     for line in STUDY.splitlines():
         args = shlex.split(line)
@@ -216,6 +218,7 @@ def test_every_example_sweep_is_valid(path):
     assert points and all(set(p) == set(sweep.spec.axes) for _, p in points)
 
 
+@pytest.mark.slow
 def test_a_sensitivity_sweep_row_is_the_sensitivity_report(tmp_path):
     """Each row of a `sensitivity` study is the command's JSON for that scenario, flattened."""
     from prfaas_plan.commands.sensitivity import sensitivity_report
@@ -296,6 +299,7 @@ def test_a_procure_sweep_row_is_the_procure_report(tmp_path):
         assert row["served_rps"] >= row["axis.target_rps"] * (1 - 1e-9)
 
 
+@pytest.mark.slow
 def test_a_procure_sweep_takes_a_ttft_target(tmp_path):
     """`procure` rows with a TTFT target equal the command's JSON with the same target (its
     load defaulting to the target rate, as on the command line)."""

@@ -59,6 +59,7 @@ def test_routing_everything_local_or_remote(case_problem):
     presorted=st.booleans(),
 )
 @settings(max_examples=300, deadline=None)
+@pytest.mark.slow
 def test_percentiles_skip_the_sort_only_where_it_changes_nothing(values, seed, presorted):
     """Given the cumulative weights, values already in order are not sorted again: the
     percentiles are the sorting path's to the last bit, for ordered values (ties included)

@@ -88,6 +88,7 @@ def test_higher_threshold_never_raises_offloaded_share(d, t1, t2):
 
 @given(distributions, st.floats(0, 2e5))
 @settings(max_examples=200, deadline=None)
+@pytest.mark.slow
 def test_split_conserves_requests_and_tokens(d, t):
     short, long = d.split(t)
     total = d.partial_moments(-np.inf, np.inf)

@@ -39,7 +39,7 @@ def simulate(
         typer.Option(
             "--load",
             help="Arrival rate as fractions of the plan's exact-mode Λ_max, "
-            f"comma-separated for a sweep [{LoadSpec.fractions[0]:g}].",
+            f"comma-separated for a sweep (default: {LoadSpec.fractions[0]:g}).",
         ),
         Sets("load.fractions"),
     ] = None,
