@@ -43,7 +43,7 @@ def _values(param: Any, ctx: Any) -> str:
     if getattr(param, "is_flag", False):
         return "flag"
     shown = str(param.display_type(ctx)).strip("<>")
-    return "`" + shown.replace("|", "\\|") + "`" if shown else ""
+    return " \\| ".join(f"`{value}`" for value in shown.split("|")) if shown else ""
 
 
 def reference() -> str:
