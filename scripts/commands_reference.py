@@ -1,6 +1,6 @@
 """Generate docs/commands.md's reference block (`<!-- commands -->` ... `<!-- /commands -->`) from
 the CLI itself: each command's usage, its help and a table of its arguments and options with
-their help text, as `--help` shows them. tests/test_docs.py fails when the block differs, so
+their help text, as `--help` shows them. tests/project/test_docs.py fails when the block differs, so
 the page cannot drift; refresh it with
 
     python scripts/commands_reference.py

@@ -1,5 +1,5 @@
 """Generate the Layout section of docs/architecture.md from the package itself: one line per folder
-and module, each with the first sentence of its docstring. tests/test_readme_layout.py fails when
+and module, each with the first sentence of its docstring. tests/project/test_readme_layout.py fails when
 the page's block differs, so the section cannot drift; refresh it with
 
     python scripts/readme_layout.py

@@ -1,6 +1,6 @@
 """Refresh the example blocks (`<!-- example:NAME -->` ... `<!-- /example -->`) of the README and
 the docs/ pages from the current output of the commands in EXAMPLES: each block lives in one of
-those documents (`documents()`), wherever it was put. tests/test_readme.py fails until this is
+those documents (`documents()`), wherever it was put. tests/project/test_readme.py fails until this is
 run after a change to a default result or its view.
 
     python scripts/update_readme_example.py
