@@ -80,6 +80,7 @@ def test_balance_condition_gives_the_optimisers_threshold():
     assert t == pytest.approx(plan.configuration.threshold_tokens, rel=1e-8)
 
 
+@pytest.mark.slow
 def test_decode_bound_plan_depends_on_decode_and_on_the_lengths_through_the_context():
     """Decode binds (4/6/2): Λ = N_d BS_max / (T_decode(C) L_out), prefill has slack. BS_max and
     T_decode are read at the mean decode context C = E[L] + L_out / 2, and the case study's

@@ -92,7 +92,8 @@ SAME_AS_CLI = [
                     "max_instances_per_site": 8},
         ["procure", "--budget-usd-per-hour", "500", "--gpu-price", "h200=2.4",
          "--max-instances-per-site", "8"], marks=pytest.mark.slow),  # ~10 s of ascending solves
-    ("procure/pareto", {"target_rps": 4}, ["procure", "--pareto", "--target-rps", "4"]),
+    pytest.param("procure/pareto", {"target_rps": 4}, ["procure", "--pareto", "--target-rps", "4"],
+                 marks=pytest.mark.slow),  # ~1.3 M candidates; the row below is a small space
     ("procure", {"target_rps": 2, "ttft_target_s": 8}, ["procure", "--target-rps", "2", "--ttft-target-s", "8"]),
     ("procure", {"target_rps": 2, "ttft_target_s": 10, "ttft_percentile": "mean", "ttft_load": 0.8},
      ["procure", "--target-rps", "2", "--ttft-target-s", "10", "--ttft-percentile", "mean",
@@ -144,6 +145,7 @@ def test_both_equal_cost_comparisons_are_answered(client, name, body, args):
     assert document == cli
 
 
+@pytest.mark.slow
 def test_the_pareto_endpoint_is_the_clis_json_and_markdown_byte_for_byte(client):
     """The JSON is the CLI's document written compact (no indentation: for programs), the
     Markdown the CLI's byte for byte."""

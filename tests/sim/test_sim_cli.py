@@ -30,6 +30,7 @@ def simulate_json(*args):
     return json.loads(ok("simulate", "--requests", "20000", *args, "-f", "json").stdout)
 
 
+@pytest.mark.slow
 def test_load_sweep_shows_ttft_growing_with_load():
     doc = simulate_json("--load", "0.5,0.8,0.95")
     runs = doc["runs"]

@@ -469,6 +469,7 @@ def test_compare_policies_returns_every_row_reproducibly(case_problem, plan, com
     assert other.rows[0] != comparison.row("bandwidth_dip", "static")
 
 
+@pytest.mark.slow
 def test_adaptive_threshold_relieves_the_dip_and_rebalancing_the_drift(comparison):
     """Measured at the defaults (case-study plan at 80% of Λ_max, 20K requests per scenario,
     seed 0): the link at 10% during the dip carries ~96% of what it can; the adaptive threshold

@@ -117,6 +117,7 @@ def test_a_larger_cap_keeps_the_answer_once_best_lambda_is_reached(corpus):
             assert got.evaluation.configuration == larger.evaluation.configuration, seed
 
 
+@pytest.mark.slow
 def test_milp_choice_is_fewest_on_its_own_grid(corpus):
     """The lexicographic MILP alone (before the exact refinement) is right on its grid."""
     for seed, system, workload, n_pd, cap, mode, _, got in corpus:

@@ -454,6 +454,7 @@ def test_a_results_directory_the_kernel_refuses_is_one_line(tmp_path, results, f
 # --- the scheduler: bounded time, one line ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_unreachable_scheduler_fails_in_bounded_time(tmp_path, monkeypatch):
     """Nothing listens on the port: refused after the connect timeout (here 1 s, 10 s by
     default), one line, and the results directory is never created."""
