@@ -71,8 +71,14 @@ def optimize_many(
 
     assert request.target_rps is None and request.max_prfaas_gpus is None
     assert request.ttft_target_s is None and request.solver is None
+    # the problems differ only in counts and link: their prices only in the link bought
+    by_link: dict[float, Pricing | None] = {}
+    for problem in problems:
+        link = problem.system.link_bandwidth_bytes_per_s
+        if link not in by_link:
+            by_link[link] = prices(problem, request, catalog)
     return plan_many(
-        problems, [prices(problem, request, catalog) for problem in problems],
+        problems, [by_link[problem.system.link_bandwidth_bytes_per_s] for problem in problems],
         mode=request.mode, threshold_tokens=request.threshold_tokens,
         range_policy=request.out_of_range,
     )  # fmt: skip

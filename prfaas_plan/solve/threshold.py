@@ -420,7 +420,7 @@ def homogeneous_configuration(
 UNUSED_LINK_BYTES_PER_S = 1.0  # the homogeneous split's memo key: no request crosses a link
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=4096)  # a sweep's equal-cost baselines span many instance counts
 def _homogeneous_configuration(
     system: ServingSystem, workload: LengthDistribution, pd_instances: int, mode: Mode
 ) -> Configuration:

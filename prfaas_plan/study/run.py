@@ -82,16 +82,19 @@ def _one(
 # rows as Arrow (~550 bytes a row for optimize), whatever the chunk size (up to 10^5)
 ROW_BLOCK = 1000
 MAX_PENDING_GROUPS = 1000
+# scenarios of the fast path waiting in their groups at once (~5 KB each): beyond, the group
+# waiting longest is planned now
+MAX_PENDING_SCENARIOS = 10_000
 
 
 @dataclass
 class _Group:
-    """Fast-path scenarios of one group not yet planned: the group's first scenario (its
-    problem is built when the block is planned), the parameters and the block's ids."""
+    """Fast-path scenarios of one group not yet planned: the parameters, the block's ids and
+    scenarios (the first one's problem is built when the block is planned)."""
 
-    first: Scenario
     parameters: dict[str, Any]
     ids: list[int]
+    scenarios: list[Scenario]
 
 
 class _ChunkRows:
@@ -125,26 +128,25 @@ class _ChunkRows:
         self._part([scenario_id for scenario_id, _ in self.rows], columns)
         self.rows = []
 
-    def plan(self, group: _Group) -> None:
-        """Plan a fast-path block; if it fails, each of its scenarios on its own."""
+    def plan(self, group: _Group) -> list[int]:
+        """Plan a fast-path block; if it fails, each of its scenarios on its own. Its ids."""
         sweep, data_dir = self.sweep, self.data_dir
         try:
-            first = _problem(sweep, group.first, data_dir)
-            scenarios = [scenario_of(sweep, self.points[i], i) for i in group.ids]
+            first = _problem(sweep, group.scenarios[0], data_dir)
             columns = fast.optimize_block(
-                fast.block_problems(first, scenarios), group.parameters, _catalog(data_dir)
+                fast.block_problems(first, group.scenarios), group.parameters, _catalog(data_dir)
             )
         except Exception:
-            for scenario_id in group.ids:
-                scenario = scenario_of(sweep, self.points[scenario_id], scenario_id)
+            for scenario_id, scenario in zip(group.ids, group.scenarios, strict=True):
                 self.add_row(
                     scenario_id, _one(sweep, scenario, group.parameters, data_dir), fallback=True
                 )
-            return
+            return group.ids
         none: list[Any] = [None] * len(group.ids)
         columns = {"error_class": none, "error_message": none, **columns}
         self.block_names.update(dict.fromkeys(columns))
         self._part(group.ids, columns)
+        return group.ids
 
     def _part(self, ids: list[int], columns: Columns) -> None:
         import pyarrow as pa
@@ -217,6 +219,7 @@ def chunk_table(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> "pa.
     with _array_allocator():
         rows = _ChunkRows(sweep, chunk, data_dir)
         groups: dict[Any, _Group] = {}
+        pending = 0  # scenarios waiting in `groups`
         entry = command(sweep.spec.command)
         for scenario_id, point in chunk:
             parameters = sweep.parameters(point)
@@ -232,11 +235,15 @@ def chunk_table(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> "pa.
             group = groups.get(key)
             if group is None:
                 if len(groups) >= MAX_PENDING_GROUPS:  # the oldest planned now, as a block
-                    rows.plan(groups.pop(next(iter(groups))))
-                group = groups[key] = _Group(scenario, parameters, [])
+                    pending -= len(rows.plan(groups.pop(next(iter(groups)))))
+                group = groups[key] = _Group(parameters, [], [])
             group.ids.append(scenario_id)
+            group.scenarios.append(scenario)
+            pending += 1
             if len(group.ids) == fast.BLOCK:
-                rows.plan(groups.pop(key))
+                pending -= len(rows.plan(groups.pop(key)))
+            elif pending > MAX_PENDING_SCENARIOS:
+                pending -= len(rows.plan(groups.pop(next(iter(groups)))))
         for group in groups.values():
             rows.plan(group)
         return rows.table()
