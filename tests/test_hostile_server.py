@@ -199,6 +199,12 @@ ROWS = [
     ("a per-site bound replaces the sites' own", "POST", "/api/v1/procure/pareto", {},
      {"target_rps": 4, "max_instances_per_site": 2,
       "scenario": scenario(procurement={"sites": sites(3, 1000)})}, 200, '"candidates":'),
+    # 8. a subnormal sigma_log overflowed inside the model (a field-less 422, a RuntimeWarning
+    #    in the server's log): refused by its bound, naming the field
+    ("sigma_log 5e-324", "POST", "/api/v1/plan", {},
+     {"scenario": scenario(workload={"input_tokens": {**CASE["workload"]["input_tokens"],
+                                                      "sigma_log": 5e-324}})}, 422,
+     "input_tokens.truncated_lognormal.sigma_log: must be in [0.001, 10] (a narrower"),
 ]  # fmt: skip
 
 
