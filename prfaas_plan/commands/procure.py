@@ -22,7 +22,7 @@ from prfaas_plan.analytic.split_ttft import SplitTtft
 from prfaas_plan.choices import CostModel, Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.commands.plan import TtftTarget, ttft_target
-from prfaas_plan.errors import ConfigError, InfeasibleError
+from prfaas_plan.errors import ConfigError, InfeasibleError, PlanError
 from prfaas_plan.inputs.catalog import Catalog, LinkOffering
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.links import link_offering_for
@@ -278,7 +278,9 @@ def procure(
 ) -> ProcureReport:
     """The cheapest deployment reaching `target_rps`, or the highest Λ within
     `budget_usd_per_hour` (exactly one); InfeasibleError (exit 6) names the best effort.
-    `export_model` (.mps or .lp) also writes the whole MILP, atomically, before solving.
+    `export_model` (.mps or .lp) also writes the whole MILP, atomically, before solving; it
+    stays written when no deployment is found (an infeasible model is what a solver's own
+    diagnosis needs), and the error says so.
     `ttft` (with `target_rps` only): also meet a TTFT figure at a Poisson load (its load_rps,
     or load_fraction of target_rps), the offloaded traffic then on at most one site
     (solve/procure_ttft.py)."""
@@ -312,6 +314,21 @@ def procure(
             )
         milp = build_procure_milp(grid, target_rps, budget_usd_per_hour)
         write_atomically(export_model, lambda tmp: write_model(milp, tmp), "export_model")
+    try:
+        return _solve(problem, pricing, sites, model, grid, target_rps, budget_usd_per_hour, ttft)
+    except PlanError as exc:
+        if export_model is None:
+            raise
+        raise type(exc)(
+            f"{exc}; the model was written to {export_model} all the same (export_model)",
+            parameter=exc.parameter,
+        ) from None
+
+
+def _solve(problem: Problem, pricing: Pricing, sites: tuple[Site, ...], model: ProcureModel,
+           grid: ProcureSpace, target_rps: float | None, budget_usd_per_hour: float | None,
+           ttft: TtftTarget | None) -> ProcureReport:  # fmt: skip
+    """`procure`'s search once its inputs are checked (and its model exported)."""
     if budget_usd_per_hour is not None:
         found = exact_budget(model, budget_usd_per_hour, _on_grid(grid, budget_usd_per_hour))
         if found is None:

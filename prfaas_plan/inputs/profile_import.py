@@ -21,6 +21,7 @@ Dynamo's decode points carry their context length, written as a `context_tokens`
 import contextlib
 import datetime
 import hashlib
+import math
 import os
 import shutil
 import stat
@@ -256,11 +257,14 @@ class SourceFile:
     sha256: str
 
 
-def source_file(path: Path) -> SourceFile:
+def source_file(path: Path, limit_bytes: int | None = None) -> SourceFile:
+    """The file's sha256, of at most `limit_bytes` + 1 bytes when a limit is given."""
     digest = hashlib.sha256()
+    left = math.inf if limit_bytes is None else limit_bytes + 1
     with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
+        while left > 0 and (chunk := handle.read(int(min(left, 1 << 20)))):
             digest.update(chunk)
+            left -= len(chunk)
     return SourceFile(path, digest.hexdigest())
 
 

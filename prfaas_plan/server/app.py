@@ -17,9 +17,12 @@ where the CLI writes `--threshold-tokens`) and an HTTP status by class:
     431 a head (request line and headers) over max_head_bytes or max_headers lines
     422 ConfigError, ProfileError, RangeError (and a body that breaks the schema: a ConfigError)
     503 SolverError, ResourceLimitError (out of memory), max_concurrent requests running and
-        max_queued more waiting, bodies being received over max_buffered_body_bytes in all,
-        or a worker process that ended while computing the request
-    504 a request over timeout_s (on worker processes its computation is stopped)
+        max_queued more waiting, a request that waited timeout_s in the queue without starting,
+        bodies being received over max_buffered_body_bytes in all, or a worker process that
+        ended while computing the request
+    504 a request that computed for over timeout_s (on worker processes it is stopped)
+
+A request whose client hangs up is not computed if it has not started (workers.py).
 
 Requests are decoded, checked and computed on worker processes (server/workers.py); this
 process only moves bytes, and the computing POSTs bypass FastAPI's layers (`Front`).
@@ -62,7 +65,7 @@ from prfaas_plan.server.decoding import ApiError
 from prfaas_plan.server.endpoints import ENDPOINTS, ZIP
 from prfaas_plan.server.jobs import SCENARIO, WHATIF, WorkerBugError, zip_of
 from prfaas_plan.server.limits import Limits, head_refusal
-from prfaas_plan.server.workers import Runner
+from prfaas_plan.server.workers import ClientGoneError, Runner
 
 STATIC = Path(__file__).resolve().parent / "static"
 API = "/api/v1"
@@ -212,8 +215,13 @@ def create_app(
                     422, "ConfigError", f"format must be {_either(offered)}, got {format[:40]!r}"
                 )
             raw = await read_body(request, limits, budget)
-            text = await runner.run(name, raw, format)  # decoded and checked there
-        except ClientDisconnect:  # nobody to answer, nothing to report
+
+            async def hung_up() -> None:  # the body is read: the next message is the hang-up
+                while (await request.receive())["type"] != "http.disconnect":
+                    pass
+
+            text = await runner.run(name, raw, format, hung_up)  # decoded and checked there
+        except (ClientDisconnect, ClientGoneError):  # nobody to answer, nothing to report
             return Response(status_code=400)
         except Exception as exc:
             if isinstance(exc, WorkerBugError):  # a bug in a worker process: its traceback there
