@@ -142,3 +142,9 @@ def test_random_requests_are_answered_alike_by_the_cli_and_the_api(
             fields[name] = value
             flags += [flag, str(value)]
     same_document(cli("optimize", flags), api(client, "plan", fields), None)
+
+
+def test_the_api_answers_optimize_under_the_commands_name(client):
+    """POST /api/v1/optimize is the command's name; /plan, its first name, gives the same."""
+    body = {"mode": "exact", "bandwidth_gbps": 40}
+    assert api(client, "optimize", body) == api(client, "plan", body)

@@ -109,7 +109,8 @@ def plan_report(body: bodies.PlanBody, catalog: Catalog) -> "PlanReport":
     return use_cases.optimize(problem_of(body, catalog), body, catalog)
 
 
-@endpoint("plan", bodies.PlanBody)
+@endpoint("optimize", bodies.PlanBody)
+@endpoint("plan", bodies.PlanBody)  # its first name, kept for the clients that use it
 def plan_endpoint(body: bodies.PlanBody, catalog: Catalog) -> Answer:
     """`optimize`: the threshold, the PD split (or the PrfaaS size) against both baselines."""
     from prfaas_plan.render.plan import plan_to_json, plan_view
