@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.benchmarks import BenchmarkRun, DynamoDecode, DynamoPrefill
+from prfaas_plan.inputs.benchmark_run import BenchmarkRun
+from prfaas_plan.inputs.benchmarks import DynamoDecode, DynamoPrefill
 from prfaas_plan.inputs.decode_step import MULTI_TOKEN_CHUNKS, estimate_step
 from prfaas_plan.inputs.dynamo_points import describe as describe_engine_points
 from prfaas_plan.inputs.dynamo_points import engine_points
