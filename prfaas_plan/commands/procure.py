@@ -23,7 +23,8 @@ from prfaas_plan.choices import CostModel, Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.commands.plan import TtftTarget, ttft_target
 from prfaas_plan.errors import ConfigError, InfeasibleError
-from prfaas_plan.inputs.catalog import Catalog, LinkOffering
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.catalog_files import LinkOffering
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.links import link_offering_for
 from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price, resolve_pricing

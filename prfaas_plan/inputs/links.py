@@ -10,7 +10,8 @@ Units: Gbps (10^9 bit/s), USD per month and per GB, ms, as in the files.
 
 from prfaas_plan import bounds
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.catalog import OWNED_LINK, Catalog, LinkOffering, Provenance
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.catalog_files import OWNED_LINK, LinkOffering, Provenance
 
 __all__ = ["OWNED_LINK", "link_offering_for", "owned_link"]
 OWNED_LINK_RTT_MS = 0.0  # the scenario states no RTT: see owned_link

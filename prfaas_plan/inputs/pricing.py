@@ -11,7 +11,8 @@ from prfaas_plan import bounds, units
 from prfaas_plan.analytic.cost import LinkPrice, tco_usd_per_gpu_hour
 from prfaas_plan.choices import CostModel
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.catalog import Catalog, GpuPrices, LinkOffering
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.catalog_files import GpuPrices, LinkOffering
 from prfaas_plan.inputs.links import link_offering_for
 from prfaas_plan.inputs.scenario import DEFAULT_UTILIZATION, Scenario
 
