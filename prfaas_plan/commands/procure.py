@@ -37,13 +37,8 @@ from prfaas_plan.solve.procure_exact import (
     exact_target,
     fixed_usd_per_hour,
 )
-from prfaas_plan.solve.procure_milp import (
-    ProcurePoint,
-    ProcureSpace,
-    build_procure_milp,
-    solve_procure,
-    write_model,
-)
+from prfaas_plan.solve.procure_milp import build_procure_milp, solve_procure, write_model
+from prfaas_plan.solve.procure_space import ProcurePoint, ProcureSpace
 from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft, point_ttft
 from prfaas_plan.solve.sizing_milp import milp_threshold_grid
 

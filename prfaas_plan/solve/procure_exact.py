@@ -52,16 +52,9 @@ from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import ServingSystem, rates
 from prfaas_plan.analytic.distributions import LengthDistribution
 from prfaas_plan.choices import Mode
-from prfaas_plan.solve.procure_milp import (
-    ProcurePoint,
-    ProcureSpace,
-    SiteRates,
-    pd_counts,
-    single_site_target,
-    solve_one,
-    solve_procure,
-    target_lower_bounds,
-)
+from prfaas_plan.solve.procure_bounds import pd_counts, single_site_target, target_lower_bounds
+from prfaas_plan.solve.procure_milp import solve_one, solve_procure
+from prfaas_plan.solve.procure_space import ProcurePoint, ProcureSpace, SiteRates
 from prfaas_plan.solve.sizing_milp import milp_threshold_grid
 
 # a rate within this of the optimum is the optimum: far below any printed digit, and the ascent
