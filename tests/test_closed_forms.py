@@ -10,7 +10,7 @@ from scipy.optimize import brentq
 
 from prfaas_plan import units
 from prfaas_plan.analytic.capacity import Configuration, evaluate, rates
-from prfaas_plan.analytic.distributions import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.choices import Mode
 from prfaas_plan.inputs.scenario import open_problem
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from prfaas_plan import units
 from prfaas_plan.analytic.capacity import Bound
-from prfaas_plan.analytic.distributions import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.sensitivity import Resource, routing_upper_bound, sensitivity_report
 from prfaas_plan.inputs.scenario import open_problem

@@ -50,7 +50,7 @@ import numpy as np
 from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import ServingSystem, rates
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.choices import Mode
 from prfaas_plan.solve.procure_bounds import pd_counts, single_site_target, target_lower_bounds
 from prfaas_plan.solve.procure_milp import solve_one, solve_procure

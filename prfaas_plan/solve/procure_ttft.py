@@ -24,7 +24,7 @@ from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem, rates
 from prfaas_plan.analytic.deployment_load import Loads, loads
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.loaded_ttft import (
     LoadedTtft,
     Metric,

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from prfaas_plan.analytic.arrays import BoolArray, FloatArray
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 
 GOLDEN_RATIO = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618...: a golden step keeps this share
 

@@ -32,7 +32,7 @@ from prfaas_plan.analytic.capacity import (
     ServingSystem,
     evaluate,
 )
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError, SolverError
 from prfaas_plan.solve.sizing_milp import build_milp, milp_size, milp_threshold_grid, solve_milp

@@ -29,7 +29,7 @@ import numpy as np
 
 from prfaas_plan.analytic.arrays import FloatArray, IntArray
 from prfaas_plan.analytic.capacity import ServingSystem, rates
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import SolverError
 from prfaas_plan.solve.quiet import solver_output_silenced

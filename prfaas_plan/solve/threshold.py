@@ -28,7 +28,7 @@ from prfaas_plan.analytic.capacity import (
     prefill_limits,
     row_modes,
 )
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.solve.search import golden_section_max, threshold_grid

@@ -10,7 +10,7 @@ import numpy as np
 
 from prfaas_plan.analytic.arrays import BoolArray, FloatArray, IntArray
 from prfaas_plan.analytic.capacity import Evaluation, ServingSystem, evaluate, rates
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.loaded_ttft import (
     LoadedTtft,
     check_latency,

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from prfaas_plan.analytic.capacity import Bound, Configuration, Evaluation, ServingSystem
-from prfaas_plan.analytic.distributions import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.analytic.normal import normal_mass
 from prfaas_plan.analytic.profiles import DecodeContextSide, FittedCurve
 from prfaas_plan.choices import Mode

@@ -79,7 +79,8 @@ import numpy as np
 from prfaas_plan import units
 from prfaas_plan.analytic.arrays import BoolArray, FloatArray, IntArray
 from prfaas_plan.analytic.capacity import ServingSystem, rates
-from prfaas_plan.analytic.distributions import LengthDistribution, truncated_log_normal
+from prfaas_plan.analytic.length_distribution import LengthDistribution
+from prfaas_plan.analytic.log_normal import truncated_log_normal
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.procure import procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
