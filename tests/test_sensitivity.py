@@ -313,7 +313,9 @@ def test_the_link_step_is_priced_once(tmp_path, gbps, bought, wider):
             link.unlink()
     catalog = Catalog.open(data)
     problem = open_problem(data_dir=data, bandwidth_gbps=gbps)
-    pricing = resolve_pricing(catalog, problem.scenario, problem.source, link_gbps=gbps)
+    pricing = resolve_pricing(
+        catalog, problem.scenario, problem.source, link_bytes_per_s=units.gbps_to_bytes_per_s(gbps)
+    )
     report = sensitivity_report(problem, Mode.PAPER, 200, catalog, pricing)
     plan, step = report.plan, report.marginal_gains[Resource.LINK_BANDWIDTH].plan
     c = plan.configuration

@@ -506,7 +506,7 @@ def procure_pricing(
     ConfigError naming gpu_prices_usd_per_gpu_hour when a GPU has no price."""
     pricing = resolve_pricing(
         catalog, problem.scenario, problem.source, gpu_prices=gpu_prices, cost_model=cost_model,
-        link_gbps=0.0,
+        link_bytes_per_s=0.0,
     )  # fmt: skip
     if pricing is None:
         raise ConfigError(
