@@ -37,7 +37,7 @@ from prfaas_plan.solve.procure_exact import (
 )
 from prfaas_plan.solve.procure_milp import solve_procure
 from prfaas_plan.solve.procure_space import capacity_rps
-from prfaas_plan.solve.sizing_milp import milp_threshold_grid
+from prfaas_plan.solve.search import milp_threshold_grid
 from tests.test_cli import run
 
 

@@ -40,7 +40,7 @@ from prfaas_plan.solve.procure_exact import (
 from prfaas_plan.solve.procure_milp import build_procure_milp, solve_procure, write_model
 from prfaas_plan.solve.procure_space import ProcurePoint, ProcureSpace
 from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft, point_ttft
-from prfaas_plan.solve.sizing_milp import milp_threshold_grid
+from prfaas_plan.solve.search import milp_threshold_grid
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem, open_problem
 from prfaas_plan.solve.procure_space import ProcureSpace, SiteRates
-from prfaas_plan.solve.sizing_milp import milp_threshold_grid
+from prfaas_plan.solve.search import milp_threshold_grid
 
 DEFAULT_SCAN_POINTS = 2049  # geometric points over [min_tokens, max_tokens], plus 0 and ∞
 FEASIBILITY_RTOL = 1e-12  # a rate X is served when the capacity is >= X (1 − this)
