@@ -209,7 +209,7 @@ def _ratio(capacity: FloatArray, share: FloatArray) -> FloatArray:
     return out
 
 
-def site_caps(terms: _Terms, n: IntArray) -> FloatArray:
+def _site_caps(terms: _Terms, n: IntArray) -> FloatArray:
     """min(a_j n_j, b_j), 0 where n_j = 0 (site axis first, broadcast)."""
     caps: FloatArray = np.where(n > 0, np.minimum(terms.compute_rps * n, terms.link_rps), 0.0)
     return caps
@@ -254,7 +254,7 @@ def _target_kernel(
 ) -> tuple[FloatArray, FloatArray]:
     """(min(c n_p / s, Σ_j min(a_j n_j, b_j) / p), volume $/h of p X): the prefill capacity
     and the volume cost of serving X, broadcast over counts and thresholds."""
-    caps = site_caps(terms, n)
+    caps = _site_caps(terms, n)
     prefill = np.minimum(
         _ratio(caps.sum(axis=0), terms.offload), _ratio(terms.pd_prefill_rps * n_p, terms.local)
     )
@@ -267,7 +267,7 @@ def _budget_kernel(
 ) -> FloatArray:
     """The four limits on Λ stacked on axis 0: θ n_d, c n_p / s, Σ_j min(a_j n_j, b_j) / p and
     A / p, A the offloaded req/s the money left after the instances pays the volume of."""
-    caps = site_caps(terms, n)
+    caps = _site_caps(terms, n)
     w, sorted_caps = _by_price(terms, caps)
     limits = (
         space.pd_system.decode_rps_per_instance * n_d,
@@ -291,7 +291,7 @@ def _budget_scan(
     (`terms` shaped (1, 1, T)): shape (V, P, T). As `_budget_kernel` and `_served`, with the
     budget term computed once per total n_p + n_d (`money_by_total` (V, N): the money left
     after the instances, for n_p + n_d = 1..N) and gathered to the pairs."""
-    caps = site_caps(terms, counts)
+    caps = _site_caps(terms, counts)
     w, sorted_caps = _by_price(terms, caps)
     money = money_by_total[:, :, None]
     affordable = _ratio(_affordable(w, sorted_caps, money), terms.offload)
@@ -517,7 +517,7 @@ def point_at(
     t = float(threshold_tokens)
     terms = _terms(space, np.array([t]))
     counts = np.array(site_instances, dtype=np.int64)
-    caps = site_caps(terms, counts.reshape(-1, 1))[:, 0]
+    caps = _site_caps(terms, counts.reshape(-1, 1))[:, 0]
     w = terms.volume_usd[:, 0]
     shares = np.zeros(len(space.sites))
     left = float(terms.offload[0]) * served_rps
