@@ -175,8 +175,8 @@ MAX_SIMULATED_SPAN_S = MAX_SECONDS
 # sorted copies and the optimiser's use of them); 2·10^7 rows, well under MAX_TRACE_BYTES,
 # reached 1.6 GB. A sample of 5·10^6 lengths pins any quantile the planner uses
 MAX_OBSERVED_LENGTHS = 5_000_000
-# the --bandwidth-gbps override of link.bandwidth_gbps, in the scenario file's unit (10^9 bit/s):
-# the same 1 kbit/s .. 1 Pbit/s as the file (inputs/scenario.py), so a flag and a file agree
+# link bandwidth in the files' and requests' unit (10^9 bit/s), for link.bandwidth_gbps, its
+# bandwidth_gbps override and egress' link_gbps: the same 1 kbit/s .. 1 Pbit/s as in bytes/s
 MIN_BANDWIDTH_GBPS = units.bytes_per_s_to_gbps(MIN_BANDWIDTH_BYTES_PER_S)
 MAX_BANDWIDTH_GBPS = units.bytes_per_s_to_gbps(MAX_BANDWIDTH_BYTES_PER_S)
 # gamma burst CV: below 0.01 the gaps are regular to 1% (a deterministic stream, and the shape

@@ -21,7 +21,7 @@ with warnings.catch_warnings():  # starlette's TestClient on httpx (deprecated, 
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.server.app import create_app
 from prfaas_plan.study.flat import flatten
-from prfaas_plan.study.run import read_results
+from prfaas_plan.study.results import read_results
 
 from .test_cli import run
 

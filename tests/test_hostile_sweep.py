@@ -29,7 +29,7 @@ from prfaas_plan.study import run as study_run
 from prfaas_plan.study import sampling
 from prfaas_plan.study.commands import parameter_names
 from prfaas_plan.study.filters import Filter, kind_of_range, kind_of_values
-from prfaas_plan.study.run import read_results
+from prfaas_plan.study.results import read_results
 from prfaas_plan.study.spec import load_sweep
 from tests.test_cli import assert_clean_error, run
 

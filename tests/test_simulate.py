@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from prfaas_plan.analytic.capacity import Configuration, evaluate
-from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, TruncatedLogNormal
+from prfaas_plan.analytic.distributions import Histogram, ObservedLengths
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.analytic.ttft import unloaded_ttft
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError

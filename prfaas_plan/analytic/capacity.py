@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.profiles import DecodePoint, FittedCurve
 from prfaas_plan.choices import Mode
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import ServingSystem
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 
 PERCENTILES = (50, 90, 99)
 

@@ -59,7 +59,8 @@ def sweep_command(
     """Run a command (optimize, evaluate, simulate, sensitivity, procure) over every scenario of a sweep file and
     write one row per scenario, its inputs and every output, as a Parquet dataset."""
     from prfaas_plan.study.commands import parameter_names
-    from prfaas_plan.study.run import execute, in_process, on_dask, on_processes, prepare
+    from prfaas_plan.study.results import prepare
+    from prfaas_plan.study.run import execute, in_process, on_dask, on_processes
     from prfaas_plan.study.spec import load_sweep
     from prfaas_plan.study.views import run_json, run_view
 

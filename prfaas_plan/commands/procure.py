@@ -23,7 +23,8 @@ from prfaas_plan.choices import CostModel, Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.commands.plan import TtftTarget, ttft_target
 from prfaas_plan.errors import ConfigError, InfeasibleError, PlanError
-from prfaas_plan.inputs.catalog import Catalog, LinkOffering
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.catalog_files import LinkOffering
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.links import link_offering_for
 from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price, resolve_pricing
@@ -36,15 +37,10 @@ from prfaas_plan.solve.procure_exact import (
     exact_target,
     fixed_usd_per_hour,
 )
-from prfaas_plan.solve.procure_milp import (
-    ProcurePoint,
-    ProcureSpace,
-    build_procure_milp,
-    solve_procure,
-    write_model,
-)
+from prfaas_plan.solve.procure_milp import build_procure_milp, solve_procure, write_model
+from prfaas_plan.solve.procure_space import ProcurePoint, ProcureSpace
 from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft, point_ttft
-from prfaas_plan.solve.sizing_milp import milp_threshold_grid
+from prfaas_plan.solve.search import milp_threshold_grid
 
 
 @dataclass(frozen=True)
@@ -527,7 +523,7 @@ def procure_pricing(
     ConfigError naming gpu_prices_usd_per_gpu_hour when a GPU has no price."""
     pricing = resolve_pricing(
         catalog, problem.scenario, problem.source, gpu_prices=gpu_prices, cost_model=cost_model,
-        link_gbps=0.0,
+        link_bytes_per_s=0.0,
     )  # fmt: skip
     if pricing is None:
         raise ConfigError(

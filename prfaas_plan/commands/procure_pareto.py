@@ -34,7 +34,7 @@ from prfaas_plan.errors import ConfigError, InfeasibleError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem
-from prfaas_plan.solve.procure_milp import ProcureSpace
+from prfaas_plan.solve.procure_space import ProcureSpace
 from prfaas_plan.solve.procure_ttft import ttft_frontier
 
 PARETO_PERCENTILE: Metric = 90

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from prfaas_plan import units
 from prfaas_plan.commands.requests import (
     EvaluateRequest,
     ExplainRequest,
@@ -42,7 +41,7 @@ def prices(problem: Problem, request: Prices, catalog: Catalog) -> "Pricing | No
         catalog, problem.scenario, problem.source,
         gpu_prices=request.gpu_prices_usd_per_gpu_hour, link_offering=request.link_offering,
         cost_model=request.cost_model, utilization=request.utilization,
-        link_gbps=units.bytes_per_s_to_gbps(problem.system.link_bandwidth_bytes_per_s),
+        link_bytes_per_s=problem.system.link_bandwidth_bytes_per_s,
     )  # fmt: skip
 
 

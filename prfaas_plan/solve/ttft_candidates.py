@@ -9,7 +9,7 @@ import numpy as np
 from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray, IntArray
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem, rates
 from prfaas_plan.analytic.deployment_load import loads
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.loaded_ttft import Metric, TtftMesh, ttft_cdf
 from prfaas_plan.choices import Mode
 from prfaas_plan.solve.threshold import SearchSpace

@@ -12,7 +12,7 @@ from prfaas_plan.analytic.deployment_load import loads
 from prfaas_plan.analytic.loaded_ttft import LoadedTtft, loaded_ttft, ttft_percentiles
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import InfeasibleError
-from prfaas_plan.solve.search import golden_section_max
+from prfaas_plan.solve.search import GOLDEN_STEPS, golden_section_max
 from prfaas_plan.solve.ttft_candidates import (
     Candidates,
     Problem,
@@ -20,7 +20,6 @@ from prfaas_plan.solve.ttft_candidates import (
     evaluate_candidates,
 )
 
-GOLDEN_STEPS = 45  # shrinks a bracket by 0.618^45 ~ 4e-10
 LOWEST_SHORTLIST = 16  # candidates whose TTFT percentile is inverted when none is feasible
 SHORTLIST_ROUNDS = 8
 
