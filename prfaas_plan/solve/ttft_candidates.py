@@ -26,7 +26,7 @@ class Candidates(NamedTuple):
     slack: FloatArray  # >= 0 iff the target is met: P(TTFT <= x) − q, or x − mean
 
 
-class Problem(NamedTuple):
+class TtftSearch(NamedTuple):
     """One TTFT-constrained search: what is fixed while candidates vary."""
 
     system: ServingSystem
@@ -41,7 +41,7 @@ class Problem(NamedTuple):
 
 
 def evaluate_candidates(
-    problem: Problem, thresholds: ArrayLike, n_p: ArrayLike, n_d: ArrayLike
+    problem: TtftSearch, thresholds: ArrayLike, n_p: ArrayLike, n_d: ArrayLike
 ) -> Candidates:
     """Λ_max (capacity.rates in the planning mode) and the TTFT slack of candidates
     (broadcast, then flattened)."""

@@ -30,7 +30,7 @@ from prfaas_plan.solve.search import (
 from prfaas_plan.solve.threshold import SearchSpace
 from prfaas_plan.solve.ttft_candidates import (
     Candidates,
-    Problem,
+    TtftSearch,
     concat,
     configuration_of,
     evaluate_candidates,
@@ -43,7 +43,7 @@ SLACK_STEPS = 30  # golden-section steps to the most TTFT slack: 0.618^30 ~ 5e-7
 
 
 def _peaks(
-    problem: Problem, grid: FloatArray, n_p: IntArray, n_d: IntArray
+    problem: TtftSearch, grid: FloatArray, n_p: IntArray, n_d: IntArray
 ) -> tuple[FloatArray, FloatArray]:
     """Per split, a bracket [lo, hi] (REFINE_STEPS bisections wide) of the crossing of the two
     prefill terms, where Λ_max peaks (reference eq. 7: Λ_max rises up to it and falls after
@@ -71,7 +71,7 @@ def _peaks(
 
 
 def _with_refinements(
-    problem: Problem, grid: FloatArray, n_p: IntArray, n_d: IntArray
+    problem: TtftSearch, grid: FloatArray, n_p: IntArray, n_d: IntArray
 ) -> tuple[Candidates, FloatArray]:
     """Steps 1 and 2 of `_search`: every split's grid plus its peak bracket and its point of
     most TTFT slack, each row sorted by threshold. Returns the candidates (row-major, flat)
@@ -99,7 +99,7 @@ def _with_refinements(
     return points, np.take_along_axis(rows, order, axis=1)
 
 
-def _search(problem: Problem, grid: FloatArray, n_p: IntArray, n_d: IntArray) -> Candidates:
+def _search(problem: TtftSearch, grid: FloatArray, n_p: IntArray, n_d: IntArray) -> Candidates:
     """Every candidate the optimum can be among, for thresholds searched per split.
 
     1. The grid, and per split the crossing of the two prefill terms (where Λ_max peaks),
@@ -172,7 +172,7 @@ def optimize_with_ttft(
             f"the TTFT target must be a finite number > 0 s, got {ttft_target_s:g}",
             parameter="ttft_target_s",
         )
-    problem = Problem(
+    problem = TtftSearch(
         system,
         workload,
         space,
