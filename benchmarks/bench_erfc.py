@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from prfaas_plan.analytic.distributions import TruncatedLogNormal, _log_normal_mesh
 from prfaas_plan.analytic.erfc import erfc
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal, _log_normal_mesh
 
 
 def seconds(fn, runs: int) -> list[float]:

@@ -10,7 +10,7 @@ import dataclasses
 import statistics
 import time
 
-from prfaas_plan.analytic.distributions import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.commands.plan import plan
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.resources import default_scenario_file

@@ -27,7 +27,7 @@ from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.resources import default_data_dir, default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, load_scenario
-from prfaas_plan.solve.procure_milp import ProcureSpace, brute_force
+from prfaas_plan.solve.procure_space import ProcureSpace, brute_force
 
 LEASED = """name: bench-leased-100g
 description: "synthetic leased 100 Gbps circuit (benchmark only)"

@@ -19,7 +19,7 @@ from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, load_scenario
 from prfaas_plan.sim.arrivals import poisson_arrivals
 from prfaas_plan.sim.engine import simulate
-from prfaas_plan.sim.threshold import AdaptiveThreshold, StaticThreshold
+from prfaas_plan.sim.threshold_policies import AdaptiveThreshold, StaticThreshold
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 LOAD = 0.8  # fraction of Λ_max

@@ -109,6 +109,12 @@ MAX_DECODE_TOKENS_PER_S = 1e6
 # mu_log of a log-normal length (mean of ln(tokens)): e^50 tokens is far beyond MAX_TOKENS, and
 # the probability-mass check refuses any mu_log that misses [min_tokens, max_tokens] anyway
 MAX_ABS_MU_LOG = 50.0
+# sigma_log of a log-normal length (standard deviation of ln(tokens)): below 10^-3 the lengths
+# vary by under 0.1% around e^mu_log, a fixed length in all but name (a one-bin histogram says
+# so), and below ~10^-307 a length's standardised distance (ln L - mu_log) / sigma_log overflows
+# a double; above 10 its moments overflow
+MIN_SIGMA_LOG = 1e-3
+MAX_SIGMA_LOG = 10.0
 # a histogram weight is relative; 10^100 each keeps the sum of a million weights finite
 MAX_HISTOGRAM_WEIGHT = 1e100
 # bins of a histogram workload: a bin a token wide over a 10^4-token range, or ~200 bins a
@@ -169,8 +175,8 @@ MAX_SIMULATED_SPAN_S = MAX_SECONDS
 # sorted copies and the optimiser's use of them); 2·10^7 rows, well under MAX_TRACE_BYTES,
 # reached 1.6 GB. A sample of 5·10^6 lengths pins any quantile the planner uses
 MAX_OBSERVED_LENGTHS = 5_000_000
-# the --bandwidth-gbps override of link.bandwidth_gbps, in the scenario file's unit (10^9 bit/s):
-# the same 1 kbit/s .. 1 Pbit/s as the file (inputs/scenario.py), so a flag and a file agree
+# link bandwidth in the files' and requests' unit (10^9 bit/s), for link.bandwidth_gbps, its
+# bandwidth_gbps override and egress' link_gbps: the same 1 kbit/s .. 1 Pbit/s as in bytes/s
 MIN_BANDWIDTH_GBPS = units.bytes_per_s_to_gbps(MIN_BANDWIDTH_BYTES_PER_S)
 MAX_BANDWIDTH_GBPS = units.bytes_per_s_to_gbps(MAX_BANDWIDTH_BYTES_PER_S)
 # gamma burst CV: below 0.01 the gaps are regular to 1% (a deterministic stream, and the shape

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.profiles import DecodePoint, FittedCurve
 from prfaas_plan.choices import Mode
 
@@ -311,9 +311,17 @@ def evaluate_many(
     workload: LengthDistribution,
     configurations: Sequence[Configuration],
     modes: Sequence[Mode],
+    links_bytes_per_s: Sequence[float] | None = None,
 ) -> list[Evaluation]:
     """`evaluate` of each configuration in its mode (a plan, its baselines, the other mode's
-    view of it), in one vectorised model call: the same numbers as one call each."""
+    view of it), in one vectorised model call: the same numbers as one call each.
+    `links_bytes_per_s`: each configuration's link (default: the system's), for deployments of
+    one system that differ in their link (a sweep's batch)."""
+    links = (
+        np.full(len(configurations), system.link_bandwidth_bytes_per_s)
+        if links_bytes_per_s is None
+        else np.asarray(links_bytes_per_s, float)
+    )
     r = rates(
         system,
         workload,
@@ -322,6 +330,7 @@ def evaluate_many(
         np.array([c.pd_prefill_instances for c in configurations], float),
         np.array([c.pd_decode_instances for c in configurations], float),
         row_modes(np.array([m is Mode.EXACT for m in modes])),
+        links,
     )
     evaluations = []
     for i, (c, mode) in enumerate(zip(configurations, modes, strict=True)):
@@ -353,7 +362,7 @@ def evaluate_many(
                 system_throughput_rps=system_rps,
                 bounds=bounds,
                 kv_egress_bytes_per_s=egress,
-                link_bandwidth_bytes_per_s=system.link_bandwidth_bytes_per_s,
+                link_bandwidth_bytes_per_s=float(links[i]),
             )
         )
     return evaluations

@@ -11,7 +11,7 @@ import numpy as np
 
 from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
 from prfaas_plan.analytic.capacity import BOUND_ORDER, Bound, ServingSystem, rates
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.analytic.queueing import MgcState, mgc
 from prfaas_plan.choices import Mode

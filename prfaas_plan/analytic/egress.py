@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import Mode
 

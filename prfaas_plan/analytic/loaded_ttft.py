@@ -58,7 +58,7 @@ import numpy as np
 from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
 from prfaas_plan.analytic.capacity import BOUND_ORDER, Bound, Configuration, ServingSystem
 from prfaas_plan.analytic.deployment_load import Loads, loads
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.queueing import MgcState, mgc
 from prfaas_plan.analytic.ttft import PERCENTILES, TtftSummary, unloaded_ttft
 from prfaas_plan.errors import ConfigError

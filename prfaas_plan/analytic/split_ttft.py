@@ -21,7 +21,7 @@ import numpy as np
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import BOUND_ORDER, Bound, ServingSystem
 from prfaas_plan.analytic.deployment_load import Loads, loads
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.loaded_ttft import (
     INVERSION_RTOL,
     TtftMesh,

@@ -16,7 +16,7 @@ import numpy as np
 
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import ServingSystem
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 
 PERCENTILES = (50, 90, 99)
 
@@ -61,12 +61,21 @@ def unloaded_ttft(
 
 
 def unloaded_ttfts(
-    system: ServingSystem, workload: LengthDistribution, thresholds_tokens: Sequence[float]
+    system: ServingSystem,
+    workload: LengthDistribution,
+    thresholds_tokens: Sequence[float],
+    links_bytes_per_s: Sequence[float] | None = None,
 ) -> list[TtftSummary]:
-    """`unloaded_ttft` at each threshold (a plan and its baselines), the same numbers as one call
-    each: the split at every threshold is one vectorised call, and each length's TTFT on either
-    route is computed once for all of them."""
-    transfer_s_per_byte = 1.0 / system.link_bandwidth_bytes_per_s
+    """`unloaded_ttft` at each threshold (a plan and its baselines; `links_bytes_per_s`: each
+    one's link, default the system's, for deployments of one system that differ in their link),
+    the same numbers as one call each: the split at every threshold is one vectorised call, and
+    each length's TTFT on either route is computed once for all of them (once per link)."""
+    count = len(thresholds_tokens)
+    links = np.asarray(
+        [system.link_bandwidth_bytes_per_s] * count if links_bytes_per_s is None
+        else links_bytes_per_s, float,
+    )  # fmt: skip
+    transfer_s_per_byte = 1.0 / links
     short, long = workload.split(np.asarray(thresholds_tokens, float))
     local_totals = system.pd_prefill_latency.expectation(short)
     offloaded_totals = (
@@ -74,9 +83,8 @@ def unloaded_ttfts(
         + system.kv_cache_size.expectation(long) * transfer_s_per_byte
     )
     lengths, weights = workload.mesh()
-    remote = (
-        system.prfaas_prefill_latency(lengths) + system.kv_cache_size(lengths) * transfer_s_per_byte
-    )
+    prefill_remote, kv_bytes = system.prfaas_prefill_latency(lengths), system.kv_cache_size(lengths)
+    remote_by_link: dict[float, FloatArray] = {}
     local = system.pd_prefill_latency(lengths)
     cumulative = np.cumsum(weights)
     cumulative /= cumulative[-1]
@@ -87,6 +95,10 @@ def unloaded_ttfts(
         with np.errstate(divide="ignore", invalid="ignore"):
             local_mean = float(local_total / short_mass) if short_mass > 0 else float("nan")
             offloaded_mean = float(offloaded_total / long_mass) if long_mass > 0 else float("nan")
+        per_byte = float(transfer_s_per_byte[i])
+        remote = remote_by_link.get(per_byte)
+        if remote is None:
+            remote = remote_by_link[per_byte] = prefill_remote + kv_bytes * per_byte
         ttft = np.where(lengths > threshold_tokens, remote, local)
         p50, p90, p99 = _weighted_percentiles(ttft, weights, PERCENTILES, cumulative)
         summaries.append(

@@ -74,6 +74,7 @@ def export_command(
     """Write the plan as a serving stack's manifests (llm-d, Dynamo, plain Kubernetes), one
     folder a site, with a note of what the stack cannot express and its modelled cost.
     Exit 3 on a bad input or output (one `error:` line; nothing is written)."""
+    from prfaas_plan.commands.requests import build
     from prfaas_plan.export.build import ExportRequest, Target, build_export
     from prfaas_plan.export.manifest import write_directory
     from prfaas_plan.export.plan_source import (
@@ -95,6 +96,10 @@ def export_command(
     if target not in {t.value for t in Target}:
         raise ConfigError(f"--target must be llm-d, dynamo or kubernetes, got {target!r}")
     note_inputs(source_file, scenario)
+    request = build(
+        ExportRequest, target=target, mode=mode, name=name, namespace=namespace, image=image,
+        model_id=model_id, prompt_chars_per_token=prompt_chars_per_token,
+    )  # fmt: skip
     if source_file is not None and looks_like_plan_json(source_file):
         data = read_plan_json(source_file)
         problem = open_problem(scenario or plan_scenario_file(data, source_file), data_dir)
@@ -103,20 +108,10 @@ def export_command(
         if scenario is not None:
             raise ConfigError("--scenario goes with a plan JSON; a scenario is the argument")
         problem = open_problem(source_file, data_dir)
-        plan = plan_from_scenario(problem, mode)
-    request = ExportRequest(
-        Target(target), name=name, namespace=namespace, image=image, model_id=model_id,
-        **({} if prompt_chars_per_token is None else {"prompt_chars_per_token": prompt_chars_per_token}),
-    )  # fmt: skip
+        plan = plan_from_scenario(problem, request.mode)
     result = build_export(problem, plan, request)
     write_directory(output, result.files)
-    cost = result.note.costs[0]
-    typer.echo(
-        f"wrote {output}: {len(result.files)} files for {target}; the configuration it runs "
-        f"models at Λ_max {cost.stack_system_rps:.4f} req/s ({cost.relative_change:+.2%} vs "
-        "the plan; see NOTE.md)",
-        err=True,
-    )
+    typer.echo(f"wrote {output}: {result.summary()}", err=True)
 
 
 def _read_back(directory: Path, problem: object, fmt: OutputFormat) -> None:

@@ -43,7 +43,12 @@ def serve(
         ),
     ] = None,
     timeout_s: Annotated[
-        float, typer.Option("--timeout-s", help="Time one request may take before a 504 (s).")
+        float,
+        typer.Option(
+            "--timeout-s",
+            help="Time a request may wait in the queue (then 503) and, once "
+            "started, compute (then 504) (s).",
+        ),
     ] = Limits.timeout_s,
     data_dir: DataDirOpt = None,
 ) -> None:

@@ -6,7 +6,7 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,6 +23,9 @@ from prfaas_plan.cli.options import (
 )
 from prfaas_plan.cli.output import emit
 from prfaas_plan.errors import ConfigError
+
+if TYPE_CHECKING:
+    from prfaas_plan.study.spec import Sweep
 
 
 @app.command("sweep", cls=PlanCommand)
@@ -56,7 +59,8 @@ def sweep_command(
     """Run a command (optimize, evaluate, simulate, sensitivity, procure) over every scenario of a sweep file and
     write one row per scenario, its inputs and every output, as a Parquet dataset."""
     from prfaas_plan.study.commands import parameter_names
-    from prfaas_plan.study.run import execute, in_process, on_dask, on_processes, prepare
+    from prfaas_plan.study.results import prepare
+    from prfaas_plan.study.run import execute, in_process, on_dask, on_processes
     from prfaas_plan.study.spec import load_sweep
     from prfaas_plan.study.views import run_json, run_view
 
@@ -79,7 +83,10 @@ def sweep_command(
             runner = on_processes(sweep, local, data)
         found = prepare(sweep, results, resume)
         started = time.perf_counter()
-        with _progress(sweep.generated) as step:
+        line = _announcement(sweep, None if dask_scheduler is not None else local)
+        if line is not None:
+            sys.stderr.write(line + "\n")
+        with _progress(sweep.generated, logged=line is not None) as step:
             summary = execute(sweep, found, runner, step)
     elapsed = time.perf_counter() - started
     emit(
@@ -90,9 +97,50 @@ def sweep_command(
     )
 
 
-def _progress(total: int):  # type: ignore[no-untyped-def]
+# a study estimated shorter than this is not announced (tests, examples, quick what-ifs)
+ANNOUNCE_FROM_S = 10.0
+# how often an announced study writes its progress on a stderr that is not a terminal (a log)
+LOG_EVERY_S = 30.0
+
+
+def _announcement(sweep: "Sweep", workers: int | None) -> str | None:
+    """One line for stderr before a study estimated at ANNOUNCE_FROM_S or more (study/
+    estimate.py; None for a shorter or unknown one): its size, the estimate, that it resumes.
+    `workers`: local processes, or None on a Dask cluster (its size unknown here)."""
+    from prfaas_plan.study.estimate import seconds_per_scenario
+
+    per_s = seconds_per_scenario(sweep)
+    if per_s is None:
+        return None
+    scenarios = sweep.generated
+    total_s = scenarios * per_s / (workers or 1)
+    if total_s < ANNOUNCE_FROM_S:
+        return None
+    up_to = "up to " if sweep.filters else ""
+    where = f"on {workers} worker{'s' if workers != 1 else ''}" if workers else "per worker"
+    return (
+        f"sweep: {up_to}{scenarios:,} scenarios of {sweep.spec.command}, about "
+        f"{_duration(per_s)} each: about {_duration(total_s)} {where} (an estimate); each "
+        f"chunk of {sweep.spec.chunk_size:,} is written as it finishes, and --resume continues "
+        "an interrupted study"
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _progress(total: int, logged: bool = False):  # type: ignore[no-untyped-def]
     """A rich progress bar on stderr (a terminal only): the sweep's points covered (those its
-    filters drop included, so the total is known before the study), scenarios/s and ETA."""
+    filters drop included, so the total is known before the study), scenarios/s and ETA. On a
+    stderr that is not a terminal, an announced (`logged`) study writes one line instead at
+    most every LOG_EVERY_S: the points covered, the time spent and the time left at that pace."""
     from contextlib import contextmanager
 
     from rich.console import Console
@@ -115,12 +163,23 @@ def _progress(total: int):  # type: ignore[no-untyped-def]
         ) as progress:  # fmt: skip
             task = progress.add_task("sweep", total=total, rate="")
             started = time.perf_counter()
-            done = [0]
+            done, covered, logged_at = [0], [0], [started]
+            log = logged and not sys.stderr.isatty()
 
             def step(points: int, scenarios: int) -> None:
                 done[0] += scenarios
-                rate = done[0] / max(time.perf_counter() - started, 1e-9)
+                covered[0] += points
+                now = time.perf_counter()
+                rate = done[0] / max(now - started, 1e-9)
                 progress.update(task, advance=points, rate=f"{rate:,.0f} scenarios/s")
+                if log and now - logged_at[0] >= LOG_EVERY_S and covered[0] < total:
+                    logged_at[0] = now
+                    left_s = (now - started) * (total - covered[0]) / max(covered[0], 1)
+                    sys.stderr.write(
+                        f"sweep: {covered[0]:,} of {total:,} points in {_duration(now - started)}"
+                        f", about {_duration(left_s)} left\n"
+                    )
+                    sys.stderr.flush()
 
             yield step
 

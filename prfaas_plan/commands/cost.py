@@ -12,14 +12,15 @@ Units: USD per hour, req/s.
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from prfaas_plan.analytic.capacity import Evaluation
+from prfaas_plan.analytic.capacity import Evaluation, evaluate_many
 from prfaas_plan.analytic.cost import DeploymentCost, affordable_instances, deployment_cost
 from prfaas_plan.choices import Mode
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem
-from prfaas_plan.solve.threshold import homogeneous_baseline
+from prfaas_plan.solve.threshold import homogeneous_configuration
 
 
 @dataclass(frozen=True)
@@ -82,14 +83,50 @@ def equal_cost(
     """The homogeneous PD deployment `budget_usd_per_hour` buys: floor(budget / (PD GPUs per
     instance x PD $/GPU-hour)) instances, best split (solve/threshold.py homogeneous_baseline),
     priced as any deployment (its GPUs only: it buys no link)."""
-    s = problem.scenario
-    per_instance = s.pd_cluster.gpus_per_instance * pricing.pd.usd_per_gpu_hour
-    n = affordable_instances(budget_usd_per_hour, per_instance) if per_instance > 0 else 0
-    if per_instance > 0 and n >= 2:  # one prefill and one decode instance at least
-        base = homogeneous_baseline(problem.system, problem.workload, n, mode)
-        base_cost = price_deployment(problem, pricing, 0, n * s.pd_cluster.gpus_per_instance, base)
-        return EqualCost(budget_usd_per_hour, n, base, base_cost)
-    return EqualCost(budget_usd_per_hour, n, None, None)
+    return equal_costs_many([problem], [pricing], [budget_usd_per_hour], mode)[0]
+
+
+def equal_costs_many(
+    problems: Sequence[Problem],
+    pricings: Sequence[Pricing],
+    budgets_usd_per_hour: Sequence[float],
+    mode: Mode,
+) -> list[EqualCost]:
+    """`equal_cost` of each (problem, pricing, budget), the problems sharing their system but
+    for the link and their workload (a sweep's batch): every baseline in one model call."""
+    first = problems[0]
+    bought: list[int] = []
+    wanted: list[int] = []  # the rows whose budget buys a deployment
+    configurations, links = [], []
+    for i, (problem, pricing, budget) in enumerate(
+        zip(problems, pricings, budgets_usd_per_hour, strict=True)
+    ):
+        per_instance = problem.scenario.pd_cluster.gpus_per_instance * pricing.pd.usd_per_gpu_hour
+        n = affordable_instances(budget, per_instance) if per_instance > 0 else 0
+        bought.append(n)
+        if per_instance > 0 and n >= 2:  # one prefill and one decode instance at least
+            wanted.append(i)
+            configurations.append(
+                homogeneous_configuration(problem.system, problem.workload, n, mode)
+            )
+            links.append(problem.system.link_bandwidth_bytes_per_s)
+    evaluations = evaluate_many(
+        first.system, first.workload, configurations, [mode] * len(configurations), links
+    )
+    found = dict(zip(wanted, evaluations, strict=True))
+    out = []
+    for i, (problem, pricing, budget) in enumerate(
+        zip(problems, pricings, budgets_usd_per_hour, strict=True)
+    ):
+        base = found.get(i)
+        if base is None:
+            out.append(EqualCost(budget, bought[i], None, None))
+            continue
+        gpus = bought[i] * problem.scenario.pd_cluster.gpus_per_instance
+        out.append(
+            EqualCost(budget, bought[i], base, price_deployment(problem, pricing, 0, gpus, base))
+        )
+    return out
 
 
 def plan_cost(
@@ -101,16 +138,31 @@ def plan_cost(
 ) -> PlanCost:
     """Price `evaluation` (a configuration of `problem`) and find the homogeneous PD deployments
     its all-in $/hour and its GPU $/hour buy (`equal_cost`)."""
-    c, s = evaluation.configuration, problem.scenario
-    cost = price_deployment(
-        problem, pricing,
-        c.prfaas_instances * s.prfaas_cluster.gpus_per_instance,
-        (c.pd_prefill_instances + c.pd_decode_instances) * s.pd_cluster.gpus_per_instance,
-        evaluation,
+    return plan_costs_many([problem], [evaluation], [pricing], mode)[0]
+
+
+def plan_costs_many(
+    problems: Sequence[Problem],
+    evaluations: Sequence[Evaluation],
+    pricings: Sequence[Pricing],
+    mode: Mode,
+) -> list[PlanCost]:
+    """`plan_cost` of each (problem, evaluation, pricing) of a batch (`equal_costs_many`)."""
+    costs = []
+    for problem, evaluation, pricing in zip(problems, evaluations, pricings, strict=True):
+        c, s = evaluation.configuration, problem.scenario
+        costs.append(price_deployment(
+            problem, pricing,
+            c.prfaas_instances * s.prfaas_cluster.gpus_per_instance,
+            (c.pd_prefill_instances + c.pd_decode_instances) * s.pd_cluster.gpus_per_instance,
+            evaluation,
+        ))  # fmt: skip
+    count = len(costs)
+    bases = equal_costs_many(
+        [*problems, *problems], [*pricings, *pricings],
+        [c.total_usd_per_hour for c in costs] + [c.gpus_usd_per_hour for c in costs], mode,
     )  # fmt: skip
-    return PlanCost(
-        cost,
-        equal_cost(problem, pricing, cost.total_usd_per_hour, mode),
-        equal_cost(problem, pricing, cost.gpus_usd_per_hour, mode),
-        pricing,
-    )
+    return [
+        PlanCost(cost, bases[i], bases[count + i], pricing)
+        for i, (cost, pricing) in enumerate(zip(costs, pricings, strict=True))
+    ]

@@ -133,9 +133,8 @@ def egress_report(
         )
     if link_gbps is not None:
         bounds.check_in_range(
-            "link_gbps", link_gbps, units.bytes_per_s_to_gbps(bounds.MIN_BANDWIDTH_BYTES_PER_S),
-            units.bytes_per_s_to_gbps(bounds.MAX_BANDWIDTH_BYTES_PER_S), "Gbps",
-        )  # fmt: skip
+            "link_gbps", link_gbps, bounds.MIN_BANDWIDTH_GBPS, bounds.MAX_BANDWIDTH_GBPS, "Gbps"
+        )
     if gpus_per_instance is not None and gpus_per_instance < 1:
         raise ConfigError(
             f"gpus_per_instance must be >= 1, got {gpus_per_instance}",

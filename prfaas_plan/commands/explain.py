@@ -6,7 +6,7 @@ workload is a truncated log-normal. Units: SI (s, bytes, bytes/s, tokens, req/s)
 from dataclasses import dataclass
 
 from prfaas_plan.analytic.capacity import Evaluation
-from prfaas_plan.analytic.distributions import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.inputs.scenario import Problem

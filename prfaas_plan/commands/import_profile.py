@@ -6,6 +6,7 @@ expectations), so it is complete: `optimize --data-dir DIR` plans with it and `c
 validates it. An existing profile is replaced only with `force`.
 """
 
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -83,6 +84,40 @@ def _provenance(asked: str | None, marks: dict[str, str]) -> str:
             parameter="provenance",
         )
     return asked or ("estimated" if marks else "measured")
+
+
+def _each_file_once(files: Sequence[Path]) -> None:
+    """ConfigError naming a file given twice, by the same name, through a link or as a copy
+    (the same sha256), checked before any is read: its runs would count twice in the per-bin
+    medians. Only regular files within the readers' size limit are hashed; the readers refuse
+    the others."""
+    inodes: dict[tuple[int, int], Path] = {}
+    digests: dict[str, Path] = {}
+    for f in files:
+        try:
+            status = f.stat()
+        except OSError:
+            continue  # the reader names it
+        inode = (status.st_dev, status.st_ino)
+        if inode in inodes:
+            raise ConfigError(_twice(f, inodes[inode], "the same file as"))
+        inodes[inode] = f
+        if not stat.S_ISREG(status.st_mode) or status.st_size > bounds.MAX_BENCHMARK_BYTES:
+            continue
+        try:
+            digest = imp.source_file(f, limit_bytes=bounds.MAX_BENCHMARK_BYTES).sha256
+        except OSError:
+            continue
+        if digest in digests:
+            raise ConfigError(
+                _twice(f, digests[digest], f"the same bytes (sha256 {digest[:12]}…) as")
+            )
+        digests[digest] = f
+
+
+def _twice(f: Path, first: Path, what: str) -> str:
+    found = "given twice" if str(f) == str(first) else f"{what} {first}"
+    return f"{f}: {found}; its runs would count twice in the medians: give each file once"
 
 
 def _tables(
@@ -170,8 +205,10 @@ def import_profile(
         if text is not None:  # written into the table's meta.yaml
             bounds.check_text(name, text)
     imp.check_data_dir(data_dir)
+    _each_file_once(files)
     marks: dict[str, str] = {}
     tables, engine, measured_on = _tables(fmt, files, kind, marks)
+    sources = tuple(imp.source_file(f) for f in files)  # read and bounded by now
     provenance = _provenance(provenance, marks)
     target = Catalog.open(data_dir if not imp.needs_initialising(data_dir) else None)
     target.model(model, where="--model: ")
@@ -179,7 +216,6 @@ def import_profile(
     for t in tables:
         if t.kind == "decode":
             _check_decode_physics(t, target.decode_instance(model, gpu, gpus_per_instance))
-    sources = tuple(imp.source_file(f) for f in files)
     texts = {
         t.kind: (
             t.csv_text(),

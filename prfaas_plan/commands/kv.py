@@ -18,7 +18,8 @@ from prfaas_plan.analytic.architecture import (
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.catalog import Catalog, ModelSpec
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.catalog_files import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prfaas_plan import bounds
-from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate, evaluate_many
+from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate
 from prfaas_plan.analytic.profiles import FittedCurve
-from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttfts
+from prfaas_plan.analytic.ttft import TtftSummary
 from prfaas_plan.choices import Mode, RangePolicy, Solver
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError, RangeError
@@ -22,8 +22,6 @@ from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.sizing import SizingResult, size_prfaas_cluster
 from prfaas_plan.solve.threshold import (
     SearchSpace,
-    homogeneous_configuration,
-    naive_configuration,
     optimize_fixed_hardware_batch,
 )
 
@@ -224,40 +222,6 @@ def range_notes(problem: Problem, policy: RangePolicy) -> tuple[RangeNote, ...]:
     return tuple(notes)
 
 
-def _deployments(
-    problem: Problem, evaluations: dict[str, Evaluation], pricing: "Pricing | None" = None
-) -> list[Deployment]:
-    """Each named evaluation as a Deployment: GPUs, unloaded TTFT (one batched computation for
-    all of them) and, with `pricing`, its cost."""
-    s = problem.scenario
-    thresholds = [e.configuration.threshold_tokens for e in evaluations.values()]
-    ttfts = unloaded_ttfts(problem.system, problem.workload, thresholds)
-    deployments = []
-    for (name, evaluation), ttft in zip(evaluations.items(), ttfts, strict=True):
-        if not evaluation.system_throughput_rps > 0:  # serves nobody: no time to a first token
-            ttft = TtftSummary(*(math.nan,) * len(dataclasses.fields(TtftSummary)))
-        c = evaluation.configuration
-        prfaas_gpus = c.prfaas_instances * s.prfaas_cluster.gpus_per_instance
-        pd_gpus = c.pd_instances * s.pd_cluster.gpus_per_instance
-        cost = None
-        if pricing is not None:
-            from prfaas_plan.commands.cost import price_deployment
-
-            cost = price_deployment(problem, pricing, prfaas_gpus, pd_gpus, evaluation)
-        deployments.append(Deployment(name, prfaas_gpus, pd_gpus, evaluation, ttft, cost))
-    return deployments
-
-
-def _plan_cost(
-    problem: Problem, evaluation: Evaluation, pricing: "Pricing | None", mode: Mode
-) -> "PlanCost | None":
-    if pricing is None:
-        return None
-    from prfaas_plan.commands.cost import plan_cost
-
-    return plan_cost(problem, evaluation, pricing, mode=mode)
-
-
 def check_threshold(threshold_tokens: float | None) -> None:
     """A given routing threshold is >= 0 and a plausible length (one rule for every command)."""
     if threshold_tokens is not None and not threshold_tokens >= 0:
@@ -335,8 +299,10 @@ def plan(
         prfaas_instances = sizing.evaluation.configuration.prfaas_instances
     if sizing is not None:
         problem = dataclasses.replace(problem, prfaas_instances=prfaas_instances)
-    ((paper, exact),) = search_many([problem], threshold_tokens)
-    report = _report(problem, mode, paper, exact, notes, pricing)
+    from prfaas_plan.commands.plan_reports import reports_many
+
+    optima = search_many([problem], threshold_tokens)
+    (report,) = reports_many([problem], optima, mode, notes, [pricing])
     if ttft is not None:
         if sizing is not None:
             raise ConfigError(
@@ -352,10 +318,10 @@ def plan(
             problem.system, problem.workload, space, arrival_rate_rps=ttft.rate_rps(capacity),
             ttft_target_s=ttft.target_s, ttft_percentile=ttft.percentile, mode=mode,
         )  # fmt: skip
-        report = _report(problem, mode, paper, exact, notes, pricing, chosen)
+        (report,) = reports_many([problem], optima, mode, notes, [pricing], [chosen])
         report = dataclasses.replace(report, ttft_target=ttft, loaded_ttft=loaded)
     if sizing is not None:
-        report = _report(problem, mode, paper, exact, notes, pricing, sizing.evaluation)
+        (report,) = reports_many([problem], optima, mode, notes, [pricing], [sizing.evaluation])
         report = dataclasses.replace(report, sizing=sizing)
     return dataclasses.replace(report, problem=asked)
 
@@ -382,55 +348,6 @@ def search_many(
     return list(zip(configurations[:count], configurations[count:], strict=True))
 
 
-def _report(
-    problem: Problem,
-    mode: Mode,
-    paper: Configuration,
-    exact: Configuration,
-    notes: "tuple[RangeNote, ...]",
-    pricing: "Pricing | None",
-    chosen: Evaluation | None = None,
-) -> PlanReport:
-    """The plan report of `problem` from its paper- and exact-mode optima: the optimum of
-    `mode` (or `chosen`: a sized or TTFT-constrained plan) against both baselines, both
-    modes' views, the unloaded TTFTs and, with `pricing`, the costs. One call per problem,
-    whether it was searched alone or in a batch."""
-    system, workload, s = problem.system, problem.workload, problem.scenario
-    total_gpus = problem.prfaas_instances * s.prfaas_cluster.gpus_per_instance + s.pd_cluster.gpus
-    paper_optimum, exact_optimum, homogeneous, naive, paper_plan_exact = evaluate_many(
-        system, workload,
-        [
-            paper, exact,
-            homogeneous_configuration(
-                system, workload, total_gpus // s.pd_cluster.gpus_per_instance, mode
-            ),
-            naive_configuration(problem.prfaas_instances, problem.pd_instances),
-            paper,
-        ],
-        [Mode.PAPER, Mode.EXACT, mode, mode, Mode.EXACT],
-    )  # fmt: skip
-    optimum = paper_optimum if mode is Mode.PAPER else exact_optimum
-    chosen = chosen if chosen is not None else optimum
-    deployments = _deployments(
-        problem,
-        {"prfaas_pd": chosen, "homogeneous_pd": homogeneous, "naive_heterogeneous": naive},
-        pricing,
-    )
-    return PlanReport(
-        problem=problem,
-        mode=mode,
-        plan=deployments[0],
-        homogeneous=deployments[1],
-        naive=deployments[2],
-        modes=ModeComparison(paper_optimum, exact_optimum, paper_plan_exact.system_throughput_rps),
-        sizing=None,
-        range_notes=notes,
-        ttft_target=None,
-        loaded_ttft=None,
-        plan_cost=_plan_cost(problem, chosen, pricing, mode),
-    )
-
-
 def plan_many(
     problems: Sequence[Problem],
     pricings: Sequence["Pricing | None"],
@@ -444,11 +361,9 @@ def plan_many(
     `search_many` says; `pricings[i]` prices problem i."""
     check_threshold(threshold_tokens)
     notes = range_notes(problems[0], range_policy)  # the tables and the workload: shared
-    searched = search_many(problems, threshold_tokens)
-    return [
-        _report(problem, mode, paper, exact, notes, pricing)
-        for problem, (paper, exact), pricing in zip(problems, searched, pricings, strict=True)
-    ]
+    from prfaas_plan.commands.plan_reports import reports_many
+
+    return reports_many(problems, search_many(problems, threshold_tokens), mode, notes, pricings)
 
 
 @model_numerics("evaluate")
@@ -484,9 +399,8 @@ def evaluate_configuration(
         threshold_tokens,
     )
     evaluation = evaluate(problem.system, problem.workload, configuration, mode)
-    return EvaluationReport(
-        problem,
-        _deployments(problem, {"evaluated": evaluation}, pricing)[0],
-        notes,
-        _plan_cost(problem, evaluation, pricing, mode),
-    )
+    from prfaas_plan.commands.plan_reports import deployments_many, plan_costs
+
+    ((deployed,),) = deployments_many([problem], [{"evaluated": evaluation}], [pricing])
+    (cost,) = plan_costs([problem], [evaluation], [pricing], mode)
+    return EvaluationReport(problem, deployed, notes, cost)

@@ -22,8 +22,9 @@ from prfaas_plan.analytic.split_ttft import SplitTtft
 from prfaas_plan.choices import CostModel, Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.commands.plan import TtftTarget, ttft_target
-from prfaas_plan.errors import ConfigError, InfeasibleError
-from prfaas_plan.inputs.catalog import Catalog, LinkOffering
+from prfaas_plan.errors import ConfigError, InfeasibleError, PlanError
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.catalog_files import LinkOffering
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.links import link_offering_for
 from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price, resolve_pricing
@@ -36,15 +37,10 @@ from prfaas_plan.solve.procure_exact import (
     exact_target,
     fixed_usd_per_hour,
 )
-from prfaas_plan.solve.procure_milp import (
-    ProcurePoint,
-    ProcureSpace,
-    build_procure_milp,
-    solve_procure,
-    write_model,
-)
+from prfaas_plan.solve.procure_milp import build_procure_milp, solve_procure, write_model
+from prfaas_plan.solve.procure_space import ProcurePoint, ProcureSpace
 from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft, point_ttft
-from prfaas_plan.solve.sizing_milp import milp_threshold_grid
+from prfaas_plan.solve.search import milp_threshold_grid
 
 
 @dataclass(frozen=True)
@@ -278,7 +274,9 @@ def procure(
 ) -> ProcureReport:
     """The cheapest deployment reaching `target_rps`, or the highest Λ within
     `budget_usd_per_hour` (exactly one); InfeasibleError (exit 6) names the best effort.
-    `export_model` (.mps or .lp) also writes the whole MILP, atomically, before solving.
+    `export_model` (.mps or .lp) also writes the whole MILP, atomically, before solving; it
+    stays written when no deployment is found (an infeasible model is what a solver's own
+    diagnosis needs), and the error says so.
     `ttft` (with `target_rps` only): also meet a TTFT figure at a Poisson load (its load_rps,
     or load_fraction of target_rps), the offloaded traffic then on at most one site
     (solve/procure_ttft.py)."""
@@ -312,6 +310,21 @@ def procure(
             )
         milp = build_procure_milp(grid, target_rps, budget_usd_per_hour)
         write_atomically(export_model, lambda tmp: write_model(milp, tmp), "export_model")
+    try:
+        return _solve(problem, pricing, sites, model, grid, target_rps, budget_usd_per_hour, ttft)
+    except PlanError as exc:
+        if export_model is None:
+            raise
+        raise type(exc)(
+            f"{exc}; the model was written to {export_model} all the same (export_model)",
+            parameter=exc.parameter,
+        ) from None
+
+
+def _solve(problem: Problem, pricing: Pricing, sites: tuple[Site, ...], model: ProcureModel,
+           grid: ProcureSpace, target_rps: float | None, budget_usd_per_hour: float | None,
+           ttft: TtftTarget | None) -> ProcureReport:  # fmt: skip
+    """`procure`'s search once its inputs are checked (and its model exported)."""
     if budget_usd_per_hour is not None:
         found = exact_budget(model, budget_usd_per_hour, _on_grid(grid, budget_usd_per_hour))
         if found is None:
@@ -510,7 +523,7 @@ def procure_pricing(
     ConfigError naming gpu_prices_usd_per_gpu_hour when a GPU has no price."""
     pricing = resolve_pricing(
         catalog, problem.scenario, problem.source, gpu_prices=gpu_prices, cost_model=cost_model,
-        link_gbps=0.0,
+        link_bytes_per_s=0.0,
     )  # fmt: skip
     if pricing is None:
         raise ConfigError(

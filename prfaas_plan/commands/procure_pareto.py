@@ -11,7 +11,9 @@ handles those). The unloaded P90 TTFT adds the site's RTT to offloaded requests.
 use-case with the same prices. At a load, the TTFT frontier's plans come from the
 ε-constraint search of solve/procure_ttft.py (the same single-site space, with the PD-P count
 chosen for latency and the fewest decode instances stable at the load), and the reference deployments' P90 is their own at that
-load (inf when it overloads them). Units: req/s, $/h, s.
+load (inf when it overloads them). A target no candidate reaches is refused (InfeasibleError,
+exit 6, nothing written), as plain `procure` refuses it: its cost-P90 frontier would be empty.
+Units: req/s, $/h, s.
 """
 
 import dataclasses
@@ -28,11 +30,11 @@ from prfaas_plan.choices import Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.commands.plan import Deployment, plan
 from prfaas_plan.commands.procure import Site, binding, procure_candidates, site_queues
-from prfaas_plan.errors import ConfigError
+from prfaas_plan.errors import ConfigError, InfeasibleError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem
-from prfaas_plan.solve.procure_milp import ProcureSpace
+from prfaas_plan.solve.procure_space import ProcureSpace
 from prfaas_plan.solve.procure_ttft import ttft_frontier
 
 PARETO_PERCENTILE: Metric = 90
@@ -230,6 +232,16 @@ def procure_pareto(
             for i in idx
         )  # fmt: skip
 
+    best_rps = float(plans["capacity_rps"].max(initial=0.0))
+    if not best_rps >= target_rps * (1 - 1e-9):  # as plain procure: exit 6, nothing written
+        raise InfeasibleError(
+            f"no deployment in the candidate space reaches target_rps {target_rps:g} req/s, so "
+            f"the cost-P90 frontier (plans reaching it) would be empty: the highest capacity "
+            f"of a one-site plan is {best_rps:.4g} req/s; give a target_rps at most that (the cost-capacity "
+            "frontier does not depend on it) or allow more instances (max_instances_per_site, "
+            "procurement.max_pd_instances)",
+            parameter="target_rps",
+        )
     capacity = non_dominated(plans["usd_per_hour"], -plans["capacity_rps"])
     if ttft_load_rps is None:
         reach = np.flatnonzero(plans["capacity_rps"] >= target_rps * (1 - 1e-9))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from prfaas_plan import units
 from prfaas_plan.analytic.capacity import Bound, Evaluation
-from prfaas_plan.analytic.distributions import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.cost import price_deployment
 from prfaas_plan.commands.numerics import model_numerics

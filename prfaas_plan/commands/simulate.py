@@ -14,7 +14,7 @@ import numpy as np
 
 from prfaas_plan import bounds, units
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem, evaluate
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
 from prfaas_plan.choices import ArrivalProcess, Mode, RoutingPolicy
 from prfaas_plan.commands.numerics import model_numerics

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from prfaas_plan import units
 from prfaas_plan.commands.requests import (
     EvaluateRequest,
     ExplainRequest,
@@ -42,7 +41,7 @@ def prices(problem: Problem, request: Prices, catalog: Catalog) -> "Pricing | No
         catalog, problem.scenario, problem.source,
         gpu_prices=request.gpu_prices_usd_per_gpu_hour, link_offering=request.link_offering,
         cost_model=request.cost_model, utilization=request.utilization,
-        link_gbps=units.bytes_per_s_to_gbps(problem.system.link_bandwidth_bytes_per_s),
+        link_bytes_per_s=problem.system.link_bandwidth_bytes_per_s,
     )  # fmt: skip
 
 
@@ -71,8 +70,14 @@ def optimize_many(
 
     assert request.target_rps is None and request.max_prfaas_gpus is None
     assert request.ttft_target_s is None and request.solver is None
+    # the problems differ only in counts and link: their prices only in the link bought
+    by_link: dict[float, Pricing | None] = {}
+    for problem in problems:
+        link = problem.system.link_bandwidth_bytes_per_s
+        if link not in by_link:
+            by_link[link] = prices(problem, request, catalog)
     return plan_many(
-        problems, [prices(problem, request, catalog) for problem in problems],
+        problems, [by_link[problem.system.link_bandwidth_bytes_per_s] for problem in problems],
         mode=request.mode, threshold_tokens=request.threshold_tokens,
         range_policy=request.out_of_range,
     )  # fmt: skip

@@ -4,12 +4,18 @@ writes the result)."""
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Annotated
 
+from pydantic import Field
+
+from prfaas_plan.choices import Mode
+from prfaas_plan.commands.requests import ModeChoice
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.export import dynamo, kubernetes, llmd
 from prfaas_plan.export.manifest import ExportFile, naming
 from prfaas_plan.export.note import Note, note_files
 from prfaas_plan.export.plan_source import ExportPlan
+from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.scenario import Problem
 
 MAX_CHARS_PER_TOKEN = 64  # a plausibility bound on --prompt-chars-per-token
@@ -28,20 +34,45 @@ DEFAULT_IMAGES = {
 }
 
 
-@dataclass(frozen=True)
-class ExportRequest:
-    target: Target
-    name: str | None = None  # object name prefix; None: the scenario's name, sanitised
-    namespace: str | None = None
-    image: str | None = None  # None: the target's default
-    model_id: str | None = None  # None: the scenario's model name
-    prompt_chars_per_token: int = llmd.DEFAULT_CHARS_PER_TOKEN  # llm-d only
+TargetChoice = Annotated[Target, Field(strict=False)]  # given by its value, "llm-d"
+
+
+class ExportRequest(Strict):
+    """`export`: the stack and how its objects are named (the CLI's flags, the HTTP body's
+    fields; server/bodies.py adds the scenario). The plan is the scenario's, planned in `mode`,
+    or (the CLI) a reviewed `optimize -f json` document, which keeps its own mode."""
+
+    target: TargetChoice = Field(description="Stack: llm-d, dynamo or kubernetes.")
+    mode: ModeChoice = Field(
+        Mode.PAPER, description="The plan's mode when planned from the scenario: paper or exact."
+    )
+    name: str | None = Field(
+        None, description="Object name prefix, a Kubernetes name [the scenario's, sanitised]."
+    )
+    namespace: str | None = Field(None, description="Kubernetes namespace [none written].")
+    image: str | None = Field(None, description="Container image [the target's default].")
+    model_id: str | None = Field(None, description="Model the engine loads [the scenario's].")
+    prompt_chars_per_token: int = Field(
+        llmd.DEFAULT_CHARS_PER_TOKEN,
+        description="llm-d only: prompt characters a token, to write the threshold in characters.",
+    )
 
 
 @dataclass(frozen=True)
 class ExportResult:
+    target: Target
+    name: str  # the object name prefix the documents use (a DNS-1123 label)
     files: list[ExportFile]
     note: Note
+
+    def summary(self) -> str:
+        """What was written and what it costs: `N files for T; ... Λ_max X req/s (±p% vs ...)`."""
+        cost = self.note.costs[0]
+        return (
+            f"{len(self.files)} files for {self.target.value}; the configuration it runs models "
+            f"at Λ_max {cost.stack_system_rps:.4f} req/s ({cost.relative_change:+.2%} vs the "
+            "plan; see NOTE.md)"
+        )
 
 
 def _check_text(value: str, parameter: str) -> str:
@@ -77,4 +108,4 @@ def build_export(problem: Problem, plan: ExportPlan, request: ExportRequest) -> 
         files, note = kubernetes.build(
             problem, plan, names, kubernetes.KubernetesOptions(image, model_id)
         )
-    return ExportResult([*files, *note_files(plan, names, note)], note)
+    return ExportResult(request.target, names.base, [*files, *note_files(plan, names, note)], note)

@@ -8,10 +8,12 @@ user gives is refused with one line when it is not valid, never changed behind t
 
 import contextlib
 import hashlib
+import io
 import os
 import re
 import shutil
 import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,10 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 MAX_DNS_LABEL_CHARS = 63
 # a base name leaves room for the longest suffix a target appends ("-prfaas-prefill", 15)
 MAX_BASE_NAME_CHARS = 40
+# an export's files hold ~15,000 characters (the case study's llm-d: 13,600); its inputs are
+# bounded (names, image and model id at most 512 characters) far below this
+MAX_ARCHIVE_CHARS = 4 * 1024 * 1024
+ZIP_DATE_TIME = (1980, 1, 1, 0, 0, 0)  # zip's earliest: the same export is the same bytes
 
 ROLE_PRFAAS = "prfaas-prefill"
 ROLE_PD_PREFILL = "pd-prefill"
@@ -155,6 +161,32 @@ def render(file: ExportFile) -> str:
         header = "".join(f"# {line}\n" if line else "#\n" for line in doc.comments)
         parts.append(header + yaml.safe_dump(doc.body, sort_keys=False, allow_unicode=True))
     return "---\n".join(parts)
+
+
+def file_texts(files: list[ExportFile]) -> dict[str, str]:
+    """{path: text} of `files`, in their order: what write_directory writes, file by file."""
+    return {file.path: render(file) for file in files}
+
+
+def zip_archive(texts: dict[str, str], folder: str) -> bytes:
+    """`texts` ({path: text}) as a zip archive built in memory, every file under one `folder`
+    (as `-o folder` writes them), UTF-8, deflated, mode 0644, dated ZIP_DATE_TIME so that the
+    same files give the same bytes. More than MAX_ARCHIVE_CHARS characters in all is refused
+    before anything is encoded or compressed."""
+    total = sum(len(text) for text in texts.values())
+    if total > MAX_ARCHIVE_CHARS:
+        raise ConfigError(
+            f"the export's files hold {total:,} characters, over the archive's limit of "
+            f"{MAX_ARCHIVE_CHARS:,}; shorten the names (name, image, model_id, the scenario's)"
+        )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, text in texts.items():
+            entry = zipfile.ZipInfo(f"{folder}/{path}", ZIP_DATE_TIME)
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            entry.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
+            archive.writestr(entry, text.encode("utf-8"))
+    return buffer.getvalue()
 
 
 def write_directory(target: Path, files: list[ExportFile], parameter: str = "output") -> None:

@@ -47,6 +47,12 @@ def plan_from_scenario(problem: Problem, mode: Mode) -> ExportPlan:
     report = plan(problem, mode=mode)
     evaluation = report.plan.evaluation
     c = evaluation.configuration
+    if not math.isfinite(c.threshold_tokens):  # t = inf: no PrfaaS instance, or none worth it
+        raise ConfigError(
+            f"{problem.source}: the plan offloads nothing to PrfaaS (threshold_tokens is inf, "
+            f"with {c.prfaas_instances} PrfaaS instances), so there is no routing to export; "
+            "give prfaas_cluster.instances > 0 or export a plan that uses the PrfaaS cluster"
+        )
     return _export_plan(
         problem, f"scenario {problem.source}", __version__, mode, c.threshold_tokens,
         evaluation.system_throughput_rps, c.prfaas_instances, c.pd_prefill_instances,

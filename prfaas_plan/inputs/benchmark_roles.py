@@ -29,7 +29,7 @@ import numpy as np
 
 from prfaas_plan.choices import ProfileKind
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.benchmarks import BenchmarkRun
+from prfaas_plan.inputs.benchmark_run import BenchmarkRun
 
 # two runs' mean input (or output) lengths within this share of the larger are one setting:
 # runs of random lengths around one setting differ by a few percent; a prefill run and a decode

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from prfaas_plan.analytic.profiles import FittedCurve
-from prfaas_plan.inputs.catalog import Catalog, DecodeTable, GpuSpec, LinkOffering
+from prfaas_plan.inputs.catalog import Catalog, DecodeTable
+from prfaas_plan.inputs.catalog_files import GpuSpec, LinkOffering
 
 T = TypeVar("T")
 MAX_ENTRIES = (

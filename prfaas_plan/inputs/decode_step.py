@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan.inputs.benchmarks import BenchmarkRun
+from prfaas_plan.inputs.benchmark_run import BenchmarkRun
 
 # tokens per streamed chunk above which chunks carry several tokens: one token a chunk gives
 # exactly 1 (output - 1 gaps); a few requests cut short or a lost chunk stay well under 1.2

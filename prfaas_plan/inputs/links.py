@@ -8,9 +8,10 @@ command that buys a link (optimize and evaluate through inputs/pricing.py; procu
 Units: Gbps (10^9 bit/s), USD per month and per GB, ms, as in the files.
 """
 
-from prfaas_plan import bounds
+from prfaas_plan import bounds, units
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.catalog import OWNED_LINK, Catalog, LinkOffering, Provenance
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.catalog_files import OWNED_LINK, LinkOffering, Provenance
 
 __all__ = ["OWNED_LINK", "link_offering_for", "owned_link"]
 OWNED_LINK_RTT_MS = 0.0  # the scenario states no RTT: see owned_link
@@ -49,13 +50,13 @@ def link_offering_for(
     name: str,
     *,
     owned_gbps: float,
-    carry_gbps: float | None = None,
+    carry_bytes_per_s: float | None = None,
     where: str = "",
     parameter: str | None = None,
 ) -> LinkOffering:
     """The offering called `name`: `owned` is a zero-cost link of `owned_gbps` (the scenario's
-    link.bandwidth_gbps), any other name a file of data/links/. With `carry_gbps` (the link
-    bandwidth the plan assumes), an offering narrower than that is refused: a ConfigError
+    link.bandwidth_gbps), any other name a file of data/links/. With `carry_bytes_per_s` (the
+    link bandwidth the plan assumes), an offering narrower than that is refused: a ConfigError
     naming both bandwidths (tagged `link_offering`). `where` prefixes, and `parameter` tags, an
     unknown name's error."""
     known = catalog.link_offering_names()
@@ -70,7 +71,10 @@ def link_offering_for(
             "for a link already owned (no cost)",
             parameter=parameter,
         )
-    if carry_gbps is not None and offering.bandwidth_gbps < carry_gbps:
+    if carry_bytes_per_s is not None and (
+        units.gbps_to_bytes_per_s(offering.bandwidth_gbps) < carry_bytes_per_s
+    ):
+        carry_gbps = units.bytes_per_s_to_gbps(carry_bytes_per_s)
         if name == OWNED_LINK:
             raise ConfigError(
                 f"link_offering {OWNED_LINK!r} is the scenario's own {owned_gbps:g} Gbps link "

@@ -11,7 +11,8 @@ from prfaas_plan import bounds, units
 from prfaas_plan.analytic.cost import LinkPrice, tco_usd_per_gpu_hour
 from prfaas_plan.choices import CostModel
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.catalog import Catalog, GpuPrices, LinkOffering
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.catalog_files import GpuPrices, LinkOffering
 from prfaas_plan.inputs.links import link_offering_for
 from prfaas_plan.inputs.scenario import DEFAULT_UTILIZATION, Scenario
 
@@ -139,11 +140,11 @@ def resolve_pricing(
     link_offering: str | None = None,
     cost_model: CostModel | None = None,
     utilization: float | None = None,
-    link_gbps: float | None = None,
+    link_bytes_per_s: float | None = None,
 ) -> Pricing | None:
     """The scenario's prices, or None when the catalog has none and none are asked for (then
     results carry no cost). Anything asked for explicitly that cannot be priced is an error.
-    `link_gbps`: the link the plan assumes when it is not the file's (a bandwidth_gbps
+    `link_bytes_per_s`: the link the plan assumes when it is not the file's (a bandwidth_gbps
     override); the offering bought must carry it."""
     spec = scenario.cost
     asked = spec is not None or bool(gpu_prices) or link_offering is not None
@@ -177,10 +178,14 @@ def resolve_pricing(
             raise
         return None
     name = link_offering or (spec.link_offering if spec else None)
-    needed_gbps = scenario.link.bandwidth_gbps if link_gbps is None else link_gbps
+    needed_bytes_per_s = (
+        units.gbps_to_bytes_per_s(scenario.link.bandwidth_gbps)
+        if link_bytes_per_s is None
+        else link_bytes_per_s
+    )
     if name is not None:
         offering = link_offering_for(
-            catalog, name, owned_gbps=scenario.link.bandwidth_gbps, carry_gbps=needed_gbps,
+            catalog, name, owned_gbps=scenario.link.bandwidth_gbps, carry_bytes_per_s=needed_bytes_per_s,
             where="link_offering: " if link_offering else f"{where}cost.link_offering: ",
             parameter="link_offering" if link_offering else None,
         )  # fmt: skip
@@ -190,12 +195,13 @@ def resolve_pricing(
             o for o in (catalog.link_offering(n) for n in catalog.link_offering_names())
             if not o.colocated  # a cross-connect only when named: it assumes one site
         ]  # fmt: skip
-        links = tuple(_link_price(o) for o in offerings if o.bandwidth_gbps >= needed_gbps)
+        priced = (_link_price(o) for o in offerings)
+        links = tuple(p for p in priced if p.bandwidth_bytes_per_s >= needed_bytes_per_s)
         if not links:
             if asked:
                 raise ConfigError(
                     f"no link offering in {catalog.data_dir / 'links'}/ carries the plan's "
-                    f"{needed_gbps:g} Gbps link; add one or give link_offering",
+                    f"{units.bytes_per_s_to_gbps(needed_bytes_per_s):g} Gbps link; add one or give link_offering",
                     parameter="link_offering",
                 )
             return None

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Discriminator, Field, Tag, model_validator
+import numpy as np
+from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from prfaas_plan import bounds, units
 from prfaas_plan.analytic.capacity import ServingSystem
@@ -94,9 +96,22 @@ class LinkSpec(Strict):
 class LogNormalLengths(Strict):
     distribution: Literal["truncated_lognormal"]
     mu_log: float = Field(ge=-bounds.MAX_ABS_MU_LOG, le=bounds.MAX_ABS_MU_LOG)  # mean of ln(tokens)
-    sigma_log: float = Field(gt=0, le=10)  # beyond 10 the moments overflow a double
+    sigma_log: float = Field(  # std of ln(tokens); its bounds checked below, with their reason
+        json_schema_extra={"minimum": bounds.MIN_SIGMA_LOG, "maximum": bounds.MAX_SIGMA_LOG}
+    )
     min_tokens: Tokens
     max_tokens: Tokens
+
+    @field_validator("sigma_log")
+    @classmethod
+    def _plausible_sigma(cls, sigma_log: float) -> float:
+        low, high = bounds.MIN_SIGMA_LOG, bounds.MAX_SIGMA_LOG
+        if not low <= sigma_log <= high:  # the value found is added by the message's writer
+            why = " (a narrower log-normal is a fixed length: give a histogram of one narrow bin)"
+            raise PydanticCustomError(
+                "sigma_log", f"must be in [{low:g}, {high:g}]" + (why if sigma_log < low else "")
+            )
+        return sigma_log
 
     @model_validator(mode="after")
     def _ordered(self) -> "LogNormalLengths":
@@ -468,7 +483,14 @@ def build_workload(
 ) -> LengthDistribution:
     if isinstance(spec, LogNormalLengths):
         d = truncated_log_normal(spec.mu_log, spec.sigma_log, spec.min_tokens, spec.max_tokens)
-        mass = d.untruncated_mass
+        try:  # bounds.py keeps this finite; outside commands/numerics.py's guard, so guarded here
+            with np.errstate(over="raise", invalid="raise", divide="raise"):
+                mass = d.untruncated_mass
+        except FloatingPointError as exc:
+            raise ConfigError(
+                f"{where}workload.{field}: the log-normal (mu_log={spec.mu_log:g}, "
+                f"sigma_log={spec.sigma_log:g}) cannot be computed with ({exc})"
+            ) from None
         if not mass > MIN_LOGNORMAL_MASS:
             raise ConfigError(
                 f"{where}workload.{field}: the log-normal (mu_log={spec.mu_log:g}, "

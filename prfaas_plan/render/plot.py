@@ -13,6 +13,7 @@ import numpy as np
 
 from prfaas_plan import units
 from prfaas_plan.analytic.capacity import Evaluation, rates
+from prfaas_plan.analytic.threshold_balance import threshold_balance
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.kv import KvReport
 from prfaas_plan.commands.plan import PlanReport
@@ -51,16 +52,12 @@ def _check_suffix(plot_path: Path) -> None:
 def _draw_balance(left: Any, problem: Problem, plan: Evaluation, mode: Mode) -> None:
     """The system throughput each term allows against t for the plan's split, and Λ_max."""
     c = plan.configuration
-    w = problem.workload
-    t = np.geomspace(w.min_tokens, w.max_tokens, PLOT_POINTS)
-    k_tokens = units.tokens_to_ktokens(t)
-    r = rates(problem.system, w, t, c.prfaas_instances, c.pd_prefill_instances,
-              c.pd_decode_instances, mode)  # fmt: skip
-    limits = r.limits_rps
-    left.plot(k_tokens, np.minimum(limits[0], limits[1]), label="Θ_prfaas / p")
-    left.plot(k_tokens, limits[2], label="Θ_pd-p / (1 − p)")
-    left.plot(k_tokens, limits[3], label="Θ_pd-d", linestyle="--")
-    left.plot(k_tokens, r.system_rps, color="black", linewidth=2.5, alpha=0.35, label="Λ_max")
+    curve = threshold_balance(problem.system, problem.workload, c, mode, PLOT_POINTS)
+    k_tokens = units.tokens_to_ktokens(curve.thresholds_tokens)
+    left.plot(k_tokens, curve.prfaas_rps, label="Θ_prfaas / p")
+    left.plot(k_tokens, curve.pd_prefill_rps, label="Θ_pd-p / (1 − p)")
+    left.plot(k_tokens, curve.pd_decode_rps, label="Θ_pd-d", linestyle="--")
+    left.plot(k_tokens, curve.system_rps, color="black", linewidth=2.5, alpha=0.35, label="Λ_max")
     left.axvline(units.tokens_to_ktokens(c.threshold_tokens), color="grey", linestyle=":")
     left.plot([units.tokens_to_ktokens(c.threshold_tokens)], [plan.system_throughput_rps], "ko")
     left.set(

@@ -173,7 +173,7 @@ def comparison_view(report: ComparisonReport) -> View:
         "Policies: static t; adaptive (raise t while the link or PrfaaS queue is hot); rebalance "
         "(convert PD instances between prefill and decode, re-optimise t); dual (both); prefix "
         "(prefix-cache-aware, only with a trace carrying hash_ids). The paper gives no trigger "
-        "values; these are the simulator's defaults (see prfaas_plan/sim/threshold.py, sim/rebalance.py).",
+        "values; these are the simulator's defaults (see prfaas_plan/sim/threshold_policies.py, sim/rebalance.py).",
     ]  # fmt: skip
     return View(
         f"prfaas-plan compare-policies · {report.problem.scenario.name}", columns, rows, notes

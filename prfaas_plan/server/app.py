@@ -3,7 +3,8 @@ endpoint of server/endpoints.py, the what-if page's own calls, the page itself a
 /docs and /openapi.json.
 
 A response is the CLI's JSON document, written compact (`?format=markdown` gives the CLI's
-Markdown). A failure is `{"error": {"type", "message", "parameter"}}` with the
+Markdown); /export's is its files, {path: text}, or with `?format=zip` (or `Accept:
+application/zip`) a zip archive of them (built in the worker, bounded). A failure is `{"error": {"type", "message", "parameter"}}` with the
 library's one-line message (request fields named as the library names them, `threshold_tokens`,
 where the CLI writes `--threshold-tokens`) and an HTTP status by class:
 
@@ -16,9 +17,12 @@ where the CLI writes `--threshold-tokens`) and an HTTP status by class:
     431 a head (request line and headers) over max_head_bytes or max_headers lines
     422 ConfigError, ProfileError, RangeError (and a body that breaks the schema: a ConfigError)
     503 SolverError, ResourceLimitError (out of memory), max_concurrent requests running and
-        max_queued more waiting, bodies being received over max_buffered_body_bytes in all,
-        or a worker process that ended while computing the request
-    504 a request over timeout_s (on worker processes its computation is stopped)
+        max_queued more waiting, a request that waited timeout_s in the queue without starting,
+        bodies being received over max_buffered_body_bytes in all, or a worker process that
+        ended while computing the request
+    504 a request that computed for over timeout_s (on worker processes it is stopped)
+
+A request whose client hangs up is not computed if it has not started (workers.py).
 
 Requests are decoded, checked and computed on worker processes (server/workers.py); this
 process only moves bytes, and the computing POSTs bypass FastAPI's layers (`Front`).
@@ -58,10 +62,10 @@ from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import load_scenario
 from prfaas_plan.render.views import Document
 from prfaas_plan.server.decoding import ApiError
-from prfaas_plan.server.endpoints import ENDPOINTS
-from prfaas_plan.server.jobs import SCENARIO, WHATIF, WorkerBugError
+from prfaas_plan.server.endpoints import ENDPOINTS, ZIP
+from prfaas_plan.server.jobs import SCENARIO, WHATIF, WorkerBugError, zip_of
 from prfaas_plan.server.limits import Limits, head_refusal
-from prfaas_plan.server.workers import Runner
+from prfaas_plan.server.workers import ClientGoneError, Runner
 
 STATIC = Path(__file__).resolve().parent / "static"
 API = "/api/v1"
@@ -79,10 +83,30 @@ def error_response(status: int, kind: str, message: str, **extra: Any) -> JSONRe
     return JSONResponse({"error": {"type": kind, "message": message, **extra}}, status)
 
 
-FORMAT_PARAMETER = {
-    "name": "format", "in": "query", "required": False,
-    "schema": {"type": "string", "enum": ["json", "markdown"], "default": "json"},
-}  # fmt: skip
+def format_parameter(formats: tuple[str, ...]) -> dict[str, Any]:
+    """The OpenAPI description of `?format=` for an endpoint answering in `formats`."""
+    return {
+        "name": "format", "in": "query", "required": False,
+        "schema": {"type": "string", "enum": list(formats), "default": "json"},
+    }  # fmt: skip
+
+
+def _either(names: tuple[str, ...]) -> str:
+    return " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def accepts_zip(accept: str | None) -> bool:
+    """True when an Accept header names application/zip (a media range's parameters aside)."""
+    return accept is not None and any(
+        part.split(";", 1)[0].strip().lower() == "application/zip" for part in accept.split(",")
+    )
+
+
+ZIP_RESPONSE = {"200": {"description": "The files of the export: {path: text} as JSON, or "
+    "(`?format=zip`, or `Accept: application/zip`) a zip archive", "content": {
+    "application/json": {"schema": {"type": "object",
+                                    "additionalProperties": {"type": "string"}}},
+    "application/zip": {"schema": {"type": "string", "format": "binary"}}}}}  # fmt: skip
 LOG = logging.getLogger("uvicorn.error")  # where uvicorn writes its own errors
 
 
@@ -178,17 +202,26 @@ def create_app(
         """The answer to a computing POST (`name`: an endpoint, WHATIF or SCENARIO), its
         failures answered here too (the front calls this without FastAPI's handlers)."""
         try:
-            formats = request.query_params.getlist("format") if name in ENDPOINTS else []
+            spec = ENDPOINTS.get(name)
+            offered = spec.formats if spec is not None else ("json",)
+            formats = request.query_params.getlist("format") if spec is not None else []
             if len(formats) > 1:  # as a JSON key given twice: which one was meant?
                 raise ApiError(422, "ConfigError", "format is given more than once; give it once")
             format = formats[0] if formats else "json"
-            if format not in ("json", "markdown"):
+            if not formats and ZIP in offered and accepts_zip(request.headers.get("accept")):
+                format = ZIP
+            if format not in offered:
                 raise ApiError(
-                    422, "ConfigError", f"format must be json or markdown, got {format[:40]!r}"
+                    422, "ConfigError", f"format must be {_either(offered)}, got {format[:40]!r}"
                 )
             raw = await read_body(request, limits, budget)
-            text = await runner.run(name, raw, format)  # decoded and checked there
-        except ClientDisconnect:  # nobody to answer, nothing to report
+
+            async def hung_up() -> None:  # the body is read: the next message is the hang-up
+                while (await request.receive())["type"] != "http.disconnect":
+                    pass
+
+            text = await runner.run(name, raw, format, hung_up)  # decoded and checked there
+        except (ClientDisconnect, ClientGoneError):  # nobody to answer, nothing to report
             return Response(status_code=400)
         except Exception as exc:
             if isinstance(exc, WorkerBugError):  # a bug in a worker process: its traceback there
@@ -199,11 +232,18 @@ def create_app(
             return failure_response(exc)
         if format == "markdown":
             return PlainTextResponse(text, media_type="text/markdown")
+        if format == ZIP:
+            filename, data = zip_of(text)  # a DNS-1123 label and ".zip": nothing to quote
+            disposition = f'attachment; filename="{filename}"'
+            return Response(data, media_type="application/zip",
+                            headers={"content-disposition": disposition})  # fmt: skip
         return Response(text, media_type="application/json")
 
     # the computing routes, as FastAPI routes for the OpenAPI description; the front (below)
     # sends their requests to `compute` directly
-    def add(name: str, summary: str, body: dict[str, Any] | None, query: bool) -> None:
+    def add(
+        name: str, summary: str, body: dict[str, Any] | None, formats: tuple[str, ...] = ()
+    ) -> None:
         async def route(request: Request) -> Response:
             return await compute(name, request)
 
@@ -211,19 +251,21 @@ def create_app(
         if body is not None:
             documented["requestBody"] = {"required": False, "content": {
                 "application/json": {"schema": body}}}  # fmt: skip
-        if query:
-            documented["parameters"] = [FORMAT_PARAMETER]
+        if formats:
+            documented["parameters"] = [format_parameter(formats)]
+        if ZIP in formats:
+            documented["responses"] = ZIP_RESPONSE
         app.add_api_route(
             f"{API}/{name}", route, methods=["POST"], summary=summary, name=name,
             response_class=Response, openapi_extra=documented or None,
         )  # fmt: skip
 
     for spec in ENDPOINTS.values():
-        add(spec.name, spec.summary, spec.body.model_json_schema(), query=True)
+        add(spec.name, spec.summary, spec.body.model_json_schema(), spec.formats)
     add(WHATIF, "The page's call: /plan's JSON, its table and Markdown, and the threshold-"
-        "balance curve", ENDPOINTS["plan"].body.model_json_schema(), query=False)  # fmt: skip
+        "balance curve", ENDPOINTS["plan"].body.model_json_schema())  # fmt: skip
     add(SCENARIO, "A scenario YAML (the body, as text) read with the strict loader and schema, "
-        "returned as JSON", None, query=False)  # fmt: skip
+        "returned as JSON", None)  # fmt: skip
 
     @app.get(f"{API}/scenario/default", summary="The case-study scenario (the CLI's default)")
     async def _default() -> Document:

@@ -16,6 +16,7 @@ from prfaas_plan.commands.requests import (
     SensitivityRequest,
     SimulateRequest,
 )
+from prfaas_plan.export.build import ExportRequest
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.scenario import Scenario
 
@@ -106,3 +107,9 @@ class ProcureBody(ScenarioBody, ProcureRequest):
 
 class ParetoBody(ScenarioBody, ParetoRequest):
     max_instances_per_site: ServerInstances = None
+
+
+class ExportBody(ScenarioBody, ExportRequest):
+    """The scenario's plan (planned in `mode`: the what-if page's current plan) as a stack's
+    files. No output directory and no plan file: the server reads no file a request names and
+    writes none (the files are the answer)."""

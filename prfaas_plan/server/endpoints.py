@@ -33,13 +33,27 @@ Handler = Callable[[B, Catalog], "Answer"]
 REQUEST_SOURCE = Path("request")  # how messages and `inputs.scenario_file` name a body's scenario
 
 
+FORMATS = ("json", "markdown")  # what every endpoint answers in (`?format=`)
+ZIP = "zip"  # an answer that is a set of files, as a zip archive (an endpoint says it has one)
+
+
+@dataclass(frozen=True)
+class Archive:
+    """An answer that is a set of files: {path: text}, and the name of its zip archive (without
+    `.zip`; its one top folder too)."""
+
+    name: str
+    files: dict[str, str]
+
+
 @dataclass(frozen=True)
 class Answer:
     """A use-case's answer, each form built on demand (a request asks for one): the view (the
-    CLI's table and Markdown) and the JSON document."""
+    CLI's table and Markdown), the JSON document and, for an endpoint offering ZIP, its files."""
 
     view: Callable[[], View]
     document: Callable[[], Document]
+    archive: Callable[[], Archive] | None = None
 
 
 @dataclass(frozen=True)
@@ -48,17 +62,20 @@ class Endpoint:
     body: type[Strict]
     handler: Callable[[Strict, Catalog], Answer]
     summary: str
+    formats: tuple[str, ...] = FORMATS
 
 
 ENDPOINTS: dict[str, Endpoint] = {}
 
 
-def endpoint(name: str, body: type[B]) -> Callable[[Handler[B]], Handler[B]]:
-    """Register `handler` as POST /api/v1/`name` taking `body`."""
+def endpoint(
+    name: str, body: type[B], formats: tuple[str, ...] = FORMATS
+) -> Callable[[Handler[B]], Handler[B]]:
+    """Register `handler` as POST /api/v1/`name` taking `body`, answering in `formats`."""
 
     def register(handler: Handler[B]) -> Handler[B]:
         doc = (handler.__doc__ or name).strip().splitlines()[0]
-        ENDPOINTS[name] = Endpoint(name, body, handler, doc)  # type: ignore[arg-type]
+        ENDPOINTS[name] = Endpoint(name, body, handler, doc, formats)  # type: ignore[arg-type]
         return handler
 
     return register
@@ -92,7 +109,8 @@ def plan_report(body: bodies.PlanBody, catalog: Catalog) -> "PlanReport":
     return use_cases.optimize(problem_of(body, catalog), body, catalog)
 
 
-@endpoint("plan", bodies.PlanBody)
+@endpoint("optimize", bodies.PlanBody)
+@endpoint("plan", bodies.PlanBody)  # its first name, kept for the clients that use it
 def plan_endpoint(body: bodies.PlanBody, catalog: Catalog) -> Answer:
     """`optimize`: the threshold, the PD split (or the PrfaaS size) against both baselines."""
     from prfaas_plan.render.plan import plan_to_json, plan_view
@@ -213,6 +231,30 @@ def explain_endpoint(body: bodies.ExplainBody, catalog: Catalog) -> Answer:
 
     report = use_cases.explain(problem_of(body, catalog), body, catalog)
     return Answer(lambda: explain_view(report), lambda: explain_to_json(report))
+
+
+@endpoint("export", bodies.ExportBody, formats=(*FORMATS, ZIP))
+def export_endpoint(body: bodies.ExportBody, catalog: Catalog) -> Answer:
+    """`export`: the plan as a stack's manifests (llm-d, Dynamo, Kubernetes) and its note."""
+    from prfaas_plan.export.build import build_export
+    from prfaas_plan.export.manifest import file_texts
+    from prfaas_plan.export.plan_source import plan_from_scenario
+
+    problem = problem_of(body, catalog)
+    result = build_export(problem, plan_from_scenario(problem, body.mode), body)
+    texts = file_texts(result.files)
+
+    def view() -> View:
+        rows = [
+            (file.path, [", ".join(str(d.body.get("kind")) for d in file.documents) or "note",
+                         f"{len(texts[file.path].encode('utf-8')):,}"])
+            for file in result.files
+        ]  # fmt: skip
+        title = f"prfaas-plan export · {result.target.value} · {problem.scenario.name}"
+        return View(title, ["documents", "bytes"], rows, [result.summary()])
+
+    archive = Archive(f"{result.name}-{result.target.value}", texts)
+    return Answer(view, lambda: texts, lambda: archive)
 
 
 def whatif(body: bodies.PlanBody, catalog: Catalog) -> Document:

@@ -8,6 +8,7 @@ symbolic library until a request needs one (each endpoint imports its command in
 function), so an idle worker holds only the catalog, numpy and the schemas (README: the idle
 footprint)."""
 
+import base64
 import os
 import pickle
 import signal
@@ -19,6 +20,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from prfaas_plan.errors import ConfigError, PlanError
+from prfaas_plan.export.manifest import zip_archive
 from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.reading import parse, parse_yaml_text
@@ -75,13 +77,31 @@ def job(
     assert catalog is not None, "a worker process runs start_worker first"
     naming = Naming.of(catalog.data_dir, catalog.models_file)
     try:
-        text = _compute(name, raw, format, max_json_depth, catalog)
+        text = _compute(name, raw, format, max_json_depth, catalog, naming)
     except (PlanError, ApiError) as exc:
         raise naming.error(exc) from None
+    if format == endpoints.ZIP:  # its files were renamed one by one before archiving
+        return text
     return naming.text(text) if format == "markdown" else naming.json(text)
 
 
-def _compute(name: str, raw: bytes, format: str, max_json_depth: int, catalog: Catalog) -> str:
+def zip_text(archive: endpoints.Archive, naming: Naming) -> str:
+    """An archive as the text a job answers (a worker answers text): the zip's file name, a
+    newline, the zip archive in base64; each file's server paths renamed before archiving."""
+    files = {path: naming.text(text) for path, text in archive.files.items()}
+    data = zip_archive(files, archive.name)
+    return f"{archive.name}.zip\n" + base64.b64encode(data).decode("ascii")
+
+
+def zip_of(text: str) -> tuple[str, bytes]:
+    """The file name and the bytes of a zip answered by `zip_text`."""
+    filename, _, encoded = text.partition("\n")
+    return filename, base64.b64decode(encoded)
+
+
+def _compute(
+    name: str, raw: bytes, format: str, max_json_depth: int, catalog: Catalog, naming: Naming
+) -> str:
     if name == PING:
         return PING
     if name == SCENARIO:
@@ -101,6 +121,9 @@ def _compute(name: str, raw: bytes, format: str, max_json_depth: int, catalog: C
         assert isinstance(body, PlanBody)
         return dumps(endpoints.whatif(body, catalog), compact=True)
     answer = spec.handler(body, catalog)
+    if format == endpoints.ZIP:
+        assert answer.archive is not None, f"{name} offers zip without an archive"
+        return zip_text(answer.archive(), naming)
     if format == "markdown":
         return render_markdown(answer.view())
     return dumps(answer.document(), compact=True)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem, evaluate
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.sim.arrivals import (

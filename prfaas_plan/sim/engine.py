@@ -60,7 +60,7 @@ from prfaas_plan.sim.stats import (
     role_stats,
     static_role_stats,
 )
-from prfaas_plan.sim.threshold import StaticThreshold
+from prfaas_plan.sim.threshold_policies import StaticThreshold
 
 
 def simulate(

@@ -7,7 +7,7 @@ from prfaas_plan.errors import ConfigError
 from prfaas_plan.sim.policies import Policy
 from prfaas_plan.sim.prefix import PrefixAwareThreshold
 from prfaas_plan.sim.rebalance import RoleRebalancing
-from prfaas_plan.sim.threshold import AdaptiveThreshold, StaticThreshold
+from prfaas_plan.sim.threshold_policies import AdaptiveThreshold, StaticThreshold
 
 _DEFAULTS: dict[str, Callable[[], Policy]] = {
     "static": StaticThreshold,

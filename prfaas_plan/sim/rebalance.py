@@ -60,7 +60,7 @@ from prfaas_plan.sim.policies import Job, Policy, Progress, Role, RoleChange, Sc
 from prfaas_plan.sim.queues import PROGRESS_CHUNK, ElasticFifo, SharedLink
 from prfaas_plan.sim.splits import SplitChoice, evaluate_splits
 from prfaas_plan.sim.stages import check_pool, stage
-from prfaas_plan.sim.threshold import AdaptiveThreshold, LinkMeter
+from prfaas_plan.sim.threshold_policies import AdaptiveThreshold, LinkMeter
 
 __all__ = ["Role", "RoleChange", "RoleRebalancing", "SplitChoice", "evaluate_splits"]
 

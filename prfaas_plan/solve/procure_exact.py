@@ -50,19 +50,12 @@ import numpy as np
 from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import ServingSystem, rates
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.choices import Mode
-from prfaas_plan.solve.procure_milp import (
-    ProcurePoint,
-    ProcureSpace,
-    SiteRates,
-    pd_counts,
-    single_site_target,
-    solve_one,
-    solve_procure,
-    target_lower_bounds,
-)
-from prfaas_plan.solve.sizing_milp import milp_threshold_grid
+from prfaas_plan.solve.procure_bounds import pd_counts, single_site_target, target_lower_bounds
+from prfaas_plan.solve.procure_milp import solve_one, solve_procure
+from prfaas_plan.solve.procure_space import ProcurePoint, ProcureSpace, SiteRates
+from prfaas_plan.solve.search import COARSE_GRID_POINTS, milp_threshold_grid
 
 # a rate within this of the optimum is the optimum: far below any printed digit, and the ascent
 # of the budget mode steps by it when a deployment's rate cannot be raised further
@@ -351,7 +344,7 @@ def rate_within_budget(
         lam = np.minimum(g, u)
         best = int(np.argmax(lam))
         return float(lam[best]), float(t[best])
-    grid = np.exp(np.linspace(*_log_range(w), 65))
+    grid = np.exp(np.linspace(*_log_range(w), COARSE_GRID_POINTS))
     t = np.concatenate([ends, grid])
     g, u = _rate_at(model, point, budget_usd_per_hour, t)
     lam = np.minimum(g, u)

@@ -24,7 +24,7 @@ from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem, rates
 from prfaas_plan.analytic.deployment_load import Loads, loads
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.loaded_ttft import (
     LoadedTtft,
     Metric,
@@ -35,13 +35,8 @@ from prfaas_plan.analytic.loaded_ttft import (
 )
 from prfaas_plan.analytic.split_ttft import SiteRoute, SplitTtft, split_ttft
 from prfaas_plan.choices import Mode
-from prfaas_plan.solve.procure_milp import (
-    ProcurePoint,
-    ProcureSpace,
-    capacity_rps,
-    pd_counts,
-    site_counts,
-)
+from prfaas_plan.solve.procure_bounds import pd_counts, site_counts
+from prfaas_plan.solve.procure_space import ProcurePoint, ProcureSpace, capacity_rps
 
 
 @dataclass(frozen=True)

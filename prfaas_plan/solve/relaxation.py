@@ -32,7 +32,7 @@ import numpy as np
 from prfaas_plan import units
 from prfaas_plan.analytic.arrays import FloatArray, IntArray
 from prfaas_plan.analytic.capacity import Bound, ServingSystem
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.errors import ConfigError, SolverError
 
 DEFAULT_BINS = 2000

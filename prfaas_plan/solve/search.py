@@ -1,5 +1,6 @@
-"""Search helpers shared by the optimisers: threshold grids, golden-section maximisation and
-bisection, all vectorised over rows (one independent search per split or candidate).
+"""Search helpers shared by the optimisers: the threshold grids (each grid's size and the
+tolerances declared once), golden-section maximisation and bisection, all vectorised over rows
+(one independent search per split or candidate).
 
 Units: thresholds in tokens; the searched functions return whatever the caller maximises.
 """
@@ -10,9 +11,16 @@ from collections.abc import Callable
 import numpy as np
 
 from prfaas_plan.analytic.arrays import BoolArray, FloatArray
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 
 GOLDEN_RATIO = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618...: a golden step keeps this share
+GOLDEN_STEPS = 45  # shrinks a bracket by 0.618^45 ~ 4e-10
+TIE_RTOL = 1e-9  # rates within this (relative) of the best are tied
+# thresholds of the grids the searches start from (each then refined, but the MILP's)
+COARSE_GRID_POINTS = 65  # the threshold optimiser's, and procure's exact budget search
+TTFT_GRID_POINTS = 97  # the TTFT-constrained search's, per split
+MILP_THRESHOLDS = 129  # the sizing and procurement MILPs' choices over a continuous law
+MAX_OBSERVED_THRESHOLDS = 2000  # ... over observed lengths, quantiles beyond this many
 
 
 def geometric_threshold_grid(
@@ -68,3 +76,24 @@ def bisect(
         left = left_of(mid)
         lo, hi = np.where(left, mid, lo), np.where(left, hi, mid)
     return lo, hi
+
+
+def ttft_threshold_grid(workload: LengthDistribution) -> FloatArray:
+    """From 'offload everything' (below the shortest length) to 'offload nothing'.
+
+    Geometric also for observed lengths: a grid at every distinct length (what
+    optimize_fixed_hardware evaluates) would cost thousands of thresholds × splits × the TTFT
+    mesh; the bisections to the edges of the feasible set find the steps between grid points."""
+    return geometric_threshold_grid(workload, TTFT_GRID_POINTS, offload_all=True)
+
+
+def milp_threshold_grid(workload: LengthDistribution) -> FloatArray:
+    """Thresholds the MILP may choose: 'offload all' (0), a grid over the support, 'offload none'."""
+    observed = workload.threshold_candidates()
+    if observed is not None:
+        if observed.size > MAX_OBSERVED_THRESHOLDS:
+            observed = np.quantile(observed, np.linspace(0, 1, MAX_OBSERVED_THRESHOLDS))
+        inner = observed
+    else:
+        inner = geometric_threshold_grid(workload, MILP_THRESHOLDS)
+    return np.unique(np.concatenate([[0.0], inner, [np.inf]]))

@@ -32,10 +32,11 @@ from prfaas_plan.analytic.capacity import (
     ServingSystem,
     evaluate,
 )
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError, SolverError
-from prfaas_plan.solve.sizing_milp import build_milp, milp_size, milp_threshold_grid, solve_milp
+from prfaas_plan.solve.search import milp_threshold_grid
+from prfaas_plan.solve.sizing_milp import build_milp, milp_size, solve_milp
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 # A count whose exact Λ_max is within RTOL (relative) of the goal reaches it: the exact optimiser

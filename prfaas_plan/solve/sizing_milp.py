@@ -29,7 +29,7 @@ import numpy as np
 
 from prfaas_plan.analytic.arrays import FloatArray, IntArray
 from prfaas_plan.analytic.capacity import ServingSystem, rates
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import SolverError
 from prfaas_plan.solve.quiet import solver_output_silenced
@@ -37,8 +37,6 @@ from prfaas_plan.solve.quiet import solver_output_silenced
 if TYPE_CHECKING:  # pulp is imported only where a problem is built
     import pulp
 
-MILP_THRESHOLDS = 129
-MAX_OBSERVED_THRESHOLDS = 2000
 MILP_TIME_LIMIT_S = 60.0
 MILP_REL_GAP = 1e-9
 
@@ -73,18 +71,6 @@ def milp_size(thresholds: int) -> MilpSize:
     """Variables, binaries, rows and (at most) nonzeros of the MILP on `thresholds` points."""
     k = thresholds
     return MilpSize(k, 3 + 2 * k, k, 7 * k + 3, 16 * k + 2)
-
-
-def milp_threshold_grid(workload: LengthDistribution) -> FloatArray:
-    """Thresholds the MILP may choose: 'offload all' (0), a grid over the support, 'offload none'."""
-    observed = workload.threshold_candidates()
-    if observed is not None:
-        if observed.size > MAX_OBSERVED_THRESHOLDS:
-            observed = np.quantile(observed, np.linspace(0, 1, MAX_OBSERVED_THRESHOLDS))
-        inner = observed
-    else:
-        inner = np.geomspace(workload.min_tokens, workload.max_tokens, MILP_THRESHOLDS)
-    return np.unique(np.concatenate([[0.0], inner, [np.inf]]))
 
 
 def build_milp(

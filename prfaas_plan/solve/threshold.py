@@ -28,16 +28,19 @@ from prfaas_plan.analytic.capacity import (
     prefill_limits,
     row_modes,
 )
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.solve.search import golden_section_max, threshold_grid
+from prfaas_plan.solve.search import (
+    COARSE_GRID_POINTS,
+    GOLDEN_STEPS,
+    TIE_RTOL,
+    golden_section_max,
+    threshold_grid,
+)
 
-COARSE_GRID_POINTS = 65
 ROOT_MAX_STEPS = 60
 ROOT_RTOL = 1e-10
-GOLDEN_STEPS = 45  # shrinks a grid bracket by 0.618^45 ~ 4e-10
-TIE_RTOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -420,7 +423,7 @@ def homogeneous_configuration(
 UNUSED_LINK_BYTES_PER_S = 1.0  # the homogeneous split's memo key: no request crosses a link
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=4096)  # a sweep's equal-cost baselines span many instance counts
 def _homogeneous_configuration(
     system: ServingSystem, workload: LengthDistribution, pd_instances: int, mode: Mode
 ) -> Configuration:

@@ -9,7 +9,7 @@ import numpy as np
 from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray, IntArray
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem, rates
 from prfaas_plan.analytic.deployment_load import loads
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.loaded_ttft import Metric, TtftMesh, ttft_cdf
 from prfaas_plan.choices import Mode
 from prfaas_plan.solve.threshold import SearchSpace
@@ -26,7 +26,7 @@ class Candidates(NamedTuple):
     slack: FloatArray  # >= 0 iff the target is met: P(TTFT <= x) − q, or x − mean
 
 
-class Problem(NamedTuple):
+class TtftSearch(NamedTuple):
     """One TTFT-constrained search: what is fixed while candidates vary."""
 
     system: ServingSystem
@@ -41,7 +41,7 @@ class Problem(NamedTuple):
 
 
 def evaluate_candidates(
-    problem: Problem, thresholds: ArrayLike, n_p: ArrayLike, n_d: ArrayLike
+    problem: TtftSearch, thresholds: ArrayLike, n_p: ArrayLike, n_d: ArrayLike
 ) -> Candidates:
     """Λ_max (capacity.rates in the planning mode) and the TTFT slack of candidates
     (broadcast, then flattened)."""

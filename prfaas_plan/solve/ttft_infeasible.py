@@ -12,15 +12,14 @@ from prfaas_plan.analytic.deployment_load import loads
 from prfaas_plan.analytic.loaded_ttft import LoadedTtft, loaded_ttft, ttft_percentiles
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import InfeasibleError
-from prfaas_plan.solve.search import golden_section_max
+from prfaas_plan.solve.search import GOLDEN_STEPS, golden_section_max
 from prfaas_plan.solve.ttft_candidates import (
     Candidates,
-    Problem,
+    TtftSearch,
     configuration_of,
     evaluate_candidates,
 )
 
-GOLDEN_STEPS = 45  # shrinks a bracket by 0.618^45 ~ 4e-10
 LOWEST_SHORTLIST = 16  # candidates whose TTFT percentile is inverted when none is feasible
 SHORTLIST_ROUNDS = 8
 
@@ -45,7 +44,7 @@ def _plan_text(configuration: Configuration) -> str:
     )
 
 
-def _binding_part(problem: Problem, result: LoadedTtft, configuration: Configuration) -> str:
+def _binding_part(problem: TtftSearch, result: LoadedTtft, configuration: Configuration) -> str:
     """What keeps a stable plan above the target: its own prefill (and transfer) time, if the
     figure is above the target even with no load, else the part of the queueing delay that
     adds most to the mean TTFT."""
@@ -76,7 +75,7 @@ def _binding_part(problem: Problem, result: LoadedTtft, configuration: Configura
 
 
 def _metric_values(
-    problem: Problem, thresholds: ArrayLike, n_p: ArrayLike, n_d: ArrayLike
+    problem: TtftSearch, thresholds: ArrayLike, n_p: ArrayLike, n_d: ArrayLike
 ) -> FloatArray:
     """The constrained TTFT figure of candidates (inf where unstable)."""
     s, w, sp = problem.system, problem.workload, problem.space
@@ -95,7 +94,7 @@ def _metric_values(
     return out
 
 
-def _shortlisted(problem: Problem, c: Candidates) -> int:
+def _shortlisted(problem: TtftSearch, c: Candidates) -> int:
     """The candidate with the lowest TTFT figure. A percentile costs a numerical inversion, so
     it is computed for a shortlist only: the candidates with the most probability below a
     level x, at first the target. When the lowest figure v found is below x, the shortlist is
@@ -120,7 +119,7 @@ def _shortlisted(problem: Problem, c: Candidates) -> int:
     return i
 
 
-def _lowest_ttft(problem: Problem, c: Candidates, grid: FloatArray) -> Configuration:
+def _lowest_ttft(problem: TtftSearch, c: Candidates, grid: FloatArray) -> Configuration:
     """The stable candidate with the lowest TTFT figure, its threshold then polished between
     its neighbours on the threshold `grid` (golden section; the figure is unimodal in t near
     there)."""
@@ -148,7 +147,7 @@ def _lowest_ttft(problem: Problem, c: Candidates, grid: FloatArray) -> Configura
     return configuration
 
 
-def infeasible(problem: Problem, c: Candidates, grid: FloatArray) -> InfeasibleError:
+def infeasible(problem: TtftSearch, c: Candidates, grid: FloatArray) -> InfeasibleError:
     """The error for a search whose candidates `c` (on the threshold `grid`) all miss the
     target: the highest capacity if every plan is overloaded, else the lowest TTFT found."""
     s, w, sp = problem.system, problem.workload, problem.space

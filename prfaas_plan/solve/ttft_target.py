@@ -10,7 +10,7 @@ import numpy as np
 
 from prfaas_plan.analytic.arrays import BoolArray, FloatArray, IntArray
 from prfaas_plan.analytic.capacity import Evaluation, ServingSystem, evaluate, rates
-from prfaas_plan.analytic.distributions import LengthDistribution
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.loaded_ttft import (
     LoadedTtft,
     check_latency,
@@ -21,35 +21,29 @@ from prfaas_plan.analytic.loaded_ttft import (
 )
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.solve.search import bisect, geometric_threshold_grid, golden_section_max
+from prfaas_plan.solve.search import (
+    TIE_RTOL,
+    bisect,
+    golden_section_max,
+    ttft_threshold_grid,
+)
 from prfaas_plan.solve.threshold import SearchSpace
 from prfaas_plan.solve.ttft_candidates import (
     Candidates,
-    Problem,
+    TtftSearch,
     concat,
     configuration_of,
     evaluate_candidates,
 )
 from prfaas_plan.solve.ttft_infeasible import infeasible
 
-THRESHOLD_GRID_POINTS = 97  # geometric grid of thresholds per split, before refinement
 REFINE_STEPS = 60  # bisection steps to the peak of Λ_max: a bracket shrinks by 2^-60
 EDGE_STEPS = 45  # ... to an edge of the feasible set: 2^-45 ~ 3e-14 of a grid cell
 SLACK_STEPS = 30  # golden-section steps to the most TTFT slack: 0.618^30 ~ 5e-7 of the bracket
-TIE_RTOL = 1e-9
-
-
-def threshold_grid(workload: LengthDistribution) -> FloatArray:
-    """From 'offload everything' (below the shortest length) to 'offload nothing'.
-
-    Geometric also for observed lengths: a grid at every distinct length (what
-    optimize_fixed_hardware evaluates) would cost thousands of thresholds × splits × the TTFT
-    mesh; the bisections to the edges of the feasible set find the steps between grid points."""
-    return geometric_threshold_grid(workload, THRESHOLD_GRID_POINTS, offload_all=True)
 
 
 def _peaks(
-    problem: Problem, grid: FloatArray, n_p: IntArray, n_d: IntArray
+    problem: TtftSearch, grid: FloatArray, n_p: IntArray, n_d: IntArray
 ) -> tuple[FloatArray, FloatArray]:
     """Per split, a bracket [lo, hi] (REFINE_STEPS bisections wide) of the crossing of the two
     prefill terms, where Λ_max peaks (reference eq. 7: Λ_max rises up to it and falls after
@@ -77,7 +71,7 @@ def _peaks(
 
 
 def _with_refinements(
-    problem: Problem, grid: FloatArray, n_p: IntArray, n_d: IntArray
+    problem: TtftSearch, grid: FloatArray, n_p: IntArray, n_d: IntArray
 ) -> tuple[Candidates, FloatArray]:
     """Steps 1 and 2 of `_search`: every split's grid plus its peak bracket and its point of
     most TTFT slack, each row sorted by threshold. Returns the candidates (row-major, flat)
@@ -105,7 +99,7 @@ def _with_refinements(
     return points, np.take_along_axis(rows, order, axis=1)
 
 
-def _search(problem: Problem, grid: FloatArray, n_p: IntArray, n_d: IntArray) -> Candidates:
+def _search(problem: TtftSearch, grid: FloatArray, n_p: IntArray, n_d: IntArray) -> Candidates:
     """Every candidate the optimum can be among, for thresholds searched per split.
 
     1. The grid, and per split the crossing of the two prefill terms (where Λ_max peaks),
@@ -162,7 +156,7 @@ def optimize_with_ttft(
 
     Λ_max comes from capacity.rates in `mode`; the queues always use the exact mean service
     times (what the servers do), so a plan is stable iff the rate is below its exact-mode
-    Λ_max. Search: for every split, a geometric grid of THRESHOLD_GRID_POINTS thresholds, then
+    Λ_max. Search: for every split, a geometric grid of TTFT_GRID_POINTS thresholds, then
     bisection to the crossing of the two prefill terms (the unconstrained peak of Λ_max) and to
     every edge of the feasible set between grid points; the best feasible candidate wins (ties,
     e.g. a decode-bound plateau, go to the most TTFT slack). A feasible set narrower than a grid
@@ -178,7 +172,7 @@ def optimize_with_ttft(
             f"the TTFT target must be a finite number > 0 s, got {ttft_target_s:g}",
             parameter="ttft_target_s",
         )
-    problem = Problem(
+    problem = TtftSearch(
         system,
         workload,
         space,
@@ -195,14 +189,14 @@ def optimize_with_ttft(
     elif space.prfaas_instances == 0:
         grid = np.array([np.inf])
     else:
-        grid = threshold_grid(workload)
+        grid = ttft_threshold_grid(workload)
     if grid.size > 1:
         candidates = _search(problem, grid, n_p, n_d)
     else:
         candidates = evaluate_candidates(problem, grid[None, :], n_p[:, None], n_d[:, None])
     feasible = candidates.slack >= 0
     if not feasible.any():
-        raise infeasible(problem, candidates, threshold_grid(workload))
+        raise infeasible(problem, candidates, ttft_threshold_grid(workload))
     capacity = np.where(feasible, candidates.capacity_rps, -np.inf)
     tied = np.flatnonzero(capacity >= capacity.max() * (1 - TIE_RTOL))
     i = int(tied[np.argmax(candidates.slack[tied])])

@@ -41,12 +41,11 @@ def optimize_block(
     from prfaas_plan.commands import use_cases
     from prfaas_plan.commands.requests import PlanRequest, build
     from prfaas_plan.render.plan import plan_to_json
-    from prfaas_plan.study.flat import flatten
+    from prfaas_plan.study.flat import columns_of, flatten
 
     request = build(PlanRequest, **parameters)
     rows = [flatten(plan_to_json(r)) for r in use_cases.optimize_many(problems, request, catalog)]
-    names = dict.fromkeys(name for row in rows for name in row)
-    return {name: [row.get(name) for row in rows] for name in names}
+    return columns_of(rows)
 
 
 def block_problems(first: Problem, scenarios: list[Scenario]) -> list[Problem]:

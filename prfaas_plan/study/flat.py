@@ -6,20 +6,58 @@ from typing import Any
 
 
 def flatten(document: Any, prefix: str = "") -> dict[str, Any]:
-    """A JSON document as one level of dotted keys; non-finite numbers become null."""
+    """A JSON document as one level of dotted keys; non-finite numbers become null, an empty
+    object null, a list of strings one comma-separated string, any other list its JSON."""
     out: dict[str, Any] = {}
     if isinstance(document, dict):
-        for key, value in document.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        if not document and prefix:
+        if document:
+            _into(out, document, prefix)
+        elif prefix:
             out[prefix[:-1]] = None
-        return out
-    name = prefix[:-1]
-    if isinstance(document, list):
-        strings = all(isinstance(v, str) for v in document)
-        out[name] = ",".join(document) if strings else json.dumps(document)
-    elif isinstance(document, float) and not math.isfinite(document):
-        out[name] = None
     else:
-        out[name] = document
+        out[prefix[:-1]] = _leaf(document)
     return out
+
+
+def _into(out: dict[str, Any], document: dict[Any, Any], prefix: str) -> None:
+    """`document`'s members into `out` under `prefix` (one pass, no intermediate dicts: a sweep
+    flattens a few hundred keys per scenario; the common leaf types tested first, by type)."""
+    for key, value in document.items():
+        name = f"{prefix}{key}"
+        kind = type(value)
+        if kind is float:
+            out[name] = value if value - value == 0 else None  # inf - inf and nan: nan
+        elif kind in _PLAIN:
+            out[name] = value
+        elif kind is dict:
+            if value:
+                _into(out, value, name + ".")
+            else:
+                out[name] = None
+        else:
+            out[name] = _leaf(value)
+
+
+_PLAIN = frozenset({int, str, bool, type(None)})
+
+
+def _leaf(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list):
+        strings = all(isinstance(v, str) for v in value)
+        return ",".join(value) if strings else json.dumps(value)
+    return value
+
+
+def columns_of(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Flattened rows as columns, every name of any row, None where a row lacks it (rows of
+    one document type usually share their names, in the same order: then one transpose)."""
+    if not rows:
+        return {}
+    names = tuple(rows[0])
+    if all(tuple(row) == names for row in rows):
+        columns = zip(*(row.values() for row in rows), strict=True)
+        return dict(zip(names, map(list, columns), strict=True))
+    every = dict.fromkeys(name for row in rows for name in row)
+    return {name: [row.get(name) for row in rows] for name in every}

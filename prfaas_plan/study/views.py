@@ -8,7 +8,7 @@ from prfaas_plan.render.views import Document, View, fmt
 
 if TYPE_CHECKING:
     from prfaas_plan.study.report import SweepSummary
-    from prfaas_plan.study.run import RunSummary
+    from prfaas_plan.study.results import RunSummary
     from prfaas_plan.study.spec import Sweep
 
 

@@ -14,13 +14,8 @@ from prfaas_plan.analytic.capacity import (
     prefill_limits,
     rates,
 )
-from prfaas_plan.analytic.distributions import (
-    Histogram,
-    ObservedLengths,
-    TruncatedLogNormal,
-    UncachedLengths,
-    truncated_log_normal,
-)
+from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, UncachedLengths
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal, truncated_log_normal
 from prfaas_plan.analytic.ttft import unloaded_ttft, unloaded_ttfts
 from prfaas_plan.choices import Mode
 

@@ -10,11 +10,12 @@ from scipy.optimize import brentq
 
 from prfaas_plan import units
 from prfaas_plan.analytic.capacity import Configuration, evaluate, rates
-from prfaas_plan.analytic.distributions import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.choices import Mode
 from prfaas_plan.inputs.scenario import open_problem
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
-from prfaas_plan.symbolic.closed_forms import Regime, balance_threshold_tokens, closed_forms
+from prfaas_plan.symbolic.branches import Regime
+from prfaas_plan.symbolic.closed_forms import balance_threshold_tokens, closed_forms
 
 
 def optimum_rps(system, workload, n_f, n_p, n_d, mode, t0):

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prfaas_plan.analytic.distributions import ObservedLengths, TruncatedLogNormal, UncachedLengths
+from prfaas_plan.analytic.distributions import ObservedLengths, UncachedLengths
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import build_problem, load_scenario, open_problem
 from prfaas_plan.sim.arrivals import MOONCAKE_BLOCK_TOKENS, PrefixBlocks

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from prfaas_plan.analytic.capacity import Bound, Configuration, evaluate
-from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, TruncatedLogNormal
+from prfaas_plan.analytic.distributions import Histogram, ObservedLengths
 from prfaas_plan.analytic.loaded_ttft import loaded_ttft
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.analytic.queueing import erlang_c, mgc_mean_wait
 from prfaas_plan.analytic.ttft import unloaded_ttft
 from prfaas_plan.choices import Mode

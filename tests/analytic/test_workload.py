@@ -4,7 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
 
-from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, TruncatedLogNormal
+from prfaas_plan.analytic.distributions import Histogram, ObservedLengths
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 
 LOGNORMAL = TruncatedLogNormal(9.9, 1.0, 128, 131072)
 

@@ -527,3 +527,36 @@ def test_a_plan_that_offloads_nothing_says_so_instead_of_t_inf():
     result = run("optimize", "--max-prfaas-gpus", "0")
     assert result.returncode == 0, result.stderr
     assert "infK" not in result.stdout and "offloading nothing" in result.stdout
+
+
+# --- a target no deployment reaches: exit 6, one line, and what was written said -------------
+
+# (args, fragments of the one line, files there afterwards besides o.json, kept as it was)
+UNREACHABLE = [
+    (["procure", "--target-rps", "1e6", "-o", "o.json"],
+     ["no deployment in the candidate space reaches --target-rps 1e+06 req/s", "or relax the "
+      "target"], []),
+    # the model of an infeasible target is kept (a solver's diagnosis reads it), and said
+    (["procure", "--target-rps", "1e6", "--export-model", "m.mps", "-o", "o.json"],
+     ["reaches --target-rps 1e+06", "; the model was written to m.mps all the same "
+      "(--export-model)"], ["m.mps"]),
+    # --pareto as plain procure (it exited 0 with an empty cost-P90 frontier)
+    (["procure", "--pareto", "--target-rps", "1e6", "-f", "csv", "-o", "o.json", "--plot",
+      "f.png"],
+     ["reaches --target-rps 1e+06 req/s, so the cost-P90 frontier (plans reaching it) would be "
+      "empty: the highest capacity of a one-site plan is 20.5 req/s; give a --target-rps at "
+      "most that"], []),
+    (["procure", "--pareto", "--target-rps", "1e6", "--ttft-load-rps", "2", "-o", "o.json"],
+     ["would be empty"], []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("args, fragments, written", UNREACHABLE,
+                         ids=[" ".join(a[:4]) for a, _, _ in UNREACHABLE])  # fmt: skip
+def test_an_unreachable_target_exits_6_and_says_what_it_wrote(tmp_path, args, fragments, written):
+    (tmp_path / "o.json").write_text("old")
+    assert_clean_error(run(*args, cwd=tmp_path), 6, *fragments)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["o.json", *written])
+    assert (tmp_path / "o.json").read_text() == "old"
+    if written:
+        assert (tmp_path / "m.mps").read_text().startswith(("NAME", "*"))  # a whole MPS file

@@ -12,12 +12,12 @@ import yaml
 
 from prfaas_plan import units
 from prfaas_plan.analytic.architecture import all_full_attention, kv_footprint
-from prfaas_plan.analytic.distributions import TruncatedLogNormal
 from prfaas_plan.analytic.egress import (
     egress_at_length,
     egress_at_threshold,
     smallest_fitting_threshold,
 )
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.commands.check import KV_TOLERANCE
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.resources import default_data_dir, default_scenario_file

@@ -290,12 +290,21 @@ def test_the_owned_link_function_procure_can_call():
     owned = link_offering_for(catalog, "owned", owned_gbps=25.0)
     assert (owned.bandwidth_gbps, owned.monthly_usd, owned.usd_per_gb) == (25.0, 0.0, 0.0)
     assert owned.prices.basis == "estimate" and owned.rtt.basis == "unknown"
-    port = link_offering_for(catalog, "aws-dx-100g", owned_gbps=25.0, carry_gbps=100.0)
+    port = link_offering_for(
+        catalog, "aws-dx-100g", owned_gbps=25.0, carry_bytes_per_s=units.gbps_to_bytes_per_s(100.0)
+    )
     assert port == catalog.link_offering("aws-dx-100g")
     with pytest.raises(ConfigError, match=r"'owned' is the scenario's own 25 Gbps link"):
-        link_offering_for(catalog, "owned", owned_gbps=25.0, carry_gbps=40.0)
+        link_offering_for(
+            catalog, "owned", owned_gbps=25.0, carry_bytes_per_s=units.gbps_to_bytes_per_s(40.0)
+        )
     with pytest.raises(ConfigError, match=r"'aws-dx-10g' carries 10 Gbps, less than the 40"):
-        link_offering_for(catalog, "aws-dx-10g", owned_gbps=25.0, carry_gbps=40.0)
+        link_offering_for(
+            catalog,
+            "aws-dx-10g",
+            owned_gbps=25.0,
+            carry_bytes_per_s=units.gbps_to_bytes_per_s(40.0),
+        )
     with pytest.raises(ConfigError, match=r"where: unknown link offering 'x'; known: .*or 'owned'"):
         link_offering_for(catalog, "x", owned_gbps=25.0, where="where: ")
 

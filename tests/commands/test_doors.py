@@ -21,7 +21,7 @@ with warnings.catch_warnings():  # starlette's TestClient on httpx (deprecated, 
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.server.app import create_app
 from prfaas_plan.study.flat import flatten
-from prfaas_plan.study.run import read_results
+from prfaas_plan.study.results import read_results
 from tests.cli.test_cli import run
 
 CASE = default_scenario_file()
@@ -141,3 +141,9 @@ def test_random_requests_are_answered_alike_by_the_cli_and_the_api(
             fields[name] = value
             flags += [flag, str(value)]
     same_document(cli("optimize", flags), api(client, "plan", fields), None)
+
+
+def test_the_api_answers_optimize_under_the_commands_name(client):
+    """POST /api/v1/optimize is the command's name; /plan, its first name, gives the same."""
+    body = {"mode": "exact", "bandwidth_gbps": 40}
+    assert api(client, "optimize", body) == api(client, "plan", body)

@@ -4,7 +4,8 @@ import pytest
 import yaml
 
 from prfaas_plan import units
-from prfaas_plan.inputs.catalog import Catalog, ProfileMeta
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.catalog_files import ProfileMeta
 from prfaas_plan.inputs.resources import default_data_dir
 
 DATA = default_data_dir()

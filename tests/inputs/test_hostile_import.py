@@ -232,6 +232,24 @@ def pickle_as_npz(folder: Path) -> list[Path]:
     return [path]
 
 
+def repeated(build: Builder, how: str) -> Builder:
+    """The files of `build` with the first given again: by the same name, as a copy under
+    another name, or through a symbolic link."""
+
+    def build_twice(folder: Path) -> list[Path]:
+        paths = build(folder)
+        first = paths[0]
+        again = {"same name": lambda: first, "copy": lambda: first.with_name("copy-" + first.name),
+                 "link": lambda: first.with_name("link-" + first.name)}[how]()  # fmt: skip
+        if how == "copy":
+            shutil.copyfile(first, again)
+        elif how == "link":
+            again.symlink_to(first)
+        return [first, again, *paths[1:]]
+
+    return build_twice
+
+
 def deep(levels: int) -> str:
     return json.dumps(vllm())[:-1] + ', "metadata": ' + "[" * levels + "]" * levels + "}"
 
@@ -239,6 +257,17 @@ def deep(levels: int) -> str:
 # --- the corpus: (id, format, files, flags, exit code, message fragments[, bounds changed]) ---
 
 CASES = [
+    # a file given twice would count its runs twice in the per-bin medians (run 3's finding 1)
+    ("a file given twice", "vllm", repeated(json_file(vllm()), "same name"), H200, 3,
+     ["run.json: given twice; its runs would count twice in the medians: give each file once"]),
+    ("A A B: a decode run given twice among five", "vllm",
+     repeated(vllm_decode_files(lambda d: d), "same name"), DECODE, 3, ["c1.json: given twice"]),
+    ("the same file through a link", "vllm", repeated(json_file(vllm()), "link"), H200, 3,
+     ["link-run.json: the same file as", "run.json; its runs would count twice"]),
+    ("the same bytes under two names", "sglang", repeated(jsonl_file(sglang_decode()), "copy"),
+     DECODE, 3, ["copy-runs.jsonl: the same bytes (sha256", "as", "runs.jsonl; its runs would"]),
+    ("a Dynamo archive copied", "dynamo", repeated(dynamo("decode"), "copy"), H200, 3,
+     ["copy-raw_data.npz: the same bytes (sha256"]),
     # 3. an archive is checked by its zip entry and .npy header before its data is read
     ("npz member declaring 3.2e8 float64 (a 2.5 MB zip)", "dynamo",
      inflating("prefill", "prefill_isl", 320_000_000, 153, None), H200, 3,

@@ -304,7 +304,7 @@ def test_check_finds_a_broken_context_column(imported_h200, tmp_path):
 def test_queue_free_requests_match_a_brute_force_overlap_check():
     """`_alone` (sorted starts, prefix maxima) against the definition: no other request in
     flight between a request's start and its first token."""
-    from prfaas_plan.inputs.benchmarks import BenchmarkRun
+    from prfaas_plan.inputs.benchmark_run import BenchmarkRun
     from prfaas_plan.inputs.profile_import import _alone
 
     rng = np.random.default_rng(0)

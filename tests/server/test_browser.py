@@ -1,6 +1,7 @@
 """The what-if page in a real browser: Debian's headless Chromium (playwright pointed at
 /usr/bin/chromium) against `prfaas-plan serve` running in uvicorn on 127.0.0.1. Moving the
-bandwidth slider with the keyboard re-plans, and the table shown is the API's for that scenario.
+bandwidth slider with the keyboard re-plans, and the table shown is the API's for that scenario;
+"Download deployment" saves the API's export of the plan shown.
 
 A slow test (.ci/run runs it). Without Chromium (a fresh machine with only Python) it skips,
 saying so in one line; PRFAAS_PLAN_REQUIRE_BROWSER=1, which .ci/run sets after installing
@@ -11,6 +12,7 @@ import json
 import os
 import shutil
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -102,6 +104,22 @@ def test_moving_the_bandwidth_slider_replans_as_the_api(tmp_path):
             page.get_by_role("button", name="Download plan (Markdown)").click()
         markdown = Path(download.value.path()).read_text()
         assert markdown.startswith("## prfaas-plan · paper-case-study") and "| Λ_max" in markdown
+
+        # the plan shown, as Dynamo's manifests: the zip holds the API's files for that plan
+        page.get_by_label("Stack").select_option("dynamo")  # choosing a stack does not re-plan
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download deployment (zip)").click()
+        assert download.value.suggested_filename == "paper-case-study-dynamo.zip"
+        with zipfile.ZipFile(download.value.path()) as archive:
+            zipped = {e.filename: archive.read(e).decode() for e in archive.infolist()}
+        files = api(url, "/api/v1/export", {"scenario": scenario_10, "mode": "paper",
+                                            "target": "dynamo"})  # fmt: skip
+        assert zipped == {f"paper-case-study-dynamo/{path}": text for path, text in files.items()}
+        assert {"NOTE.md", "note.json", "sites/pd/dynamo-graph.yaml"} <= set(files)
+        shown_rps = float(page.get_attribute("#plan-table", "data-system-rps"))
+        assert json.loads(files["note.json"])["plan"]["system_rps"] == shown_rps
+        page.wait_for_selector("#export-status:has-text('downloaded paper-case-study-dynamo.zip')")
+        assert page.get_attribute("#plan-table", "data-renders") == "3"
 
         # the Procure panel, by keyboard: the cheapest deployment for 4 req/s and the frontiers
         target = page.get_by_label("Target (req/s)")

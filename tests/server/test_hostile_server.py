@@ -12,6 +12,8 @@ import pickle
 import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 import warnings
 from pathlib import Path
@@ -199,6 +201,12 @@ ROWS = [
     ("a per-site bound replaces the sites' own", "POST", "/api/v1/procure/pareto", {},
      {"target_rps": 4, "max_instances_per_site": 2,
       "scenario": scenario(procurement={"sites": sites(3, 1000)})}, 200, '"candidates":'),
+    # 8. a subnormal sigma_log overflowed inside the model (a field-less 422, a RuntimeWarning
+    #    in the server's log): refused by its bound, naming the field
+    ("sigma_log 5e-324", "POST", "/api/v1/plan", {},
+     {"scenario": scenario(workload={"input_tokens": {**CASE["workload"]["input_tokens"],
+                                                      "sigma_log": 5e-324}})}, 422,
+     "input_tokens.truncated_lognormal.sigma_log: must be in [0.001, 10] (a narrower"),
 ]  # fmt: skip
 
 
@@ -577,3 +585,151 @@ def test_ten_thousand_unknown_price_keys_are_not_echoed(client):
     assert (
         len(response.text) < 1_000 and "gpu_prices_usd_per_gpu_hour names ['gpu0'" in response.text
     )
+
+
+# a client that hangs up: its request is not computed if it has not started, and the live
+# requests behind it neither wait for it nor are told they were too large (attack run 3, 2)
+
+
+@pytest.fixture
+def blocking_probe(monkeypatch):
+    """An endpoint /probe that counts its calls and, asked to, blocks until released."""
+    calls = {"count": 0, "release": threading.Event()}
+
+    class Body(Strict):
+        wait: bool = False
+
+    registry = dict(endpoints.ENDPOINTS)
+    monkeypatch.setattr(endpoints, "ENDPOINTS", registry)
+    monkeypatch.setattr("prfaas_plan.server.app.ENDPOINTS", registry)
+
+    @endpoints.endpoint("probe", Body)
+    def probe(body, catalog):
+        """Counts and blocks."""
+        calls["count"] += 1
+        if body.wait:
+            calls["release"].wait(10)
+        return endpoints.ENDPOINTS["kv"].handler(endpoints.bodies.KvBody(), catalog)
+
+    return calls
+
+
+async def asgi_post(app, path: str, body: dict, hang_up: asyncio.Event | None = None):
+    """POST `body` to the ASGI `app` as a server would hand it over: the body, then the
+    client's hang-up once `hang_up` is set (never, if None: the answer is read). Returns the
+    status and the answer's bytes."""
+    data = json.dumps(body).encode()
+    scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(),
+             "query_string": b"", "root_path": "", "scheme": "http", "http_version": "1.1",
+             "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1),
+             "headers": [(b"content-length", str(len(data)).encode())]}  # fmt: skip
+    answered, sent = asyncio.Event(), []
+
+    async def receive():
+        if not sent:
+            sent.append(True)
+            return {"type": "http.request", "body": data, "more_body": False}
+        await (hang_up or answered).wait()
+        return {"type": "http.disconnect"}
+
+    messages = []
+
+    async def send(message):
+        messages.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            answered.set()
+
+    await app(scope, receive, send)
+    return messages[0]["status"], b"".join(m.get("body", b"") for m in messages[1:])
+
+
+def test_requests_whose_client_hung_up_are_not_computed(blocking_probe):
+    """One thread computing (a live request, blocked), five requests queued behind it whose
+    clients hang up: none of them is computed, they leave the queue at once, and a live
+    request after them is computed as soon as the first is done."""
+    app = create_app(Limits(max_concurrent=1, max_queued=10, timeout_s=10))
+
+    async def scenario():
+        first = asyncio.ensure_future(asgi_post(app, "/api/v1/probe", {"wait": True}))
+        while blocking_probe["count"] == 0:  # the first is computing
+            await asyncio.sleep(0.01)
+        hang_up = asyncio.Event()
+        abandoned = [asyncio.ensure_future(asgi_post(app, "/api/v1/probe", {}, hang_up))
+                     for _ in range(5)]  # fmt: skip
+        await asyncio.sleep(0.1)  # queued
+        hang_up.set()
+        await asyncio.wait_for(asyncio.gather(*abandoned), 5)  # out of the queue at once
+        assert app.state.runner.busy == 1  # their slots are free
+        live = asyncio.ensure_future(asgi_post(app, "/api/v1/probe", {}))
+        blocking_probe["release"].set()
+        return await first, await asyncio.wait_for(live, 5)
+
+    (status, _), (live_status, live_text) = asyncio.run(scenario())
+    assert (status, live_status) == (200, 200) and b'"gpu":"h200"' in live_text
+    assert blocking_probe["count"] == 2  # the first and the live one; no abandoned one
+
+
+def test_a_client_gone_before_its_job_starts_leaves_the_worker_to_the_next(blocking_probe):
+    """The hang-up is already there when the body has been read (it came with it): the job is
+    never handed to a thread, though one is free."""
+    app = create_app(Limits(max_concurrent=1, max_queued=10, timeout_s=10))
+    gone = asyncio.Event()
+    gone.set()
+    assert asyncio.run(asgi_post(app, "/api/v1/probe", {}, gone))[0] == 400  # nobody reads it
+    assert blocking_probe["count"] == 0 and app.state.runner.busy == 0
+
+
+def test_a_timeout_says_whether_the_request_waited_or_computed(blocking_probe):
+    """The first request computes past the timeout: 504, it computed too long. The second
+    waited the timeout in the queue behind it without starting: 503, it waited (it was told
+    it was too large before, and its wait counted against its own computation)."""
+    app = create_app(Limits(max_concurrent=1, max_queued=1, timeout_s=0.3))
+
+    async def scenario():
+        first = asyncio.ensure_future(asgi_post(app, "/api/v1/probe", {"wait": True}))
+        while blocking_probe["count"] == 0:
+            await asyncio.sleep(0.01)
+        second = await asgi_post(app, "/api/v1/probe", {})
+        return await first, second
+
+    try:
+        (status, text), (second_status, second_text) = asyncio.run(scenario())
+    finally:
+        blocking_probe["release"].set()
+    assert status == 504
+    assert json.loads(text)["error"]["message"].startswith(
+        "the request computed for over 0.3 s and it runs on, holding its slot until done"
+    )
+    assert second_status == 503
+    assert json.loads(second_text)["error"] == {
+        "type": "Busy",
+        "message": "the request waited 0.3 s in the queue behind other requests without "
+        "starting; retry shortly",
+    }
+    assert blocking_probe["count"] == 1  # the second never computed
+
+
+def _post_and_hang_up(url: str, path: str, body: bytes) -> None:
+    host, port = url.removeprefix("http://").split(":")
+    head = f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(head + body)
+
+
+@pytest.mark.slow
+def test_a_real_server_computes_no_request_whose_client_hung_up():
+    """Run 3's case on one worker: ten /procure/pareto requests over 64 sites of 64 instances
+    (~7 s each here, unloaded) sent whole and hung up at once, then a light /kv. Each was
+    queued and computed before, one after another, so the /kv waited past the 30 s timeout
+    (504, blaming its size); now at most the one computing is finished and the /kv answered."""
+    heavy = json.dumps(
+        {"target_rps": 2,
+         "scenario": scenario(procurement={"sites": sites(64, 64), "max_pd_instances": 64})}
+    ).encode()  # fmt: skip
+    with served("--workers", "1") as url:
+        for _ in range(10):
+            _post_and_hang_up(url, "/api/v1/procure/pareto", heavy)
+        time.sleep(0.5)  # the server has seen them go
+        request = urllib.request.Request(url + "/api/v1/kv", data=b'{"lengths_tokens": [8192]}')
+        with urllib.request.urlopen(request, timeout=90) as response:
+            assert response.status == 200

@@ -633,6 +633,7 @@ def test_the_readme_shows_every_curl_kind():
         "simulate",
         "procure",
         "procure/pareto",
+        "export",
         "scenario",
     ]
     assert {path.split("?")[0] for path, _, _ in README_CURLS} == {f"/api/v1/{k}" for k in kinds}

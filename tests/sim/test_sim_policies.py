@@ -33,7 +33,7 @@ from prfaas_plan.sim.queues import (
     processor_sharing_finish_times,
 )
 from prfaas_plan.sim.rebalance import Role, RoleChange, RoleRebalancing, evaluate_splits
-from prfaas_plan.sim.threshold import AdaptiveThreshold, StaticThreshold
+from prfaas_plan.sim.threshold_policies import AdaptiveThreshold, StaticThreshold
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 from tests.conftest import toy_system
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from prfaas_plan.analytic.capacity import Configuration, evaluate
-from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, TruncatedLogNormal
+from prfaas_plan.analytic.distributions import Histogram, ObservedLengths
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.analytic.ttft import unloaded_ttft
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
@@ -41,7 +42,7 @@ from prfaas_plan.sim.queues import (
     processor_sharing_finish_times,
 )
 from prfaas_plan.sim.sustainable import sustainable_rate
-from prfaas_plan.sim.threshold import AdaptiveThreshold, StaticThreshold
+from prfaas_plan.sim.threshold_policies import AdaptiveThreshold, StaticThreshold
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 from tests.conftest import toy_system
 

@@ -22,16 +22,9 @@ from prfaas_plan.inputs.scenario import (
     build_problem,
     load_scenario,
 )
-from prfaas_plan.solve.procure_milp import (
-    ProcureSpace,
-    _site_caps,
-    brute_force,
-    capacity_rps,
-    single_site_budget,
-    single_site_target,
-    solve_procure,
-    solve_procure_monolithic,
-)
+from prfaas_plan.solve.procure_bounds import single_site_budget, single_site_target
+from prfaas_plan.solve.procure_milp import solve_procure, solve_procure_monolithic
+from prfaas_plan.solve.procure_space import ProcureSpace, brute_force, capacity_rps, site_caps
 from tests.cli.test_cli import assert_clean_error, run
 
 AWS_LINKS = ("aws-dx-100g", "aws-dx-10g", "aws-internet-egress")
@@ -92,7 +85,7 @@ def brute_force_budget(space: ProcureSpace, budget: float) -> float:
         for n in itertools.product(*ranges):
             fixed = sum(s.fixed_usd_per_hour + s.usd_per_instance_hour * c
                         for s, c in zip(space.sites, n, strict=True) if c > 0)  # fmt: skip
-            caps = _site_caps(space, k, n)
+            caps = site_caps(space, k, n)
             for n_p in range(space.max_pd_instances):
                 for n_d in range(1, space.max_pd_instances - n_p + 1):
                     left = budget - fixed - space.pd_usd_per_instance_hour * (n_p + n_d)

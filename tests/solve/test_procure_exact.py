@@ -35,8 +35,9 @@ from prfaas_plan.solve.procure_exact import (
     monotone_violation,
     rate_within_budget,
 )
-from prfaas_plan.solve.procure_milp import capacity_rps, solve_procure
-from prfaas_plan.solve.sizing_milp import milp_threshold_grid
+from prfaas_plan.solve.procure_milp import solve_procure
+from prfaas_plan.solve.procure_space import capacity_rps
+from prfaas_plan.solve.search import milp_threshold_grid
 from tests.cli.test_cli import run
 
 

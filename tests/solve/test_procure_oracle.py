@@ -17,7 +17,7 @@ from prfaas_plan.solve.procure_exact import (
     monotone_violation,
 )
 from prfaas_plan.solve.procure_milp import solve_procure
-from prfaas_plan.solve.sizing_milp import milp_threshold_grid
+from prfaas_plan.solve.search import milp_threshold_grid
 from tests.oracles.procure_brute_force import (
     OracleSpace,
     cheapest_for_target,

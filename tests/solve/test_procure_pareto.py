@@ -11,7 +11,7 @@ import pytest
 
 from prfaas_plan import units
 from prfaas_plan.commands.procure_pareto import candidate_bound, enumerate_plans, non_dominated
-from prfaas_plan.solve.procure_milp import capacity_rps
+from prfaas_plan.solve.procure_space import capacity_rps
 from tests.cli.test_cli import assert_clean_error, run
 from tests.solve.test_procure import case_space, shrink  # noqa: F401  (fixture)
 

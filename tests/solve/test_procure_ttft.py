@@ -18,7 +18,8 @@ from prfaas_plan.commands.procure import procure, procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.scenario import open_problem
-from prfaas_plan.solve.procure_milp import capacity_rps, solve_procure
+from prfaas_plan.solve.procure_milp import solve_procure
+from prfaas_plan.solve.procure_space import capacity_rps
 from prfaas_plan.solve.procure_ttft import (
     SiteQueues,
     TtftGoal,
@@ -174,7 +175,7 @@ def test_procure_ttft_refusals(args, code, fragments):
 def _every_single_site_plan(space, problem, queues, target, load):
     """(cost at Λ_max, P90 at `load`) of every single-site plan reaching `target` (brute force)."""
     from prfaas_plan import units
-    from prfaas_plan.solve.procure_milp import ProcurePoint
+    from prfaas_plan.solve.procure_space import ProcurePoint
     from prfaas_plan.solve.procure_ttft import point_ttft, single_site_plans
 
     out = []

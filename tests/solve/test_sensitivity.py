@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from prfaas_plan import units
 from prfaas_plan.analytic.capacity import Bound
-from prfaas_plan.analytic.distributions import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.sensitivity import Resource, routing_upper_bound, sensitivity_report
 from prfaas_plan.inputs.scenario import open_problem
@@ -314,7 +314,9 @@ def test_the_link_step_is_priced_once(tmp_path, gbps, bought, wider):
             link.unlink()
     catalog = Catalog.open(data)
     problem = open_problem(data_dir=data, bandwidth_gbps=gbps)
-    pricing = resolve_pricing(catalog, problem.scenario, problem.source, link_gbps=gbps)
+    pricing = resolve_pricing(
+        catalog, problem.scenario, problem.source, link_bytes_per_s=units.gbps_to_bytes_per_s(gbps)
+    )
     report = sensitivity_report(problem, Mode.PAPER, 200, catalog, pricing)
     plan, step = report.plan, report.marginal_gains[Resource.LINK_BANDWIDTH].plan
     c = plan.configuration

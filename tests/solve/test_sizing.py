@@ -7,8 +7,8 @@ from prfaas_plan import units
 from prfaas_plan.analytic.capacity import rates
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError
+from prfaas_plan.solve.search import milp_threshold_grid
 from prfaas_plan.solve.sizing import size_prfaas_cluster
-from prfaas_plan.solve.sizing_milp import milp_threshold_grid
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 RTOL = 1e-9

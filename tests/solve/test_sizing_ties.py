@@ -14,11 +14,12 @@ import pytest
 
 from prfaas_plan import bounds
 from prfaas_plan.analytic.capacity import Bound, ServingSystem, rates
-from prfaas_plan.analytic.distributions import LengthDistribution, TruncatedLogNormal
+from prfaas_plan.analytic.length_distribution import LengthDistribution
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError
+from prfaas_plan.solve.search import milp_threshold_grid
 from prfaas_plan.solve.sizing import MILP_RTOL, RTOL, _fewest, size_prfaas_cluster
-from prfaas_plan.solve.sizing_milp import milp_threshold_grid
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 from tests.cli.test_cli import run
 from tests.conftest import toy_system

@@ -21,7 +21,8 @@ from prfaas_plan.render.plan import plan_to_json
 from prfaas_plan.study import fast
 from prfaas_plan.study.commands import parameter_names
 from prfaas_plan.study.flat import flatten
-from prfaas_plan.study.run import _catalog, read_results
+from prfaas_plan.study.results import read_results
+from prfaas_plan.study.rows import _catalog
 from prfaas_plan.study.spec import load_sweep, scenario_of
 from tests.cli.test_cli import assert_clean_error, run
 

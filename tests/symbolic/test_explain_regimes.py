@@ -29,7 +29,7 @@ from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.resources import default_data_dir, default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, scenario_from_data
 from prfaas_plan.render.explain import explain_view
-from prfaas_plan.symbolic.closed_forms import NAMES
+from prfaas_plan.symbolic.terms import NAMES
 
 # Relative step of the central differences. Λ is computed to ~1e-14 (bisection to the last
 # bits of t, double arithmetic), so rounding costs ~1e-14 / 1e-5 = 1e-9 of a derivative and the

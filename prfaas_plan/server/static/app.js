@@ -2,7 +2,9 @@
 // POSTs it to /api/v1/whatif and draws the plan table (the CLI's view), the threshold-balance
 // curve and the unloaded TTFT percentiles. The Procure panel, on demand (it solves a MILP),
 // POSTs the same scenario to /api/v1/procure and /api/v1/procure/pareto and shows the cheapest
-// deployment and the cost frontiers. No library, no build step.
+// deployment and the cost frontiers. "Download deployment" POSTs the plan shown (its scenario
+// and mode) to /api/v1/export?format=zip and saves the stack's manifests. No library, no build
+// step.
 "use strict";
 
 const API = "/api/v1";
@@ -19,6 +21,7 @@ const SLIDERS = {
 
 let base = null; // the scenario last loaded (fields the form does not show are kept from it)
 let latest = null; // the last /whatif answer
+let latestRequest = null; // the request of that answer: the plan shown
 let sequence = 0; // answers older than the last request are dropped
 let timer = null;
 
@@ -104,6 +107,7 @@ async function update() {
     const answer = await post("/whatif", JSON.stringify(request));
     if (mine !== sequence) return;
     latest = answer;
+    latestRequest = request;
     render(answer, request);
     status(`planned in ${Math.round(performance.now() - started)} ms`);
   } catch (error) {
@@ -417,12 +421,44 @@ function drawPareto(pareto) {
 }
 
 // --- downloads and upload ----------------------------------------------------------------
-function download(name, text, type) {
+function download(name, content, type) {
   const link = document.createElement("a");
-  link.href = URL.createObjectURL(new Blob([text], { type }));
+  link.href = URL.createObjectURL(new Blob([content], { type }));
   link.download = name;
   link.click();
   setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+}
+
+function exportStatus(text, error = false) {
+  $("export-status").textContent = text;
+  $("export-status").className = error ? "error" : "";
+}
+
+// The plan shown, as the chosen stack's files: a zip named by the server (Content-Disposition).
+async function downloadDeployment() {
+  if (!latestRequest) return;
+  const target = $("export_target").value;
+  const button = $("download-deployment");
+  button.disabled = true;
+  exportStatus(`exporting the plan for ${target}…`);
+  try {
+    const response = await fetch(`${API}/export?format=zip`, {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ ...latestRequest, target }),
+    });
+    if (!response.ok) {
+      const data = await response.json();
+      throw new Error(data.error ? data.error.message : `HTTP ${response.status}`);
+    }
+    const named = /filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") || "");
+    const name = named ? named[1] : `deployment-${target}.zip`;
+    download(name, await response.blob(), "application/zip");
+    exportStatus(`downloaded ${name} (NOTE.md inside: what ${target} cannot express)`);
+  } catch (error) {
+    exportStatus(`error: ${error.message}`, true);
+  } finally {
+    button.disabled = false;
+  }
 }
 
 async function upload(file) {
@@ -448,7 +484,7 @@ async function start() {
     status(`error: cannot reach the API: ${error.message}`, true);
     return;
   }
-  $("scenario").addEventListener("input", (event) => { if (event.target.id !== "file") schedule(); });
+  $("scenario").addEventListener("input", (event) => { if (!["file", "export_target"].includes(event.target.id)) schedule(); });
   $("scenario").addEventListener("submit", (event) => { event.preventDefault(); update(); });
   $("file").addEventListener("change", (event) => { if (event.target.files[0]) upload(event.target.files[0]); });
   $("procure-form").addEventListener("submit", (event) => { event.preventDefault(); procureRun(); });
@@ -460,6 +496,7 @@ async function start() {
   });
   $("download-json").addEventListener("click", () => latest && download("plan.json", JSON.stringify(latest.plan, null, 2) + "\n", "application/json"));
   $("download-md").addEventListener("click", () => latest && download("plan.md", latest.markdown, "text/markdown"));
+  $("download-deployment").addEventListener("click", downloadDeployment);
   await update();
 }
 

@@ -1,0 +1,178 @@
+"""The truncated log-normal length distribution (tokens): ln L ~ Normal(mu_log, sigma_log)
+conditioned on [min_tokens, max_tokens] (not clipped), its partial moments, quantile and mesh in
+closed form (analytic/normal.py), the constants of a split interned per distribution.
+"""
+
+import math
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+import numpy as np
+
+from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
+from prfaas_plan.analytic.length_distribution import MOMENT_ORDERS, LengthDistribution, mesh_of
+from prfaas_plan.analytic.normal import (
+    mass_between,
+    normal_mass,
+    small_tail,
+    small_tails,
+    truncated_normal_quantile,
+)
+
+
+@dataclass(frozen=True)
+class TruncatedLogNormal(LengthDistribution):
+    """ln L ~ Normal(mu_log, sigma_log), conditioned on min_tokens <= L <= max_tokens.
+
+    E[L^k ; a < L <= b] = exp(k mu + k^2 sigma^2 / 2)
+                          * [Phi((ln b - mu - k sigma^2)/sigma) - Phi((ln a - mu - k sigma^2)/sigma)] / Z
+    with Z = Phi((ln max - mu)/sigma) - Phi((ln min - mu)/sigma). Quantile:
+    exp(mu + sigma Φ⁻¹(Φ(z_min) + u Z)), in whichever tail holds [z_min, z_max].
+    """
+
+    mu_log: float
+    sigma_log: float
+    min_tokens: float
+    max_tokens: float
+    mesh_cells: int = 4096
+
+    def _z(self, tokens: ArrayLike, k: int) -> FloatArray:
+        with np.errstate(divide="ignore"):
+            log_tokens = np.log(np.asarray(tokens, float))
+        z: FloatArray = (log_tokens - self.mu_log - k * self.sigma_log**2) / self.sigma_log
+        return z
+
+    @cached_property
+    def _normaliser(self) -> float:
+        return float(normal_mass(self._z(self.min_tokens, 0), self._z(self.max_tokens, 0)))
+
+    @property
+    def untruncated_mass(self) -> float:
+        """P(min <= L <= max) before conditioning; ~0 means the parameters miss the interval."""
+        return self._normaliser
+
+    def _scale(self, k: int) -> float:
+        return math.exp(k * self.mu_log + 0.5 * k**2 * self.sigma_log**2) / self._normaliser
+
+    def split(self, threshold_tokens: ArrayLike) -> tuple[FloatArray, FloatArray]:
+        """As the base class, with one erfc per element and order for each side (the optimiser
+        calls this in its inner loop): below = (min, t], above = (t, max]. Every order in the
+        same array operations (one numpy call each, not one per order: the arrays are small,
+        so the calls' fixed cost is the cost); element by element the same arithmetic as
+        `_z`, `small_tail` and `mass_between` per order, with mass_between's branches on the
+        fixed end (min or max) decided once per distribution instead of per element."""
+        # clip as min(max(.)): np.clip's dispatch costs more than the arithmetic here
+        t = np.minimum(np.maximum(threshold_tokens, self.min_tokens), self.max_tokens)
+        c = _split_constants(self, t.ndim)
+        with np.errstate(divide="ignore"):
+            centred = np.log(t) - self.mu_log
+        z = (centred - c.offset) / self.sigma_log
+        tail = small_tail(z)
+        # mass_between(z_min, tail_min, z, tail) and mass_between(z, tail, z_max, tail_max)
+        short_mass = np.where(
+            z <= 0,
+            tail - c.tail_min,
+            np.where(c.min_above_median, c.tail_min - tail, c.one_minus_tail_min - tail),
+        )
+        long_mass = np.where(
+            c.max_below_median,
+            c.tail_max - tail,
+            np.where(z >= 0, tail - c.tail_max, 1.0 - tail - c.tail_max),
+        )
+        return c.scale * np.maximum(short_mass, 0.0), c.scale * np.maximum(long_mass, 0.0)
+
+    def partial_moments(self, a: ArrayLike, b: ArrayLike, max_order: int = 2) -> FloatArray:
+        lo = np.clip(np.asarray(a, float), self.min_tokens, self.max_tokens)
+        hi = np.clip(np.asarray(b, float), self.min_tokens, self.max_tokens)
+        # lo keeps its own shape: one erfc per distinct end (the mesh's lo is one number)
+        hi = np.maximum(lo, hi)
+        out = np.empty((max_order + 1, *hi.shape))
+        orders = range(max_order + 1)
+        z_lo, z_hi = [self._z(lo, k) for k in orders], [self._z(hi, k) for k in orders]
+        tails = small_tails(*z_lo, *z_hi)  # one erfc pass for every order and both ends
+        for k in orders:
+            mass = mass_between(z_lo[k], tails[k], z_hi[k], tails[max_order + 1 + k])
+            out[k] = self._scale(k) * mass
+        return out
+
+    def quantile(self, u: ArrayLike) -> FloatArray:
+        z_lo = (math.log(self.min_tokens) - self.mu_log) / self.sigma_log
+        z_hi = (math.log(self.max_tokens) - self.mu_log) / self.sigma_log
+        z = truncated_normal_quantile(z_lo, z_hi, np.asarray(u, dtype=float))
+        return np.clip(np.exp(self.mu_log + self.sigma_log * z), self.min_tokens, self.max_tokens)
+
+    def mesh(self) -> tuple[FloatArray, FloatArray]:
+        return _log_normal_mesh(self)
+
+    def describe(self) -> str:
+        return (
+            f"truncated log-normal (mu_log={self.mu_log:g}, sigma_log={self.sigma_log:g}) "
+            f"on [{self.min_tokens:g}, {self.max_tokens:g}] tokens"
+        )
+
+
+def truncated_log_normal(
+    mu_log: float, sigma_log: float, min_tokens: float, max_tokens: float
+) -> TruncatedLogNormal:
+    """The TruncatedLogNormal of these parameters, one instance per parameters in a process:
+    what an instance memoises (its split constants, mean and normaliser) is computed once, not
+    once per plan, where a server or a study plans the same workload again and again. A zero
+    is kept as +0.0 (-0.0 == 0.0 shares its cache entry, so which one came first would show)."""
+    return _interned_log_normal(mu_log + 0.0, sigma_log + 0.0, min_tokens + 0.0, max_tokens + 0.0)
+
+
+@lru_cache(maxsize=64)
+def _interned_log_normal(
+    mu_log: float, sigma_log: float, min_tokens: float, max_tokens: float
+) -> TruncatedLogNormal:
+    return TruncatedLogNormal(mu_log, sigma_log, min_tokens, max_tokens)
+
+
+@dataclass(frozen=True)
+class _SplitConstants:
+    """Per moment order k (the first axis, then ones to broadcast): the scale, k sigma² (as
+    `_z` subtracts it), the small tails at min and at max, 1 − the tail at min (as
+    mass_between's `1.0 - lo - hi` computes it first), and whether min lies above the median or
+    max below it (mass_between's branches that depend on the fixed end only)."""
+
+    scale: FloatArray
+    offset: FloatArray
+    tail_min: FloatArray
+    one_minus_tail_min: FloatArray
+    min_above_median: BoolArray
+    tail_max: FloatArray
+    max_below_median: BoolArray
+
+
+@lru_cache(maxsize=128)
+def _split_constants(d: TruncatedLogNormal, ndim: int) -> _SplitConstants:
+    """What `split` needs of `d` alone, shaped to broadcast against `ndim`-dimensional
+    thresholds (once per process for equal parameters and dimension)."""
+    orders = range(MOMENT_ORDERS)
+    column = (MOMENT_ORDERS,) + (1,) * ndim
+    z_min = np.array([float(d._z(d.min_tokens, k)) for k in orders])
+    z_max = np.array([float(d._z(d.max_tokens, k)) for k in orders])
+    tail_min, tail_max = small_tails(z_min, z_max)
+    return _SplitConstants(
+        scale=np.array([d._scale(k) for k in orders]).reshape(column),
+        offset=np.array([k * d.sigma_log**2 for k in orders]).reshape(column),
+        tail_min=tail_min.reshape(column),
+        one_minus_tail_min=(1.0 - tail_min).reshape(column),
+        min_above_median=(z_min >= 0).reshape(column),
+        tail_max=tail_max.reshape(column),
+        max_below_median=(z_max <= 0).reshape(column),
+    )
+
+
+@lru_cache(maxsize=16)
+def _log_normal_mesh(d: TruncatedLogNormal) -> tuple[FloatArray, FloatArray]:
+    """The mesh of `d` (~2 ms: 4096 cells, one erfc each per order), computed once per process
+    for equal parameters (a frozen dataclass compares by value): a server building a fresh
+    Problem per request meets the same length distribution again and again. Read-only, as it
+    is shared."""
+    edges = np.geomspace(d.min_tokens, d.max_tokens, d.mesh_cells + 1)
+    moments = d.partial_moments(d.min_tokens, edges, max_order=1)  # what mesh_of reads
+    lengths, weights = mesh_of(np.diff(moments, axis=1))
+    lengths.setflags(write=False)
+    weights.setflags(write=False)
+    return lengths, weights
