@@ -258,6 +258,7 @@ ENDPOINT_BODIES = {
     "egress": {}, "simulate": {"requests": 200}, "sensitivity": {"bins": 100}, "explain": {},
     "procure": {"target_rps": 4, "max_instances_per_site": 4},
     "procure/pareto": {"target_rps": 4, "max_instances_per_site": 4},
+    "optimize": {}, "export": {"target": "llm-d"},
 }  # fmt: skip
 
 
