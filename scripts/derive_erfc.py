@@ -1,5 +1,5 @@
 """Derive the coefficients of prfaas_plan/analytic/erfc.py in 60-digit arithmetic (mpmath) and
-write them to prfaas_plan/analytic/erfc_table.py; tests/test_erfc.py derives them again
+write them to prfaas_plan/analytic/erfc_table.py; tests/analytic/test_erfc.py derives them again
 and compares, bit for bit.
 
     python scripts/derive_erfc.py

@@ -2,7 +2,7 @@
 and context) from a memory-bandwidth roofline calibrated to the paper's one point, batch 20 at
 25 ms/step at the case study's mean decode context. Deterministic; re-run after editing
 models.yaml, data/gpus/h20.yaml or the case-study workload. `prfaas-plan check` verifies the
-committed table against its derivation; tests/test_decode_context.py checks this script
+committed table against its derivation; tests/analytic/test_decode_context.py checks this script
 reproduces the committed files.
 
     python scripts/derive_h20_decode.py

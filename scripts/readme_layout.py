@@ -1,6 +1,6 @@
-"""Generate the README's Layout section from the package itself: one line per folder and module,
-each with the first sentence of its docstring. tests/test_readme.py fails when the README's block
-differs, so the section cannot drift; refresh it with
+"""Generate the Layout section of docs/architecture.md from the package itself: one line per folder
+and module, each with the first sentence of its docstring. tests/project/test_readme_layout.py fails when
+the page's block differs, so the section cannot drift; refresh it with
 
     python scripts/readme_layout.py
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "prfaas_plan"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "architecture.md"
 START, END = "<!-- layout -->\n", "<!-- /layout -->"
 NAME_WIDTH = 24
 
@@ -43,9 +43,9 @@ def layout() -> str:
 
 
 def main() -> None:
-    text = README.read_text()
+    text = PAGE.read_text()
     pattern = re.escape(START) + ".*?" + re.escape(END)
-    README.write_text(re.sub(pattern, lambda _: START + layout() + END, text, flags=re.S))
+    PAGE.write_text(re.sub(pattern, lambda _: START + layout() + END, text, flags=re.S))
 
 
 if __name__ == "__main__":

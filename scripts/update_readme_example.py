@@ -1,6 +1,7 @@
-"""Refresh the README's example blocks (`<!-- example:NAME -->` ... `<!-- /example -->`) from the
-current output of the commands in EXAMPLES. tests/test_readme.py fails until this is run after a
-change to a default result or its view.
+"""Refresh the example blocks (`<!-- example:NAME -->` ... `<!-- /example -->`) of the README and
+the docs/ pages from the current output of the commands in EXAMPLES: each block lives in one of
+those documents (`documents()`), wherever it was put. tests/project/test_readme.py fails until this is
+run after a change to a default result or its view.
 
     python scripts/update_readme_example.py
 """
@@ -12,7 +13,25 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BLOCK = re.compile(r"<!-- example:([\w-]+) -->\n(.*?)<!-- /example -->", re.S)
+
+
+def documents() -> list[Path]:
+    """The documents that may hold example blocks: the README and every docs/ page."""
+    return [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def blocks() -> dict[str, list[tuple[Path, str]]]:
+    """Every example block of the documents: {name: [(document, text), ...]}."""
+    found: dict[str, list[tuple[Path, str]]] = {}
+    for path in documents():
+        for name, text in BLOCK.findall(path.read_text()):
+            found.setdefault(name, []).append((path, text))
+    return found
+
+
 EXAMPLES = {
     "optimize-markdown": ["optimize", "--format", "markdown"],
     "kv-markdown": ["kv", "--format", "markdown"],
@@ -83,14 +102,16 @@ def output(args: list[str]) -> str:
 
 
 def main() -> None:
-    text = README.read_text()
-    for name in EXAMPLES:
-        start, end = f"<!-- example:{name} -->\n", "<!-- /example -->"
-        block = re.escape(start) + ".*?" + re.escape(end)
-        shown = example_output(name, output)
-        replacement = start + shown + end
-        text = re.sub(block, lambda _, r=replacement: r, text, flags=re.S)
-    README.write_text(text)
+    shown = {name: example_output(name, output) for name in EXAMPLES}
+    for path in documents():
+        text = path.read_text()
+        for name in EXAMPLES:
+            start, end = f"<!-- example:{name} -->\n", "<!-- /example -->"
+            block = re.escape(start) + ".*?" + re.escape(end)
+            replacement = start + shown[name] + end
+            text = re.sub(block, lambda _, r=replacement: r, text, flags=re.S)
+        if text != path.read_text():
+            path.write_text(text)
 
 
 if __name__ == "__main__":

@@ -83,29 +83,34 @@ def egress(
         ),
     ] = None,
     prfaas_gpus: Annotated[
-        int | None, typer.Option("--prfaas-gpus", help="N, GPUs in the prefill cluster [512].")
+        int | None,
+        typer.Option("--prfaas-gpus", help="N, GPUs in the prefill cluster (default: 512)."),
     ] = None,
     gpus_per_instance: Annotated[
-        int | None, typer.Option("--gpus-per-instance", help="P, GPUs per instance [8].")
+        int | None, typer.Option("--gpus-per-instance", help="P, GPUs per instance (default: 8).")
     ] = None,
-    gpu: Annotated[str | None, typer.Option("--gpu", help="Prefill GPU [h200].")] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help="Prefill GPU (default: h200).")] = None,
     mean_tokens: Annotated[
         float | None,
         typer.Option(
             "--mean-tokens",
-            help="Without --scenario: L_avg, mean offloaded length (tokens) [32768].",
+            help="Without --scenario: L_avg, mean offloaded length (tokens) (default: 32768).",
         ),
     ] = None,
     threshold_tokens: Annotated[
         float | None,
-        typer.Option("--threshold-tokens", help="With --scenario: routing threshold t [0]."),
+        typer.Option(
+            "--threshold-tokens", help="With --scenario: routing threshold t (default: 0)."
+        ),
     ] = None,
     link_gbps: Annotated[
-        float | None, typer.Option("--link-gbps", help="Link to test, 10^9 bit/s [100].")
+        float | None, typer.Option("--link-gbps", help="Link to test, 10^9 bit/s (default: 100).")
     ] = None,
     mode: Annotated[
         Mode | None,
-        typer.Option("--mode", help="With --scenario: service-time mode, paper or exact [paper]."),
+        typer.Option(
+            "--mode", help="With --scenario: service-time mode, paper or exact (default: paper)."
+        ),
     ] = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,

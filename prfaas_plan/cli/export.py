@@ -37,8 +37,8 @@ def export_command(
         Path | None,
         typer.Option(
             "--scenario",
-            help="With a plan JSON: its scenario [the file the plan names]; with --read: the "
-            "export's scenario [the case study].",
+            help="With a plan JSON: its scenario (default: the file the plan names); with --read: the "
+            "export's scenario (default: the case study).",
             callback=source("scenario"),
         ),
     ] = None,
@@ -49,20 +49,22 @@ def export_command(
         ),
     ] = None,
     name: Annotated[
-        str | None, typer.Option("--name", help="Object name prefix [the scenario's name].")
+        str | None,
+        typer.Option("--name", help="Object name prefix (default: the scenario's name)."),
     ] = None,
     namespace: Annotated[
         str | None, typer.Option("--namespace", help="Kubernetes namespace.")
     ] = None,
     image: Annotated[str | None, typer.Option("--image", help="Container image.")] = None,
     model_id: Annotated[
-        str | None, typer.Option("--model-id", help="Model the engine loads [the scenario's].")
+        str | None,
+        typer.Option("--model-id", help="Model the engine loads (default: the scenario's)."),
     ] = None,
     prompt_chars_per_token: Annotated[
         int | None,
         typer.Option(
             "--prompt-chars-per-token",
-            help="llm-d: prompt characters a token, to write the threshold in characters [4].",
+            help="llm-d: prompt characters a token, to write the threshold in characters (default: 4).",
         ),
     ] = None,
     mode: ModeOpt = Mode.PAPER,

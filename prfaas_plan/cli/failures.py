@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 # Exit codes: 0 ok, 1 unexpected bug, 2 command-line usage (one `error:` line and a usage hint),
 # the library's failures by class below, 8 `check` found a broken table or a moved golden plan,
-# 130 interrupted. Documented in the README ("Exit codes").
+# 130 interrupted. Documented in docs/errors.md (a test checks its table against these).
 EXIT_CODES: dict[type[PlanError], int] = {
     ConfigError: 3,
     ProfileError: 4,

@@ -142,7 +142,7 @@ TtftTargetOpt = Annotated[
 TtftPercentileOpt = Annotated[
     str | None,
     typer.Option(
-        "--ttft-percentile", help="Which TTFT the target bounds: mean, 50, 90 or 99 [90]."
+        "--ttft-percentile", help="Which TTFT the target bounds: mean, 50, 90 or 99 (default: 90)."
     ),
 ]
 TtftLoadRpsOpt = Annotated[

@@ -64,7 +64,7 @@ def optimize(
         Sets("max_prfaas_instances"),
     ] = None,
     solver: Annotated[
-        Solver | None, typer.Option("--solver", help="MILP solver for sizing [highs].")
+        Solver | None, typer.Option("--solver", help="MILP solver for sizing (default: highs).")
     ] = None,
     out_of_range: RangeOpt = RangePolicy.EXTRAPOLATE,
     fmt: FormatOpt = OutputFormat.TABLE,

@@ -24,17 +24,19 @@ LinkOfferingOpt = Annotated[
     str | None,
     typer.Option(
         "--link-offering",
-        help="Link offering of data/links/ to price the link with [cheapest wide enough].",
+        help="Link offering of data/links/ to price the link with (default: cheapest wide enough).",
     ),
 ]
 CostModelOpt = Annotated[
     CostModel | None,
-    typer.Option("--cost-model", help="How GPU-hours are priced: on-demand or tco [on-demand]."),
+    typer.Option(
+        "--cost-model", help="How GPU-hours are priced: on-demand or tco (default: on-demand)."
+    ),
 ]
 UtilizationOpt = Annotated[
     float | None,
     typer.Option(
-        "--utilization", help="Share of Λ_max the deployment is priced at ($/token) [0.7]."
+        "--utilization", help="Share of Λ_max the deployment is priced at ($/token) (default: 0.7)."
     ),
 ]
 

@@ -52,7 +52,8 @@ def procure_command(
     max_instances_per_site: Annotated[
         int | None,
         typer.Option(
-            "--max-instances-per-site", help="Instances a site may hold [32, or the scenario's]."
+            "--max-instances-per-site",
+            help="Instances a site may hold (default: 32, or the scenario's).",
         ),
     ] = None,
     mode: ModeOpt = Mode.PAPER,
@@ -70,7 +71,8 @@ def procure_command(
     ttft_load: Annotated[
         float | None,
         typer.Option(
-            "--ttft-load", help="Load for the TTFT target, as a fraction of --target-rps [1]."
+            "--ttft-load",
+            help="Load for the TTFT target, as a fraction of --target-rps (default: 1).",
         ),
     ] = None,
     ttft_load_rps: TtftLoadRpsOpt = None,

@@ -39,7 +39,7 @@ def simulate(
         typer.Option(
             "--load",
             help="Arrival rate as fractions of the plan's exact-mode Λ_max, "
-            f"comma-separated for a sweep [{LoadSpec.fractions[0]:g}].",
+            f"comma-separated for a sweep (default: {LoadSpec.fractions[0]:g}).",
         ),
         Sets("load.fractions"),
     ] = None,
@@ -50,7 +50,7 @@ def simulate(
     ] = None,
     requests: Annotated[
         int | None,
-        typer.Option("--requests", help=f"Requests per run [{ArrivalSpec.requests}]."),
+        typer.Option("--requests", help=f"Requests per run (default: {ArrivalSpec.requests})."),
         Sets("arrivals.requests"),
     ] = None,
     duration_s: Annotated[
@@ -66,7 +66,8 @@ def simulate(
     arrivals: Annotated[
         ArrivalProcess | None,
         typer.Option(
-            "--arrivals", help=f"Arrival process [{ArrivalSpec.process}; with --trace: trace]."
+            "--arrivals",
+            help=f"Arrival process (default: {ArrivalSpec.process}; with --trace: trace).",
         ),
         Sets("arrivals.process"),
     ] = None,
@@ -74,20 +75,22 @@ def simulate(
         float | None,
         typer.Option(
             "--burst-cv",
-            help=f"gamma: coefficient of variation of inter-arrivals [{ArrivalSpec.burst_cv:g}].",
+            help=f"gamma: coefficient of variation of inter-arrivals (default: {ArrivalSpec.burst_cv:g}).",
         ),
         Sets("arrivals.burst_cv"),
     ] = None,
     period_s: Annotated[
         float | None,
-        typer.Option("--period-s", help=f"sinusoidal: period (s) [{ArrivalSpec.period_s:g}]."),
+        typer.Option(
+            "--period-s", help=f"sinusoidal: period (s) (default: {ArrivalSpec.period_s:g})."
+        ),
         Sets("arrivals.period_s"),
     ] = None,
     amplitude: Annotated[
         float | None,
         typer.Option(
             "--amplitude",
-            help=f"sinusoidal: rate swing as a fraction of the mean [{ArrivalSpec.amplitude:g}].",
+            help=f"sinusoidal: rate swing as a fraction of the mean (default: {ArrivalSpec.amplitude:g}).",
         ),
         Sets("arrivals.amplitude"),
     ] = None,
@@ -122,7 +125,7 @@ def simulate(
         float | None,
         typer.Option(
             "--dip-fraction",
-            help=f"Bandwidth dip: remaining share of the link [{StressSpec.dip_fraction:g}].",
+            help=f"Bandwidth dip: remaining share of the link (default: {StressSpec.dip_fraction:g}).",
         ),
         Sets("stress.dip_fraction"),
     ] = None,

@@ -40,7 +40,7 @@ def sweep_command(
         Path, typer.Argument(help="Results directory: one Parquet file per chunk of scenarios.")
     ],
     workers: Annotated[
-        int | None, typer.Option("--workers", help="Local worker processes [all cores].")
+        int | None, typer.Option("--workers", help="Local worker processes (default: all cores).")
     ] = None,
     dask_scheduler: Annotated[
         str | None,
@@ -190,7 +190,8 @@ def _progress(total: int, logged: bool = False):  # type: ignore[no-untyped-def]
 def sweep_report_command(
     results: Annotated[Path, typer.Argument(help="A results directory written by `sweep`.")],
     group: Annotated[
-        str | None, typer.Option("--group", help="Axis to group the best plans by [first axis].")
+        str | None,
+        typer.Option("--group", help="Axis to group the best plans by (default: first axis)."),
     ] = None,
     plot: Annotated[
         Path | None,

@@ -20,7 +20,7 @@ Units: SI inside; the report converts.
 import hashlib
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +61,9 @@ TOLERANCES = {
 class Finding:
     where: str  # file (and row) the problem is in
     message: str
+    # the check it failed: a table's file or folder (as shown), a golden scenario's file name,
+    # or "" for the expectations file itself (one JUnit test case each, render/junit.py)
+    case: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Drift:
 class CheckReport:
     data_dir: str  # as shown to the user (data/... for the shipped data)
     tables_checked: int
+    tables: tuple[str, ...]  # each file or table folder checked, as shown, in order
     findings: tuple[Finding, ...]
     drifts: tuple[Drift, ...]
     scenarios: tuple[str, ...]
@@ -232,26 +236,28 @@ def _check_kv(catalog: Catalog, model: str, kv_dtype: str, findings: list[Findin
         )))  # fmt: skip
 
 
-def check_tables(catalog: Catalog) -> tuple[int, list[Finding]]:
-    """Load and physically check every GPU, model and profile table; (count, findings)."""
+def check_tables(catalog: Catalog) -> tuple[list[str], list[Finding]]:
+    """Load and physically check every GPU, model and profile table; (the files and table
+    folders checked, as shown, and the findings, each with its `case`)."""
     findings: list[Finding] = []
-    checked = 0
+    checked: list[str] = []
 
     def attempt(where: str, check: Callable[..., object], *args: object) -> None:
-        nonlocal checked
-        checked += 1
+        checked.append(where)
+        start = len(findings)
         try:
             check(*args)
         except PlanError as exc:  # its message already names the file
             findings.append(
                 Finding("", f"{exc} (checking {where})" if where not in str(exc) else str(exc))
             )
+        findings[start:] = [replace(f, case=where) for f in findings[start:]]
 
     for path in sorted((catalog.data_dir / "gpus").glob("*.yaml")):
         attempt(catalog.shown(path), catalog.gpu, path.stem)
     for path in sorted((catalog.data_dir / "links").glob("*.yaml")):
         attempt(catalog.shown(path), catalog.link_offering, path.stem)
-    attempt(str(catalog.models_file), catalog.models)
+    attempt(catalog.shown(catalog.models_file), catalog.models)
     for folder in sorted((catalog.data_dir / "profiles").glob("*/*/*")):
         model, kind, key = folder.relative_to(catalog.data_dir / "profiles").parts
         where = catalog.shown(folder)
@@ -262,9 +268,10 @@ def check_tables(catalog: Catalog) -> tuple[int, list[Finding]]:
         elif kind == "decode":
             attempt(where, _check_decode, catalog, model, key, findings)
         else:
-            findings.append(
-                Finding(where, f"unknown profile kind {kind!r}; expected prefill, decode or kv")
-            )
+            checked.append(where)
+            findings.append(Finding(
+                where, f"unknown profile kind {kind!r}; expected prefill, decode or kv", where
+            ))  # fmt: skip
     return checked, findings
 
 
@@ -405,7 +412,9 @@ def check(
         try:
             found[scenario.name] = golden_values(catalog, scenario)
         except PlanError as exc:
-            findings.append(Finding(scenario.name, f"golden scenario no longer plans: {exc}"))
+            findings.append(Finding(
+                scenario.name, f"golden scenario no longer plans: {exc}", scenario.name
+            ))  # fmt: skip
     drifts: list[Drift] = []
     changed_inputs: dict[str, tuple[str, ...]] = {}
     previous = None
@@ -431,7 +440,8 @@ def check(
         drifts, changed_inputs = _compare(previous, found, scenarios)
     return CheckReport(
         data_dir=catalog.shown(catalog.data_dir) if catalog.shipped else str(catalog.data_dir),
-        tables_checked=tables,
+        tables_checked=len(tables),
+        tables=tuple(tables),
         findings=tuple(findings),
         drifts=tuple(drifts),
         scenarios=tuple(s.name for s in scenarios),

@@ -41,7 +41,8 @@ class TtftFields(Strict):
         None, description=_doc("TTFT target in seconds at ttft_percentile, under load.")
     )
     ttft_percentile: Percentile | None = Field(
-        None, description=_doc("The TTFT statistic the target bounds: mean, 50, 90 or 99 [90].")
+        None,
+        description=_doc("The TTFT statistic the target bounds: mean, 50, 90 or 99 (default: 90)."),
     )
     ttft_load: float | None = Field(
         None, description=_doc("Load of the TTFT target as a fraction of Λ_max.")
@@ -70,7 +71,7 @@ class GpuPrices(Strict):
         ),
     )
     cost_model: CostModelChoice | None = Field(
-        None, description=_doc("How GPU-hours are priced: on-demand or tco [on-demand].")
+        None, description=_doc("How GPU-hours are priced: on-demand or tco (default: on-demand).")
     )
 
 
@@ -81,7 +82,8 @@ class Prices(GpuPrices):
         None, description=_doc("Link offering of data/links/ to price the link with.")
     )
     utilization: float | None = Field(
-        None, description=_doc("Share of Λ_max the deployment is priced at ($/token) [0.7].")
+        None,
+        description=_doc("Share of Λ_max the deployment is priced at ($/token) (default: 0.7)."),
     )
 
 
@@ -137,7 +139,10 @@ class ProcureSpaceFields(GpuPrices):
     No link offering or utilization: each candidate site brings its own offering."""
 
     max_instances_per_site: int | None = Field(
-        None, description=_doc("Instances each candidate site may get [procurement's, else 32].")
+        None,
+        description=_doc(
+            "Instances each candidate site may get (default: procurement's, else 32)."
+        ),
     )
     mode: ModeChoice = Mode.PAPER
 
@@ -195,15 +200,17 @@ class SimulateRequest(Strict):
         None, description="Arrival rates as fractions of the plan's exact-mode Λ_max (a run each)."
     )
     rate_rps: float | None = Field(None, description="Absolute arrival rate (req/s) instead.")
-    requests: int | None = Field(None, description="Requests per run [100,000].")
+    requests: int | None = Field(None, description="Requests per run (default: 100,000).")
     duration_s: float | None = Field(None, description="Arrival window (s) instead of requests.")
     seed: int = Field(0, description="Random seed (same seed, same result).")
     arrivals: ArrivalChoice | None = Field(
-        None, description="Arrival process: poisson, gamma, sinusoidal or trace [poisson]."
+        None, description="Arrival process: poisson, gamma, sinusoidal or trace (default: poisson)."
     )
-    burst_cv: float | None = Field(None, description="gamma: CV of inter-arrivals [3].")
-    period_s: float | None = Field(None, description="sinusoidal: period (s) [600].")
-    amplitude: float | None = Field(None, description="sinusoidal: ±share of the mean [0.5].")
+    burst_cv: float | None = Field(None, description="gamma: CV of inter-arrivals (default: 3).")
+    period_s: float | None = Field(None, description="sinusoidal: period (s) (default: 600).")
+    amplitude: float | None = Field(
+        None, description="sinusoidal: ±share of the mean (default: 0.5)."
+    )
     trace: Annotated[Path, Field(strict=False)] | None = Field(
         None, description="A Mooncake JSONL trace replayed (its own lengths and times)."
     )
@@ -212,7 +219,7 @@ class SimulateRequest(Strict):
     dip_start_s: float | None = Field(None, description="Bandwidth dip: start (s).")
     dip_duration_s: float | None = Field(None, description="Bandwidth dip: duration (s).")
     dip_fraction: float | None = Field(
-        None, description="Bandwidth dip: remaining share of the link [0.1]."
+        None, description="Bandwidth dip: remaining share of the link (default: 0.1)."
     )
     mode: ModeChoice = Mode.PAPER
     threshold_tokens: float | None = Field(

@@ -167,7 +167,7 @@ class _StrictComposer(yaml.composer.Composer):
 # libyaml's scanner and parser (C) when PyYAML was built with it: they were most of a
 # command's start-up (15 catalog files read by the pure-Python scanner). Its events go through
 # the same Python composer and constructor, so every refusal above holds with either parser;
-# tests/test_hostile_files.py runs both.
+# tests/inputs/test_hostile_files.py runs both.
 _CParser: Any = getattr(getattr(yaml, "cyaml", None), "CParser", None)
 
 

@@ -204,7 +204,10 @@ def check_json(report: CheckReport) -> Document:
         "scenarios": list(report.scenarios),
         "update_refused": report.update_refused,
         "changed_inputs": {name: list(files) for name, files in report.changed_inputs.items()},
-        "findings": [{"where": f.where, "message": f.message} for f in report.findings],
+        "tables": list(report.tables),
+        "findings": [
+            {"where": f.where, "message": f.message, "case": f.case} for f in report.findings
+        ],
         "moved": [
             {
                 "scenario": d.scenario,

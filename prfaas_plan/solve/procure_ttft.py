@@ -85,7 +85,7 @@ def saturated_servers(offered_load: FloatArray) -> FloatArray:
     """Servers past which an M/G/c pool offered `offered_load` (λ E[S], erlangs) has a wait
     probability (Erlang C) below 1e-25, so that a TTFT figure cannot move by more than that:
     a + 12 √a + 12 (with c = a + β √a, Erlang C tends to (1 + β Φ(β)/φ(β))^-1, ~1e-32 at
-    β = 12; the + 12 covers a < 1; tests/test_procure_ttft.py checks it). A search may stop a
+    β = 12; the + 12 covers a < 1; tests/solve/test_procure_ttft.py checks it). A search may stop a
     pool's count there: more servers only cost more."""
     a = np.nan_to_num(np.asarray(offered_load, float), nan=0.0)
     servers: FloatArray = np.ceil(a + 12.0 * np.sqrt(a) + 12.0)

@@ -35,6 +35,8 @@ from tests.oracles.procure_brute_force import (
     served_within_budget,
 )
 
+pytestmark = pytest.mark.slow  # subprocesses and brute force: .ci/run runs them
+
 MODES = [Mode.PAPER, Mode.EXACT]
 
 # ---------------------------------------------------------------- closed forms

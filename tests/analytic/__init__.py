@@ -1,0 +1,1 @@
+"""Tests of the model (prfaas_plan/analytic/): distributions, profiles, capacity, TTFT, queueing, erfc."""

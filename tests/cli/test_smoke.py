@@ -1,0 +1,138 @@
+"""What only a real process shows: the console script and `python -m prfaas_plan` run, exit
+statuses reach the shell, data and messages go to separate streams, an expected failure prints
+no traceback, and `--help` starts without numpy. Everything else runs in process
+(tests/cli/test_cli.py and friends, through typer's CliRunner)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # subprocesses and brute force: .ci/run runs them
+
+
+def console_script() -> str:
+    exe = Path(sys.executable).with_name("prfaas-plan")
+    if not exe.exists():
+        pytest.skip("prfaas-plan console script not installed next to this Python")
+    return str(exe)
+
+
+def process(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "prfaas_plan", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def test_console_script_plans_with_data_on_stdout_only(tmp_path):
+    result = subprocess.run(
+        [console_script(), "optimize", "-f", "json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert json.loads(result.stdout)["plan"]["prfaas_instances"] == 4
+
+
+@pytest.mark.parametrize(
+    "args, code, fragment",
+    [
+        (["optimize", "--target-rps", "100"], 6, "no plan reaches 100 req/s"),
+        (["optimize", "--bandwidth-gbps", "inf"], 3, "--bandwidth-gbps must be a finite number"),
+        (["kv", "--kv-dtype", "int3"], 3, "--kv-dtype: unknown dtype 'int3'"),
+    ],
+)
+def test_expected_failure_is_one_line_on_stderr_with_its_exit_status(args, code, fragment):
+    result = process(*args)
+    assert result.returncode == code, result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and fragment in line, line
+
+
+def test_usage_error_exits_2_without_traceback():
+    result = process("optimize", "--mode", "fastest")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_check_failure_reaches_the_shell(tmp_path):
+    """A missing expectations file is a failed check (exit 8), reported on stdout."""
+    from tests.cli.test_cli import data_copy
+
+    data = data_copy(tmp_path)
+    (data / "golden" / "expectations.yaml").unlink()
+    result = process("check", str(data))
+    assert result.returncode == 8, result.stderr
+    assert "no expectations file" in result.stdout
+
+
+def test_help_is_fast_and_imports_no_numpy():
+    code = (
+        "import sys; sys.argv = ['prfaas-plan', 'optimize', '--help']\n"
+        "from prfaas_plan.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    code = exit.code\n"
+        "heavy = {'numpy', 'scipy', 'pulp', 'matplotlib', 'yaml'} & set(sys.modules)\n"
+        "print(code, sorted(heavy))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--ttft-target-s" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "0 []"
+
+
+def test_usage_error_is_one_error_line_and_one_usage_line_in_a_real_process():
+    result = process("optimize", "--bogus")
+    assert result.returncode == 2 and result.stdout == ""
+    error, usage = result.stderr.splitlines()
+    assert error == "error: No such option: --bogus"
+    assert usage.startswith("Usage: ") and "optimize [OPTIONS]" in usage and "--help" in usage
+
+
+def test_a_huge_policy_comparison_is_refused_within_a_memory_limit():
+    """compare-policies --requests 10^8 (9 GB before the up-front guard) under a 1.5 GB address
+    space limit: refused in one line (exit 3 by the estimate, or 9 if the machine is so large
+    that the estimate lets it start), never killed, no traceback."""
+    resource = pytest.importorskip("resource")
+    limit = 1536 * 2**20
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    result = subprocess.run(
+        [sys.executable, "-m", "prfaas_plan", "compare-policies", "--requests", "100000000"],
+        capture_output=True, text=True, timeout=120, preexec_fn=limited,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode in (3, 9), result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: ") and "requests" in line, line
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_stdout_on_a_full_device_is_one_line_with_the_resource_exit_code(fmt):
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "prfaas_plan", "optimize", "-f", fmt],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 9
+    assert result.stderr == (
+        "error: stdout: cannot write the result: No space left on device; "
+        "free space or write elsewhere\n"
+    )

@@ -1,0 +1,1 @@
+"""Tests of export to serving stacks (prfaas_plan/export/)."""

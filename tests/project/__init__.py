@@ -1,0 +1,1 @@
+"""Tests of the project as a whole: README and docs executed, the layout, the layering."""

@@ -1,0 +1,1 @@
+"""Tests of the HTTP API and the page (prfaas_plan/server/)."""

@@ -1,0 +1,1 @@
+"""Tests of the simulator (prfaas_plan/sim/) and its commands."""

@@ -1,0 +1,1 @@
+"""Tests of the optimisers (prfaas_plan/solve/): threshold, sizing, procurement, sensitivity."""

@@ -1,0 +1,1 @@
+"""Tests of the closed forms (prfaas_plan/symbolic/): elasticities in every regime."""
