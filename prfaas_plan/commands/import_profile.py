@@ -80,7 +80,7 @@ def _provenance(asked: str | None, marks: dict[str, str]) -> str:
         source, mark = next(iter(marks.items()))
         raise ConfigError(
             f"{source}: estimated by AIConfigurator ({mark}), but provenance measured was "
-            "asked; its latencies are a model's, not a measurement: give --provenance estimated",
+            "asked; its latencies are a model's, not a measurement: give `provenance` estimated",
             parameter="provenance",
         )
     return asked or ("estimated" if marks else "measured")
@@ -173,11 +173,11 @@ def _check_decode_physics(table: imp.ImportedTable, instance: DecodeInstance) ->
         hint = f"the values look like {step.likely_unit}, expected {expected}"
     elif step.too_fast:
         hint = (
-            "were the runs made with speculative decoding, or are --model (its active_params "
-            "in models.yaml) and --gpus-per-instance right?"
+            "were the runs made with speculative decoding, or are `model` (its active_params "
+            "in models.yaml) and gpus_per_instance right?"
         )
     else:
-        hint = f"are the values in {expected}, and --model and --gpus-per-instance right?"
+        hint = f"are the values in {expected}, and `model` and gpus_per_instance right?"
     given = step.step_s / table.seconds_per_unit
     raise ProfileError(
         f"{table.row_sources[step.row]}: {table.value_name} {given:.4g} "
@@ -211,8 +211,8 @@ def import_profile(
     sources = tuple(imp.source_file(f) for f in files)  # read and bounded by now
     provenance = _provenance(provenance, marks)
     target = Catalog.open(data_dir if not imp.needs_initialising(data_dir) else None)
-    target.model(model, where="--model: ")
-    target.gpu(gpu, where="--gpu: ", parameter="gpu")
+    target.model(model, where="`model`: ")
+    target.gpu(gpu, where="`gpu`: ", parameter="gpu")
     for t in tables:
         if t.kind == "decode":
             _check_decode_physics(t, target.decode_instance(model, gpu, gpus_per_instance))

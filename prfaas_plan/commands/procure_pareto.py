@@ -101,7 +101,7 @@ def _check_size(space: ProcureSpace) -> None:
     if work > bounds.MAX_PARETO_CANDIDATES:
         instances = 1 + sum(s.max_instances for s in space.sites)
         raise ConfigError(
-            f"procure --pareto would weigh {work:.3g} candidate plans and PD splits "
+            f"the Pareto frontiers would weigh {work:.3g} candidate plans and PD splits "
             f"({thresholds} thresholds x {instances:,} site instance counts x {n} PD counts, "
             f"and {n * (n + 1) // 2:,} PD splits a threshold), above "
             f"{bounds.MAX_PARETO_CANDIDATES:.3g} (~15 s); allow fewer instances per site "

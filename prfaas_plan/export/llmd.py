@@ -196,7 +196,7 @@ def build(
             "decodes; the model can only evaluate the plan's fixed split "
             "(an upper bound: the interference of prefills with the decode SLO is not modelled).",
             "llm-d measures the prompt in characters, not tokens: the threshold holds at "
-            f"{cpt} characters a token (--prompt-chars-per-token); a tokenizer averaging c "
+            f"{cpt} characters a token (prompt_chars_per_token); a tokenizer averaging c "
             f"characters a token moves the effective threshold to {chars:,} / c tokens.",
             "Lengths are whole tokens: the stack holds t = "
             f"{held:,.0f} (L > {held:,.0f}) for the plan's {plan.threshold_tokens:,.2f}.",

@@ -23,7 +23,7 @@ def _naming_lines(naming: Naming) -> list[str]:
         return []
     return [
         f"The scenario name {naming.sanitised_from!r} is not a Kubernetes name: objects are named "
-        f"{naming.base!r}-… (labels keep a sanitised copy of it); pass --name to choose."
+        f"{naming.base!r}-… (labels keep a sanitised copy of it); choose one with `name`."
     ]
 
 

@@ -113,9 +113,9 @@ def assign(runs: Sequence[BenchmarkRun], kind: ProfileKind) -> Roles:
                 f"decode sweep by concurrency ({', '.join(map(str, _concurrencies(decode)))}); "
                 "measure prefill with --max-concurrency 1 over several input lengths"
             )
-        return Roles(prefill, (), _set_aside(decode, "a decode sweep", "--kind prefill"))
+        return Roles(prefill, (), _set_aside(decode, "a decode sweep", "prefill"))
     if decode:
-        return Roles((), decode, _set_aside(prefill, "not in the decode sweep", "--kind decode"))
+        return Roles((), decode, _set_aside(prefill, "not in the decode sweep", "decode"))
     groups = settings_groups(runs)  # no sweep: every run is decode, of one setting
     if len(groups) > 1:
         raise ConfigError(
@@ -125,5 +125,5 @@ def assign(runs: Sequence[BenchmarkRun], kind: ProfileKind) -> Roles:
     return Roles((), tuple(runs), ())
 
 
-def _set_aside(runs: Sequence[BenchmarkRun], why: str, flag: str) -> tuple[str, ...]:
-    return tuple(f"{r.source}: not used ({why}; {flag} given)" for r in runs)
+def _set_aside(runs: Sequence[BenchmarkRun], why: str, kind: str) -> tuple[str, ...]:
+    return tuple(f"{r.source}: not used ({why}; only {kind} runs asked for)" for r in runs)

@@ -129,7 +129,7 @@ def test_an_explicit_kind_takes_its_runs_and_says_which_it_set_aside(tmp_path):
     tables = _tables(result)
     assert list(tables) == ["decode"]
     assert (
-        f"{path}:1: not used (not in the decode sweep; --kind decode given)"
+        f"{path}:1: not used (not in the decode sweep; only decode runs asked for)"
         in (tables["decode"]["notes"])
     )
     path, result = _import(tmp_path, "sglang", text, "--kind", "prefill", name="runs.jsonl")
