@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan import units
-from prfaas_plan.commands.procure import procure_space
+from prfaas_plan.commands.procure_sites import procure_space
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.resources import default_scenario_file

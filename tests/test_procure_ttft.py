@@ -14,7 +14,8 @@ from prfaas_plan.analytic.capacity import Configuration
 from prfaas_plan.analytic.deployment_load import loads
 from prfaas_plan.analytic.loaded_ttft import loaded_ttft, route_part, ttft_cdf, ttft_mesh
 from prfaas_plan.commands.plan import TtftTarget
-from prfaas_plan.commands.procure import procure, procure_candidates
+from prfaas_plan.commands.procure import procure
+from prfaas_plan.commands.procure_sites import procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.scenario import open_problem
@@ -291,8 +292,8 @@ def test_a_site_beaten_on_every_count_is_not_searched():
     """On the shipped sites the 16 km dark fibre (cheaper port, no volume price, same width,
     shorter RTT) beats Direct Connect 100G and the metro wavelength for each GPU; the
     frontier and a TTFT search are the same with or without them."""
-    from prfaas_plan.commands.procure import procure_pricing
     from prfaas_plan.commands.procure_pareto import procure_pareto
+    from prfaas_plan.commands.procure_sites import procure_pricing
     from prfaas_plan.solve.procure_ttft import dominated_sites
 
     catalog, problem = Catalog.open(), open_problem()
