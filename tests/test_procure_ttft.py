@@ -12,7 +12,8 @@ import pytest
 
 from prfaas_plan.analytic.capacity import Configuration
 from prfaas_plan.analytic.deployment_load import loads
-from prfaas_plan.analytic.loaded_ttft import loaded_ttft, route_part, ttft_cdf, ttft_mesh
+from prfaas_plan.analytic.loaded_ttft import loaded_ttft
+from prfaas_plan.analytic.ttft_distribution import route_part, ttft_cdf, ttft_mesh
 from prfaas_plan.commands.plan import TtftTarget
 from prfaas_plan.commands.procure import procure
 from prfaas_plan.commands.procure_sites import procure_candidates
@@ -266,7 +267,7 @@ def test_past_saturated_servers_no_request_waits(offered):
 def test_a_route_at_one_point_is_the_whole_cdf_at_that_point(case):
     """route_cdf's one-x path (a masked exponential and a matrix-vector product) equals its
     general path, for plans at one threshold and at several, both routes, loaded or not."""
-    from prfaas_plan.analytic.loaded_ttft import route_cdf
+    from prfaas_plan.analytic.ttft_distribution import route_cdf
 
     _, problem, _, _, queues = case
     system, rtt = queues[3].system, queues[3].rtt_s

@@ -6,7 +6,7 @@ For a threshold t_k and a site j (or none, where nothing is offloaded) the count
 n_d the fewest decode instances with θ_d n_d >= X and θ_d n_d > λ (decode is not part of
 TTFT: more only costs), n_p from ceil(s_k X / c_k) to N_pd,max − n_d, n_j from
 ceil(p_k X / a_jk) to U_j (site j's link must carry p_k X). TTFT splits by route
-(`loaded_ttft.route_part`): the local route's part depends on n_p alone, the offloaded
+(`ttft_distribution.route_part`): the local route's part depends on n_p alone, the offloaded
 route's on n_j alone (and the site's link and RTT), so each pair (k, j) evaluates n_p and n_j
 separately and combines them on the (n_j, n_p) grid. Pairs are visited cheapest capacity-only
 cost first and the search stops once that bound reaches the best plan meeting the target.
@@ -25,15 +25,9 @@ from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem, rates
 from prfaas_plan.analytic.deployment_load import Loads, loads
 from prfaas_plan.analytic.length_distribution import LengthDistribution
-from prfaas_plan.analytic.loaded_ttft import (
-    LoadedTtft,
-    Metric,
-    TtftMesh,
-    loaded_ttft,
-    route_part,
-    ttft_mesh,
-)
+from prfaas_plan.analytic.loaded_ttft import LoadedTtft, Metric, loaded_ttft
 from prfaas_plan.analytic.split_ttft import SiteRoute, SplitTtft, split_ttft
+from prfaas_plan.analytic.ttft_distribution import TtftMesh, route_part, ttft_mesh
 from prfaas_plan.choices import Mode
 from prfaas_plan.solve.procure_bounds import pd_counts, site_counts
 from prfaas_plan.solve.procure_space import ProcurePoint, ProcureSpace, capacity_rps
