@@ -14,7 +14,8 @@ from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.catalog_files import LinkOffering
 from prfaas_plan.inputs.links import link_offering_for
 from prfaas_plan.inputs.pricing import Pricing, gpu_hour_price, resolve_pricing
-from prfaas_plan.inputs.scenario import Problem, SiteSpec
+from prfaas_plan.inputs.scenario import Problem
+from prfaas_plan.inputs.scenario_schema import SiteSpec
 from prfaas_plan.solve.procure_exact import ProcureModel, SitePrices
 from prfaas_plan.solve.procure_space import ProcureSpace
 from prfaas_plan.solve.search import milp_threshold_grid
