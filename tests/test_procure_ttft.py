@@ -22,12 +22,8 @@ from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.scenario import open_problem
 from prfaas_plan.solve.procure_milp import solve_procure
 from prfaas_plan.solve.procure_space import capacity_rps
-from prfaas_plan.solve.procure_ttft import (
-    SiteQueues,
-    TtftGoal,
-    brute_force_with_ttft,
-    cheapest_with_ttft,
-)
+from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft
+from prfaas_plan.solve.procure_ttft_plans import brute_force_with_ttft
 from tests.test_cli import assert_clean_error, run
 from tests.test_procure import aws_problem, shrink
 
@@ -176,7 +172,7 @@ def _every_single_site_plan(space, problem, queues, target, load):
     """(cost at Λ_max, P90 at `load`) of every single-site plan reaching `target` (brute force)."""
     from prfaas_plan import units
     from prfaas_plan.solve.procure_space import ProcurePoint
-    from prfaas_plan.solve.procure_ttft import point_ttft, single_site_plans
+    from prfaas_plan.solve.procure_ttft_plans import point_ttft, single_site_plans
 
     out = []
     for k, j, n, n_p, n_d in single_site_plans(space):
@@ -202,7 +198,7 @@ def test_loaded_frontier_against_every_plan(case):
     """The ε-constraint frontier at a load: its first plan is the cheapest stable one; each
     next plan is the cheapest whose P90 is below (1 − step) x the previous one's; and every
     plan of the space is matched by a frontier plan no dearer and within the step in P90."""
-    from prfaas_plan.solve.procure_ttft import ttft_frontier
+    from prfaas_plan.solve.procure_ttft_plans import ttft_frontier
 
     _, problem, _, space, queues = case
     idx = (3, 0)

@@ -36,7 +36,8 @@ from prfaas_plan.solve.procure_exact import (
 )
 from prfaas_plan.solve.procure_milp import build_procure_milp, solve_procure, write_model
 from prfaas_plan.solve.procure_space import ProcurePoint, ProcureSpace
-from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft, point_ttft
+from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft
+from prfaas_plan.solve.procure_ttft_plans import point_ttft
 from prfaas_plan.solve.search import milp_threshold_grid
 
 

@@ -36,7 +36,7 @@ from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.procure_space import ProcureSpace
-from prfaas_plan.solve.procure_ttft import ttft_frontier
+from prfaas_plan.solve.procure_ttft_plans import ttft_frontier
 
 PARETO_PERCENTILE: Metric = 90
 LOADED_FRONTIER_STEP = 0.02  # consecutive plans of the loaded TTFT frontier differ by >= 2%
