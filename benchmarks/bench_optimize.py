@@ -19,7 +19,8 @@ from prfaas_plan.choices import Mode
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, load_scenario
-from prfaas_plan.solve.threshold import SearchSpace, exhaustive_grid_search, optimize_fixed_hardware
+from prfaas_plan.solve.baselines import exhaustive_grid_search
+from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 GRID_STEP_TOKENS = 100.0  # the paper's 0.1K grid
 

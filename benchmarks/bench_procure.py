@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 
 from prfaas_plan.commands.plan import TtftTarget
-from prfaas_plan.commands.procure import procure, procure_candidates, procure_pricing
+from prfaas_plan.commands.procure import procure
 from prfaas_plan.commands.procure_pareto import procure_pareto
+from prfaas_plan.commands.procure_sites import procure_candidates, procure_pricing
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.resources import default_data_dir, default_scenario_file

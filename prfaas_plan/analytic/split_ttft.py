@@ -4,7 +4,7 @@ applied per route: requests with L > t (share p) go to site j with probability q
 independent of the length: the plan's split of the offloaded req/s), so site j's pool and link
 see Poisson arrivals at λ p q_j and the lengths of the whole offloaded share; the local route
 is PD-P's as in one site. With F_local(x) = P(TTFT <= x, local) and F_j(x) = P(TTFT <= x,
-offloaded | the site's own load) (loaded_ttft.route_part: both include the route's share)
+offloaded | the site's own load) (ttft_distribution.route_part: both include the route's share)
 
     P(TTFT <= x) = F_local(x) + Σ_j q_j F_j(x),
     E[TTFT] = (1 − p) E[TTFT | local] + p Σ_j q_j E[TTFT | offloaded to j].
@@ -22,14 +22,9 @@ from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import BOUND_ORDER, Bound, ServingSystem
 from prfaas_plan.analytic.deployment_load import Loads, loads
 from prfaas_plan.analytic.length_distribution import LengthDistribution
-from prfaas_plan.analytic.loaded_ttft import (
-    INVERSION_RTOL,
-    TtftMesh,
-    check_metric,
-    route_cdf,
-    ttft_mesh,
-)
+from prfaas_plan.analytic.loaded_ttft import check_metric
 from prfaas_plan.analytic.ttft import PERCENTILES
+from prfaas_plan.analytic.ttft_distribution import INVERSION_RTOL, TtftMesh, route_cdf, ttft_mesh
 
 
 @dataclass(frozen=True)
@@ -152,7 +147,7 @@ def _invert(
     routes: list[SiteRoute],
 ) -> FloatArray:
     """The smallest x with cdf(x) >= q for each q, by bisection to INVERSION_RTOL (as
-    loaded_ttft.ttft_percentiles)."""
+    ttft_distribution.ttft_percentiles)."""
     longest = max(
         [float(local_mesh.local_s.max())]
         + [

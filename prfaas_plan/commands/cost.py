@@ -20,7 +20,7 @@ from prfaas_plan.analytic.cost import DeploymentCost, affordable_instances, depl
 from prfaas_plan.choices import Mode
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem
-from prfaas_plan.solve.threshold import homogeneous_configuration
+from prfaas_plan.solve.baselines import homogeneous_configuration
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def equal_cost(
     problem: Problem, pricing: Pricing, budget_usd_per_hour: float, mode: Mode
 ) -> EqualCost:
     """The homogeneous PD deployment `budget_usd_per_hour` buys: floor(budget / (PD GPUs per
-    instance x PD $/GPU-hour)) instances, best split (solve/threshold.py homogeneous_baseline),
+    instance x PD $/GPU-hour)) instances, best split (solve/baselines.py homogeneous_baseline),
     priced as any deployment (its GPUs only: it buys no link)."""
     return equal_costs_many([problem], [pricing], [budget_usd_per_hour], mode)[0]
 

@@ -15,7 +15,7 @@ from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttfts
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.plan import Deployment, ModeComparison, PlanReport, RangeNote
 from prfaas_plan.inputs.scenario import Problem
-from prfaas_plan.solve.threshold import homogeneous_configuration, naive_configuration
+from prfaas_plan.solve.baselines import homogeneous_configuration, naive_configuration
 
 if TYPE_CHECKING:
     from prfaas_plan.commands.cost import PlanCost

@@ -29,13 +29,14 @@ from prfaas_plan.analytic.ttft import unloaded_percentile_by_threshold
 from prfaas_plan.choices import Mode
 from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.commands.plan import Deployment, plan
-from prfaas_plan.commands.procure import Site, binding, procure_candidates, site_queues
+from prfaas_plan.commands.procure import binding, site_queues
+from prfaas_plan.commands.procure_sites import Site, procure_candidates
 from prfaas_plan.errors import ConfigError, InfeasibleError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.procure_space import ProcureSpace
-from prfaas_plan.solve.procure_ttft import ttft_frontier
+from prfaas_plan.solve.procure_ttft_plans import ttft_frontier
 
 PARETO_PERCENTILE: Metric = 90
 LOADED_FRONTIER_STEP = 0.02  # consecutive plans of the loaded TTFT frontier differ by >= 2%

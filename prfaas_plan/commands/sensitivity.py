@@ -23,7 +23,8 @@ from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError, InfeasibleError, RangeError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
-from prfaas_plan.inputs.scenario import Problem, SloSpec, build_problem, decode_point
+from prfaas_plan.inputs.scenario import Problem, build_problem, decode_point
+from prfaas_plan.inputs.scenario_schema import SloSpec
 from prfaas_plan.solve.relaxation import (
     DEFAULT_BINS,
     RoutingOptimum,

@@ -118,7 +118,8 @@ def procure(
     """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget
     (`export_model`: also write the MILP there, the CLI's --export-model)."""
     from prfaas_plan.commands.procure import procure as procure_plan
-    from prfaas_plan.commands.procure import procure_pricing, procure_ttft_target
+    from prfaas_plan.commands.procure import procure_ttft_target
+    from prfaas_plan.commands.procure_sites import procure_pricing
 
     ttft = procure_ttft_target(
         request.ttft_target_s, request.percentile(), request.ttft_load_rps, request.ttft_load
@@ -138,8 +139,8 @@ def procure(
 
 def pareto(problem: Problem, request: ParetoRequest, catalog: Catalog) -> "ParetoReport":
     """`procure --pareto`: the cost frontiers against Λ_max and against P90 TTFT."""
-    from prfaas_plan.commands.procure import procure_pricing
     from prfaas_plan.commands.procure_pareto import procure_pareto
+    from prfaas_plan.commands.procure_sites import procure_pricing
 
     pricing = procure_pricing(
         catalog, problem, gpu_prices=request.gpu_prices_usd_per_gpu_hour,

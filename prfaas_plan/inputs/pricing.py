@@ -14,7 +14,7 @@ from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.catalog_files import GpuPrices, LinkOffering
 from prfaas_plan.inputs.links import link_offering_for
-from prfaas_plan.inputs.scenario import DEFAULT_UTILIZATION, Scenario
+from prfaas_plan.inputs.scenario_schema import DEFAULT_UTILIZATION, Scenario
 
 
 @dataclass(frozen=True)

@@ -24,16 +24,16 @@ from prfaas_plan import bounds
 from prfaas_plan.choices import TraceFormat
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import open_bounded_binary
-from prfaas_plan.inputs.trace_select import Block, Selector, TraceLengths, TraceSelection
-from prfaas_plan.inputs.traces import (
+from prfaas_plan.inputs.trace_csv import (
     AZURE_COLUMNS,
     BURSTGPT_COLUMNS,
     _azure_seconds,
     _csv_number,
     _csv_rows,
     detect_format,
-    read_observed_trace,
 )
+from prfaas_plan.inputs.trace_select import Block, Selector, TraceLengths, TraceSelection
+from prfaas_plan.inputs.traces import read_observed_trace
 from prfaas_plan.inputs.workload_files import TraceWindow
 from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace
 

@@ -1,4 +1,4 @@
-"""Request bodies of the HTTP API: a scenario (the scenario file's schema, inputs/scenario.py)
+"""Request bodies of the HTTP API: a scenario (the scenario file's schema, inputs/scenario_schema.py)
 plus the command's request (commands/requests.py: the fields the CLI's flags and a sweep's
 parameters set, declared once), and the server's own limits. Strict as a scenario file:
 unknown keys, wrong types, NaN/inf refused. Units in every name."""
@@ -18,7 +18,7 @@ from prfaas_plan.commands.requests import (
 )
 from prfaas_plan.export.build import ExportRequest
 from prfaas_plan.inputs.reading import Strict
-from prfaas_plan.inputs.scenario import Scenario
+from prfaas_plan.inputs.scenario_schema import Scenario
 
 # what one request may ask for (the server's own bounds; the library's are in bounds.py)
 MAX_SIMULATED_REQUESTS = 20_000  # over every load of one /simulate request (~1 s of simulation)

@@ -13,13 +13,8 @@ from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.resources import default_scenario_file
-from prfaas_plan.inputs.scenario import (
-    ObservedLengthsFile,
-    Problem,
-    Scenario,
-    build_problem,
-    load_scenario,
-)
+from prfaas_plan.inputs.scenario import Problem, build_problem, load_scenario
+from prfaas_plan.inputs.scenario_schema import ObservedLengthsFile, Scenario
 from prfaas_plan.inputs.workload_files import MetricsLengths
 from prfaas_plan.render.views import Document, View
 from prfaas_plan.server import bodies

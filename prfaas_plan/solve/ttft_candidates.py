@@ -10,7 +10,8 @@ from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray, IntArr
 from prfaas_plan.analytic.capacity import Configuration, ServingSystem, rates
 from prfaas_plan.analytic.deployment_load import loads
 from prfaas_plan.analytic.length_distribution import LengthDistribution
-from prfaas_plan.analytic.loaded_ttft import Metric, TtftMesh, ttft_cdf
+from prfaas_plan.analytic.loaded_ttft import Metric
+from prfaas_plan.analytic.ttft_distribution import TtftMesh, ttft_cdf
 from prfaas_plan.choices import Mode
 from prfaas_plan.solve.threshold import SearchSpace
 

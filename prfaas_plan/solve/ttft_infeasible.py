@@ -9,7 +9,8 @@ import numpy as np
 from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
 from prfaas_plan.analytic.capacity import Bound, Configuration, evaluate, rates
 from prfaas_plan.analytic.deployment_load import loads
-from prfaas_plan.analytic.loaded_ttft import LoadedTtft, loaded_ttft, ttft_percentiles
+from prfaas_plan.analytic.loaded_ttft import LoadedTtft, loaded_ttft
+from prfaas_plan.analytic.ttft_distribution import ttft_percentiles
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import InfeasibleError
 from prfaas_plan.solve.search import GOLDEN_STEPS, golden_section_max

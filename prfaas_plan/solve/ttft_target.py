@@ -17,8 +17,8 @@ from prfaas_plan.analytic.loaded_ttft import (
     check_metric,
     check_rate,
     loaded_ttft,
-    ttft_mesh,
 )
+from prfaas_plan.analytic.ttft_distribution import ttft_mesh
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.solve.search import (

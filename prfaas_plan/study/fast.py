@@ -7,7 +7,8 @@ each row is `optimize`'s JSON document flattened, exactly as the per-scenario pa
 from typing import Any
 
 from prfaas_plan.inputs.catalog import Catalog
-from prfaas_plan.inputs.scenario import Problem, Scenario
+from prfaas_plan.inputs.scenario import Problem
+from prfaas_plan.inputs.scenario_schema import Scenario
 
 # the fields a group's scenarios may differ in: everything else decides system and workload
 BATCHED_FIELDS = (

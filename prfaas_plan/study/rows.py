@@ -21,7 +21,8 @@ import numpy as np
 
 from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.catalog import Catalog
-from prfaas_plan.inputs.scenario import Problem, Scenario, build_problem
+from prfaas_plan.inputs.scenario import Problem, build_problem
+from prfaas_plan.inputs.scenario_schema import Scenario
 from prfaas_plan.study import fast
 from prfaas_plan.study.commands import command
 from prfaas_plan.study.flat import flatten

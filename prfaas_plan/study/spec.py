@@ -22,7 +22,8 @@ from pydantic import Field, model_validator
 from prfaas_plan import bounds
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import Strict, parse, read_yaml
-from prfaas_plan.inputs.scenario import Scenario, check_scenario
+from prfaas_plan.inputs.scenario import check_scenario
+from prfaas_plan.inputs.scenario_schema import Scenario
 from prfaas_plan.study import sampling
 from prfaas_plan.study.filters import Filter, Kind, kind_of_range, kind_of_values
 

@@ -21,7 +21,8 @@ from prfaas_plan import bounds, units
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs import reading
 from prfaas_plan.inputs.reading import parse_yaml_text, read_yaml
-from prfaas_plan.inputs.scenario import LogNormalLengths, build_workload
+from prfaas_plan.inputs.scenario import build_workload
+from prfaas_plan.inputs.scenario_schema import LogNormalLengths
 from prfaas_plan.inputs.traces import parse_mooncake_trace
 from tests.cli.test_cli import CASE, assert_clean_error, data_copy, run
 

@@ -12,7 +12,8 @@ import yaml
 
 from prfaas_plan.choices import TraceFormat
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.traces import detect_format, read_observed_trace, read_trace
+from prfaas_plan.inputs.trace_csv import detect_format
+from prfaas_plan.inputs.traces import read_observed_trace, read_trace
 from tests.cli.test_cli import assert_clean_error, run
 
 ROOT = Path(__file__).resolve().parents[2]

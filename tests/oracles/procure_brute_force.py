@@ -82,7 +82,7 @@ from prfaas_plan.analytic.capacity import ServingSystem, rates
 from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.log_normal import truncated_log_normal
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.procure import procure_candidates
+from prfaas_plan.commands.procure_sites import procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem, open_problem

@@ -13,7 +13,7 @@ from numpy.polynomial import Polynomial
 from prfaas_plan import units
 from prfaas_plan.analytic.distributions import Histogram, ObservedLengths
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.procure import procure_candidates
+from prfaas_plan.commands.procure_sites import procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.solve.procure_milp import solve_procure

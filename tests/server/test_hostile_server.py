@@ -394,7 +394,7 @@ def test_the_librarys_pareto_bound_applies_on_the_server(monkeypatch, client):
     body = {"target_rps": 4, "scenario": scenario(procurement={"sites": sites(8, 64)})}
     response = client.post("/api/v1/procure/pareto", json=body)
     assert response.status_code == 422
-    assert "procure --pareto would weigh" in response.json()["error"]["message"]
+    assert "the Pareto frontiers would weigh" in response.json()["error"]["message"]
     assert_clean(response)
 
 

@@ -8,12 +8,8 @@ from prfaas_plan.analytic.capacity import Bound, Configuration, evaluate, rates
 from prfaas_plan.analytic.distributions import Histogram, ObservedLengths
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.choices import Mode
-from prfaas_plan.solve.threshold import (
-    SearchSpace,
-    exhaustive_grid_search,
-    homogeneous_baseline,
-    optimize_fixed_hardware,
-)
+from prfaas_plan.solve.baselines import exhaustive_grid_search, homogeneous_baseline
+from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 from tests.conftest import ROOT, toy_system
 
 

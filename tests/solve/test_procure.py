@@ -12,16 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan import units
-from prfaas_plan.commands.procure import procure_space
+from prfaas_plan.commands.procure_sites import procure_space
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.resources import default_scenario_file
-from prfaas_plan.inputs.scenario import (
-    ProcurementSpec,
-    SiteSpec,
-    build_problem,
-    load_scenario,
-)
+from prfaas_plan.inputs.scenario import build_problem, load_scenario
+from prfaas_plan.inputs.scenario_schema import ProcurementSpec, SiteSpec
 from prfaas_plan.solve.procure_bounds import single_site_budget, single_site_target
 from prfaas_plan.solve.procure_milp import solve_procure, solve_procure_monolithic
 from prfaas_plan.solve.procure_space import ProcureSpace, brute_force, capacity_rps, site_caps

@@ -20,7 +20,7 @@ from prfaas_plan.analytic.capacity import Configuration
 from prfaas_plan.analytic.loaded_ttft import loaded_ttft
 from prfaas_plan.analytic.split_ttft import SiteRoute, split_ttft
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.procure import procure_model
+from prfaas_plan.commands.procure_sites import procure_model
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.scenario import open_problem

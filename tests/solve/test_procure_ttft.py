@@ -12,20 +12,18 @@ import pytest
 
 from prfaas_plan.analytic.capacity import Configuration
 from prfaas_plan.analytic.deployment_load import loads
-from prfaas_plan.analytic.loaded_ttft import loaded_ttft, route_part, ttft_cdf, ttft_mesh
+from prfaas_plan.analytic.loaded_ttft import loaded_ttft
+from prfaas_plan.analytic.ttft_distribution import route_part, ttft_cdf, ttft_mesh
 from prfaas_plan.commands.plan import TtftTarget
-from prfaas_plan.commands.procure import procure, procure_candidates
+from prfaas_plan.commands.procure import procure
+from prfaas_plan.commands.procure_sites import procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.scenario import open_problem
 from prfaas_plan.solve.procure_milp import solve_procure
 from prfaas_plan.solve.procure_space import capacity_rps
-from prfaas_plan.solve.procure_ttft import (
-    SiteQueues,
-    TtftGoal,
-    brute_force_with_ttft,
-    cheapest_with_ttft,
-)
+from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft
+from prfaas_plan.solve.procure_ttft_plans import brute_force_with_ttft
 from tests.cli.test_cli import assert_clean_error, run
 from tests.solve.test_procure import aws_problem, shrink
 
@@ -176,7 +174,7 @@ def _every_single_site_plan(space, problem, queues, target, load):
     """(cost at Λ_max, P90 at `load`) of every single-site plan reaching `target` (brute force)."""
     from prfaas_plan import units
     from prfaas_plan.solve.procure_space import ProcurePoint
-    from prfaas_plan.solve.procure_ttft import point_ttft, single_site_plans
+    from prfaas_plan.solve.procure_ttft_plans import point_ttft, single_site_plans
 
     out = []
     for k, j, n, n_p, n_d in single_site_plans(space):
@@ -203,7 +201,7 @@ def test_loaded_frontier_against_every_plan(case):
     """The ε-constraint frontier at a load: its first plan is the cheapest stable one; each
     next plan is the cheapest whose P90 is below (1 − step) x the previous one's; and every
     plan of the space is matched by a frontier plan no dearer and within the step in P90."""
-    from prfaas_plan.solve.procure_ttft import ttft_frontier
+    from prfaas_plan.solve.procure_ttft_plans import ttft_frontier
 
     _, problem, _, space, queues = case
     idx = (3, 0)
@@ -269,7 +267,7 @@ def test_past_saturated_servers_no_request_waits(offered):
 def test_a_route_at_one_point_is_the_whole_cdf_at_that_point(case):
     """route_cdf's one-x path (a masked exponential and a matrix-vector product) equals its
     general path, for plans at one threshold and at several, both routes, loaded or not."""
-    from prfaas_plan.analytic.loaded_ttft import route_cdf
+    from prfaas_plan.analytic.ttft_distribution import route_cdf
 
     _, problem, _, _, queues = case
     system, rtt = queues[3].system, queues[3].rtt_s
@@ -296,8 +294,8 @@ def test_a_site_beaten_on_every_count_is_not_searched():
     """On the shipped sites the 16 km dark fibre (cheaper port, no volume price, same width,
     shorter RTT) beats Direct Connect 100G and the metro wavelength for each GPU; the
     frontier and a TTFT search are the same with or without them."""
-    from prfaas_plan.commands.procure import procure_pricing
     from prfaas_plan.commands.procure_pareto import procure_pareto
+    from prfaas_plan.commands.procure_sites import procure_pricing
     from prfaas_plan.solve.procure_ttft import dominated_sites
 
     catalog, problem = Catalog.open(), open_problem()
