@@ -1,7 +1,7 @@
 """The complementary error function erfc(x), vectorised in numpy, within 2 ulp of the exact
 value over the whole double range.
 
-Checked by tests/test_erfc.py against 60-digit mpmath, against `math.erfc` and by hypothesis
+Checked by tests/analytic/test_erfc.py against 60-digit mpmath, against `math.erfc` and by hypothesis
 over every double. One numpy pass per array instead of one `math.erfc` call per element; each
 element's bits depend on that element alone (not on the array's size, shape or order), so a
 batched computation gives the numbers of one at a time.

@@ -42,7 +42,7 @@ P50/P90/P99 invert the mixture CDF over the routes and the length distribution's
 What it leaves out: the conditional wait of an M/G/c queue is not exactly exponential nor
 Allen–Cunneen's mean exact; a transfer's time under sharing varies around its mean; and the
 link's arrivals (the PrfaaS pool's departures) are smoother than Poisson. Measured against
-the simulator (tests/test_queueing.py), on the case-study plan the mean and P90 come out about
+the simulator (tests/analytic/test_queueing.py), on the case-study plan the mean and P90 come out about
 1% low at 50% and 80% of Λ_max and about 2% low at 95% (the waits are 5-10% low for these
 pools, whose service times vary less than exponential ones; P(W > 0) is right to 0.01). The
 case-study link runs at ρ <= 0.12; with a link busy enough to matter M/G/1-PS overstates the
