@@ -49,6 +49,19 @@ def detect_format(
     )
 
 
+def burstgpt_seconds(text: str, where: str) -> float:
+    """A BurstGPT Timestamp: a finite number of seconds."""
+    try:
+        stamp = float(text)
+    except ValueError:
+        stamp = math.nan
+    if not math.isfinite(stamp):
+        raise ConfigError(
+            f"{where}: Timestamp must be a number of seconds, found {bounds.quoted(text)}"
+        )
+    return stamp
+
+
 def _azure_seconds(text: str, where: str) -> tuple[float, float]:
     """An Azure TIMESTAMP as (whole seconds since the epoch, fraction of a second), naive times
     read as UTC; kept apart so 100 ns ticks survive (a float at 1.7e9 s resolves 0.2 µs)."""
@@ -127,15 +140,7 @@ def read_csv_trace(path: Path, fmt: TraceFormat, what: str) -> RequestTrace:
             times.append(whole)
             fractions.append(fraction)
         else:
-            try:
-                stamp = float(row[time_key])
-            except ValueError:
-                stamp = math.nan
-            if not math.isfinite(stamp):
-                raise ConfigError(
-                    f"{where}: Timestamp must be a number of seconds, found {bounds.quoted(row[time_key])}"
-                )
-            times.append(stamp)
+            times.append(burstgpt_seconds(row[time_key], where))
             fractions.append(0.0)
         if len(times) > bounds.MAX_TRACE_REQUESTS:
             raise ConfigError(

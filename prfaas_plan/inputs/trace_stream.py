@@ -13,7 +13,6 @@ bounds.MAX_TRACE_REQUESTS): this reader is the plan's, not the replay's.
 Units: seconds and tokens.
 """
 
-import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from prfaas_plan.inputs.trace_csv import (
     _azure_seconds,
     _csv_number,
     _csv_rows,
+    burstgpt_seconds,
     detect_format,
 )
 from prfaas_plan.inputs.trace_select import Block, Selector, TraceLengths, TraceSelection
@@ -151,15 +151,7 @@ def _row_blocks(path: Path, fmt: TraceFormat, columns: list[str]) -> Iterator[tu
             reference = whole if reference is None else reference
             stamp = (whole - reference) + fraction
         else:
-            try:
-                stamp = float(row[time_key])
-            except ValueError:
-                stamp = math.nan
-            if not math.isfinite(stamp):
-                raise ConfigError(
-                    f"{where}: Timestamp must be a number of seconds, found "
-                    f"{bounds.quoted(row[time_key])}"
-                )
+            stamp = burstgpt_seconds(row[time_key], where)
         cells = [row[k] for k in kinds] if kinds else ["", ""]
         rows.append((stamp, length, output, cells[0], cells[1]))
         if len(rows) == _SLOW_BLOCK_ROWS:
