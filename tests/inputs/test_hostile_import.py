@@ -11,6 +11,7 @@ import json
 import os
 import pickle
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -522,6 +523,11 @@ def run_as_another_user(*args: object) -> Ran:
     would another (root passes any mode: os.access says yes to it, so it is not tried as root)."""
     if not AS_ROOT:
         return run(*args)
+    closed = [p for p in (ROOT, *ROOT.parents) if not p.stat().st_mode & stat.S_IXOTH]
+    if closed:  # the command reads the checkout's data as that user: it must be able to
+        pytest.skip(f"{closed[0]} is closed to other users (mode "
+                    f"{stat.S_IMODE(closed[0].stat().st_mode):o}, e.g. a mktemp -d checkout): "
+                    "nobody could read the checkout's data")  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", _AS_NOBODY, *map(str, args)],
                           capture_output=True, text=True, env=env, check=False)  # fmt: skip
