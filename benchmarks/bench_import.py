@@ -1,4 +1,4 @@
-"""Benchmark: `import-profile` on the largest inputs its bounds let through (bounds.py), each
+"""Benchmark: `import-profile` on the largest inputs its bounds let through (plausible.py), each
 run as its own process under /usr/bin/time (elapsed, CPU, peak RSS).
 
 Run by hand (not a test):  python benchmarks/bench_import.py [--keep DIR]
@@ -80,7 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-import-"))
     folder.mkdir(parents=True, exist_ok=True)
-    from prfaas_plan import bounds
+    from prfaas_plan import plausible
 
     files = [
         ("vllm", folder / "itls_17_digits.json",
@@ -88,11 +88,11 @@ def main() -> None:
         ("vllm", folder / "itls_4_decimals.json",
          lambda p: vllm_decode(p, 28_000, 1_000, 4), ["--kind", "decode"]),
         ("vllm", folder / "walked_keys.json",
-         lambda p: walked(p, "keys", bounds.MAX_BENCHMARK_WALKED_VALUES + 1), []),
+         lambda p: walked(p, "keys", plausible.MAX_BENCHMARK_WALKED_VALUES + 1), []),
         ("vllm", folder / "walked_lists.json",
-         lambda p: walked(p, "lists", bounds.MAX_BENCHMARK_WALKED_VALUES + 1), []),
+         lambda p: walked(p, "lists", plausible.MAX_BENCHMARK_WALKED_VALUES + 1), []),
         ("dynamo", folder / "many_entries.npz",
-         lambda p: many_entries(p, bounds.MAX_DYNAMO_BYTES), []),
+         lambda p: many_entries(p, plausible.MAX_DYNAMO_BYTES), []),
     ]  # fmt: skip
     print(f"# {os.uname().nodename}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     for fmt, path, write, extra in files:

@@ -11,10 +11,10 @@ import statistics
 import time
 
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal
-from prfaas_plan.commands.plan import plan
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, load_scenario
+from prfaas_plan.use_cases.plan import plan
 
 
 def main() -> None:

@@ -20,15 +20,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from prfaas_plan.commands.plan import TtftTarget
-from prfaas_plan.commands.procure import procure
-from prfaas_plan.commands.procure_pareto import procure_pareto
-from prfaas_plan.commands.procure_sites import procure_candidates, procure_pricing
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.resources import default_data_dir, default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, load_scenario
 from prfaas_plan.solve.procure_space import ProcureSpace, brute_force
+from prfaas_plan.use_cases.plan import TtftTarget
+from prfaas_plan.use_cases.procure import procure
+from prfaas_plan.use_cases.procure_pareto import procure_pareto
+from prfaas_plan.use_cases.procure_sites import procure_candidates, procure_pricing
 
 LEASED = """name: bench-leased-100g
 description: "synthetic leased 100 Gbps circuit (benchmark only)"

@@ -11,7 +11,7 @@ number of the plan.
 
     PYTHONPATH=. python benchmarks/bench_traces.py [--rows 27303999] [--keep DIR]
 
-Measured 2026-12 on the project's 2-core machine: see the figures printed (and README/bounds.py).
+Measured 2026-12 on the project's 2-core machine: see the figures printed (and README/plausible.py).
 """
 
 import argparse

@@ -1,6 +1,6 @@
 """Write the derived 8 x H200 prefill tables and architecture KV tables of the six public models
 of the paper's Table 3 into data/profiles/. Deterministic; re-run after editing models.yaml or
-the kv_throughput.csv inputs. tests/commands/test_catalog.py
+the kv_throughput.csv inputs. tests/use_cases/test_catalog.py
 (test_derivation_script_reproduces_the_committed_tables) checks the committed files match.
 
     python scripts/derive_table3_profiles.py

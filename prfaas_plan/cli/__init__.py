@@ -1,5 +1,5 @@
 """Command-line interface: the commands, each parsing its flags, calling one use-case
-(commands/) and handing the result to a view (render/).
+(use_cases/) and handing the result to a view (render/).
 
 Data goes to stdout (or --output, written atomically), messages to stderr; how failures are shown
 is cli/failures.py, the shared options cli/options.py, loading and writing cli/output.py. Heavy

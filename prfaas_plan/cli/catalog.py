@@ -51,9 +51,9 @@ def kv(
 ) -> None:
     """KV footprint per model from its architecture: bytes per token, fixed state, S_kv and
     Φ_kv at chosen lengths, and what full attention everywhere would cost."""
-    from prfaas_plan.commands.kv import kv_report
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.catalog import kv_json, kv_view
+    from prfaas_plan.use_cases.kv import kv_report
 
     check_distinct_outputs(output, plot)
     report = kv_report(
@@ -118,9 +118,9 @@ def egress(
 ) -> None:
     """The bandwidth wall: KV egress a saturated prefill cluster needs (reference eq. 2),
     whether a link carries it and, for a scenario, the smallest threshold that fits."""
-    from prfaas_plan.commands.egress import egress_report
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.catalog import egress_json, egress_view
+    from prfaas_plan.use_cases.egress import egress_report
 
     report = egress_report(
         Catalog.open(data_dir), models=models, scenario=scenario, prfaas_gpus=prfaas_gpus,

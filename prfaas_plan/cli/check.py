@@ -72,10 +72,10 @@ def check_command(
     """CI regression check: validate every table against schema and physics, re-plan the golden
     scenarios and compare with the committed expectations. Exits 8 when anything fails."""
     from prfaas_plan.cli.failures import CHECK_FAILED_EXIT_CODE
-    from prfaas_plan.commands.check import check
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.resources import is_installed_copy
     from prfaas_plan.render.catalog import check_json, check_view
+    from prfaas_plan.use_cases.check import check
 
     catalog = Catalog.open(data_dir)
     if update and is_installed_copy(catalog.data_dir):

@@ -74,7 +74,6 @@ def export_command(
     """Write the plan as a serving stack's manifests (llm-d, Dynamo, plain Kubernetes), one
     folder a site, with a note of what the stack cannot express and its modelled cost.
     Exit 3 on a bad input or output (one `error:` line; nothing is written)."""
-    from prfaas_plan.commands.requests import build
     from prfaas_plan.export.build import ExportRequest, Target, build_export
     from prfaas_plan.export.manifest import write_directory
     from prfaas_plan.export.plan_source import (
@@ -85,6 +84,7 @@ def export_command(
         read_plan_json,
     )
     from prfaas_plan.inputs.scenario import open_problem
+    from prfaas_plan.use_cases.requests import build
 
     if read is not None:
         if target is not None or output is not None or source_file is not None:

@@ -1,5 +1,5 @@
 """`prfaas-plan import-profile FORMAT FILE...`: measured profiles from vLLM, SGLang or Dynamo
-benchmark results, written into a data directory (commands/import_profile.py)."""
+benchmark results, written into a data directory (use_cases/import_profile.py)."""
 
 from enum import StrEnum
 from pathlib import Path
@@ -15,7 +15,7 @@ from prfaas_plan.cli.output import emit, guard_output, note_inputs
 
 
 class Provenance(StrEnum):
-    """meta.yaml's provenance of an imported table (commands/import_profile.py PROVENANCES)."""
+    """meta.yaml's provenance of an imported table (use_cases/import_profile.py PROVENANCES)."""
 
     MEASURED = "measured"
     ESTIMATED = "estimated"
@@ -77,8 +77,8 @@ def import_profile_command(
 ) -> None:
     """Import measured prefill latency (from TTFT of requests that did not queue) or decode step
     latency (from ITLs at several concurrencies) into DATA_DIR/profiles/, with a meta.yaml."""
-    from prfaas_plan.commands.import_profile import import_profile
     from prfaas_plan.render.imports import import_json, import_view
+    from prfaas_plan.use_cases.import_profile import import_profile
 
     note_inputs(*files)
     guard_output(output)  # before anything is written into the data directory

@@ -179,7 +179,7 @@ def float_list(text: str, flag: str) -> tuple[float, ...]:
 
 def given(**values: float | None) -> dict[str, float]:
     """The options given (not None), as keyword arguments: a spec's own default stands for the
-    others, so each default is defined once (commands/simulation_spec.py)."""
+    others, so each default is defined once (use_cases/simulation_spec.py)."""
     return {name: value for name, value in values.items() if value is not None}
 
 

@@ -96,10 +96,10 @@ def optimize(
 ) -> None:
     """Choose the threshold t and the PD prefill/decode split (or size the PrfaaS cluster) and
     compare with the homogeneous PD and naive heterogeneous baselines."""
-    from prfaas_plan.commands import use_cases
-    from prfaas_plan.commands.requests import PlanRequest, build
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.plan import plan_to_json, plan_view
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import PlanRequest, build
 
     check_distinct_outputs(output, plot)
     request = build(
@@ -114,7 +114,7 @@ def optimize(
     with spinner(
         sizing and fmt is OutputFormat.TABLE and output is None, "solving the sizing MILP…"
     ):
-        report = use_cases.optimize(problem, request, Catalog.open(data_dir))
+        report = calls.optimize(problem, request, Catalog.open(data_dir))
     if plot is not None:
         from prfaas_plan.render.plot import plot_threshold_balance
 
@@ -146,10 +146,10 @@ def evaluate(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Evaluate one given configuration (t, N_p, N_d = rest of the PD cluster) without optimising."""
-    from prfaas_plan.commands import use_cases
-    from prfaas_plan.commands.requests import EvaluateRequest, build
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.plan import evaluation_to_json, evaluation_view
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import EvaluateRequest, build
 
     request = build(
         EvaluateRequest, threshold_tokens=threshold_tokens,
@@ -158,5 +158,5 @@ def evaluate(
         link_offering=link_offering, cost_model=cost_model, utilization=utilization,
     )  # fmt: skip
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
-    report = use_cases.evaluate(problem, request, Catalog.open(data_dir))
+    report = calls.evaluate(problem, request, Catalog.open(data_dir))
     emit(evaluation_view(report), evaluation_to_json(report), fmt, output)

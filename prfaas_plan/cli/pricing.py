@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from prfaas_plan.bounds import quoted
 from prfaas_plan.choices import CostModel
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.plausible import quoted
 
 if TYPE_CHECKING:
     pass

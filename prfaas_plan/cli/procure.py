@@ -1,5 +1,5 @@
 """`prfaas-plan procure`: flags -> a ProcureRequest (or, with --pareto, a ParetoRequest) ->
-its use-case (commands/use_cases.py) -> render/procure.py."""
+its use-case (use_cases/calls.py) -> render/procure.py."""
 
 from enum import StrEnum
 from pathlib import Path
@@ -27,8 +27,8 @@ from prfaas_plan.cli.output import emit, load_problem, spinner
 from prfaas_plan.cli.pricing import CostModelOpt, GpuPriceOpt, gpu_prices
 
 if TYPE_CHECKING:
-    from prfaas_plan.commands.requests import ParetoRequest
     from prfaas_plan.inputs.scenario import Problem
+    from prfaas_plan.use_cases.requests import ParetoRequest
 
 
 class ProcureFormat(StrEnum):
@@ -103,11 +103,11 @@ def procure_command(
     threshold) reaching --target-rps, or the highest throughput within --budget-usd-per-hour.
     Each site brings its own link offering (procurement.sites), so there is no --link-offering.
     --pareto: the cost frontiers instead (needs --target-rps for the latency frontier)."""
-    from prfaas_plan.commands import use_cases
-    from prfaas_plan.commands.requests import ParetoRequest, ProcureRequest, build
     from prfaas_plan.errors import ConfigError
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.procure import procure_to_json, procure_view
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import ParetoRequest, ProcureRequest, build
 
     check_distinct_outputs(output, plot)
     if pareto and (ttft_target_s is not None or ttft_load is not None or ttft_percentile):
@@ -143,7 +143,7 @@ def procure_command(
     )  # fmt: skip
     problem = load_problem(scenario, data_dir, None)
     with spinner(fmt is ProcureFormat.TABLE and output is None, "solving the procurement MILP…"):
-        report = use_cases.procure(problem, request, Catalog.open(data_dir), export_model)
+        report = calls.procure(problem, request, Catalog.open(data_dir), export_model)
     emit(procure_view(report), procure_to_json(report), OutputFormat(fmt.value), output)
 
 
@@ -151,13 +151,13 @@ def _pareto(problem: "Problem", request: "ParetoRequest", plot: Path | None,
             fmt: ProcureFormat, output: Path | None, data_dir: Path | None) -> None:  # fmt: skip
     import sys
 
-    from prfaas_plan.commands import use_cases
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.files import write_atomically, write_text
     from prfaas_plan.render.procure import pareto_to_csv, pareto_to_json, pareto_view, plot_pareto
+    from prfaas_plan.use_cases import calls
 
     with spinner(fmt is ProcureFormat.TABLE and output is None, "enumerating the frontier…"):
-        report = use_cases.pareto(problem, request, Catalog.open(data_dir))
+        report = calls.pareto(problem, request, Catalog.open(data_dir))
     if plot is not None:
         plot_pareto(report, plot)
     if fmt is not ProcureFormat.CSV:

@@ -94,11 +94,11 @@ def sensitivity(
     """What binds at the optimum, what one more PrfaaS instance, PD instance, 10% of link or 10%
     of decode SLO slack is worth, the capacities' shadow prices and the routing LP's upper bound
     on every length-based routing policy."""
-    from prfaas_plan.commands import use_cases
-    from prfaas_plan.commands.requests import SensitivityRequest, build
-    from prfaas_plan.commands.sensitivity import sensitivity_curves
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.sensitivity import sensitivity_to_json, sensitivity_view
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import SensitivityRequest, build
+    from prfaas_plan.use_cases.sensitivity import sensitivity_curves
 
     check_distinct_outputs(output, plot, curves=curves)
     request = build(
@@ -109,7 +109,7 @@ def sensitivity(
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
     with spinner(fmt is OutputFormat.TABLE and output is None, "solving the routing LPs…"):
         catalog = Catalog.open(data_dir)
-        report = use_cases.sensitivity(problem, request, catalog)
+        report = calls.sensitivity(problem, request, catalog)
         lines = sensitivity_curves(problem, mode, catalog) if curves or plot else ()
     if curves is not None:
         from prfaas_plan.inputs.files import write_atomically, write_text

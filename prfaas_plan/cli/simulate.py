@@ -21,7 +21,7 @@ from prfaas_plan.cli.options import (
     source,
 )
 from prfaas_plan.cli.output import emit, load_problem, progress_bar
-from prfaas_plan.commands.simulation_spec import (
+from prfaas_plan.use_cases.simulation_spec import (
     ArrivalSpec,
     ComparisonSpec,
     LoadSpec,
@@ -149,10 +149,10 @@ def simulate(
 ) -> None:
     """Discrete-event simulation of the planned deployment: throughput, TTFT under load, queues,
     utilisation and link load, next to the closed-form model."""
-    from prfaas_plan.commands import use_cases
-    from prfaas_plan.commands.requests import SimulateRequest, build
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.simulation import simulation_json, simulation_view
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import SimulateRequest, build
 
     request = build(
         SimulateRequest, load=list(float_list(load, "--load")) if load is not None else None,
@@ -165,7 +165,7 @@ def simulate(
     request.spec()  # refused before the scenario is read, as every flag
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
     with progress_bar("simulating") as step:
-        report = use_cases.simulate(problem, request, Catalog.open(data_dir), progress=step)
+        report = calls.simulate(problem, request, Catalog.open(data_dir), progress=step)
     emit(simulation_view(report), simulation_json(report), fmt, output)
 
 
@@ -202,8 +202,8 @@ def compare_policies_command(
 ) -> None:
     """Scheduler policies under stress: a burst, a bandwidth dip and an output-length drift,
     each with the static, adaptive, re-balancing, dual-timescale (and prefix-aware) policies."""
-    from prfaas_plan.commands.simulate import compare_policies_for
     from prfaas_plan.render.simulation import comparison_json, comparison_view
+    from prfaas_plan.use_cases.simulate import compare_policies_for
 
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
     spec = ComparisonSpec(load_fraction=load, requests=requests, seed=seed, trace=trace)

@@ -25,7 +25,7 @@ from prfaas_plan.cli.output import emit
 from prfaas_plan.errors import ConfigError
 
 if TYPE_CHECKING:
-    from prfaas_plan.study.spec import Sweep
+    from prfaas_plan.sweep.spec import Sweep
 
 
 @app.command("sweep", cls=PlanCommand)
@@ -58,11 +58,11 @@ def sweep_command(
 ) -> None:
     """Run a command (optimize, evaluate, simulate, sensitivity, procure) over every scenario of a sweep file and
     write one row per scenario, its inputs and every output, as a Parquet dataset."""
-    from prfaas_plan.study.commands import parameter_names
-    from prfaas_plan.study.results import prepare
-    from prfaas_plan.study.run import execute, in_process, on_dask, on_processes
-    from prfaas_plan.study.spec import load_sweep
-    from prfaas_plan.study.views import run_json, run_view
+    from prfaas_plan.sweep.commands import parameter_names
+    from prfaas_plan.sweep.results import prepare
+    from prfaas_plan.sweep.run import execute, in_process, on_dask, on_processes
+    from prfaas_plan.sweep.spec import load_sweep
+    from prfaas_plan.sweep.views import run_json, run_view
 
     if workers is not None and not 1 <= workers <= 1024:
         raise ConfigError(f"--workers must be in [1, 1024], got {workers}")
@@ -104,10 +104,10 @@ LOG_EVERY_S = 30.0
 
 
 def _announcement(sweep: "Sweep", workers: int | None) -> str | None:
-    """One line for stderr before a study estimated at ANNOUNCE_FROM_S or more (study/
+    """One line for stderr before a study estimated at ANNOUNCE_FROM_S or more (sweep/
     estimate.py; None for a shorter or unknown one): its size, the estimate, that it resumes.
     `workers`: local processes, or None on a Dask cluster (its size unknown here)."""
-    from prfaas_plan.study.estimate import seconds_per_scenario
+    from prfaas_plan.sweep.estimate import seconds_per_scenario
 
     per_s = seconds_per_scenario(sweep)
     if per_s is None:
@@ -213,8 +213,8 @@ def sweep_report_command(
 ) -> None:
     """Summarise a sweep's results: failures, best plans per group, where PrfaaS beats
     homogeneous PD and by how much; optionally a heat map or line plot over two axes."""
-    from prfaas_plan.study.report import grid, summarize
-    from prfaas_plan.study.views import summary_json, summary_view
+    from prfaas_plan.sweep.report import grid, summarize
+    from prfaas_plan.sweep.views import summary_json, summary_view
 
     if plot is None:
         unused = [flag for flag, used in (("--x", x is not None), ("--y", y is not None),

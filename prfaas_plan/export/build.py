@@ -9,7 +9,6 @@ from typing import Annotated
 from pydantic import Field
 
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.requests import ModeChoice
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.export import dynamo, kubernetes, llmd
 from prfaas_plan.export.manifest import ExportFile, naming
@@ -17,6 +16,7 @@ from prfaas_plan.export.note import Note, note_files
 from prfaas_plan.export.plan_source import ExportPlan
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.scenario import Problem
+from prfaas_plan.use_cases.requests import ModeChoice
 
 MAX_CHARS_PER_TOKEN = 64  # a plausibility bound on --prompt-chars-per-token
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.export.plan_source import ExportPlan
 
@@ -85,7 +85,7 @@ def check_dns_label(value: str, parameter: str, max_chars: int) -> str:
         raise ConfigError(
             f"{parameter} must be a Kubernetes name (lower-case letters, digits and '-', starting "
             f"and ending with a letter or digit, at most {max_chars} characters), got "
-            f"{bounds.quoted(value)}",
+            f"{plausible.quoted(value)}",
             parameter=parameter,
         )
     return value

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prfaas_plan import __version__, bounds
+from prfaas_plan import __version__, plausible
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.scenario import Problem
@@ -42,7 +42,7 @@ class ExportPlan:
 
 def plan_from_scenario(problem: Problem, mode: Mode) -> ExportPlan:
     """The `optimize` plan of `problem` in `mode`."""
-    from prfaas_plan.commands.plan import plan
+    from prfaas_plan.use_cases.plan import plan
 
     report = plan(problem, mode=mode)
     evaluation = report.plan.evaluation
@@ -139,7 +139,7 @@ def _field(data: dict[str, Any], dotted: str, kind: type, where: Path) -> Any:
     if not ok:
         expected = {str: "text", int: "a whole number", float: "a number"}[kind]
         raise ConfigError(
-            f"{where}: {dotted} must be {expected}, found {bounds.quoted(json.dumps(value))}"
+            f"{where}: {dotted} must be {expected}, found {plausible.quoted(json.dumps(value))}"
         )
     return int(value) if kind is int else value
 
@@ -148,12 +148,14 @@ def plan_from_json(data: dict[str, Any], where: Path, problem: Problem) -> Expor
     """The plan in an `optimize -f json` document, checked against `problem` (its scenario): the
     same scenario name and clusters, and the same Λ_max when its configuration is re-evaluated
     (a scenario edited since the plan was reviewed would be exported with stale numbers)."""
-    from prfaas_plan.commands.plan import evaluate_configuration
+    from prfaas_plan.use_cases.plan import evaluate_configuration
 
     version = _field(data, "prfaas_plan_version", str, where)
     mode_text = _field(data, "mode", str, where)
     if mode_text not in {m.value for m in Mode}:
-        raise ConfigError(f"{where}: mode must be paper or exact, found {bounds.quoted(mode_text)}")
+        raise ConfigError(
+            f"{where}: mode must be paper or exact, found {plausible.quoted(mode_text)}"
+        )
     name = _field(data, "inputs.scenario", str, where)
     counts = {
         key: _field(data, f"plan.{key}", int, where)
@@ -168,14 +170,14 @@ def plan_from_json(data: dict[str, Any], where: Path, problem: Problem) -> Expor
     threshold = _field(data, "plan.threshold_tokens", float, where)
     system_rps = _field(data, "plan.throughput_rps.system", float, where)
     for key, value in counts.items():
-        if not 0 <= value <= bounds.MAX_INSTANCES:
+        if not 0 <= value <= plausible.MAX_INSTANCES:
             raise ConfigError(
-                f"{where}: plan.{key} must be in [0, {bounds.MAX_INSTANCES:,}], found {value}"
+                f"{where}: plan.{key} must be in [0, {plausible.MAX_INSTANCES:,}], found {value}"
             )
     if name != problem.scenario.name:
         raise ConfigError(
-            f"{where}: the plan is of scenario {bounds.quoted(name)} but the scenario given is "
-            f"{bounds.quoted(problem.scenario.name)} ({problem.source}); pass the plan's scenario"
+            f"{where}: the plan is of scenario {plausible.quoted(name)} but the scenario given is "
+            f"{plausible.quoted(problem.scenario.name)} ({problem.source}); pass the plan's scenario"
         )
     pd_total = counts["pd_prefill_instances"] + counts["pd_decode_instances"]
     if pd_total != problem.pd_instances or counts["pd_decode_instances"] < 1:
@@ -184,9 +186,9 @@ def plan_from_json(data: dict[str, Any], where: Path, problem: Problem) -> Expor
             f"(decode {counts['pd_decode_instances']}), but the scenario's pd_cluster.instances "
             f"is {problem.pd_instances} with at least one decoding; the plan is not of this scenario"
         )
-    if not (math.isfinite(threshold) and 0 <= threshold <= bounds.MAX_TOKENS):
+    if not (math.isfinite(threshold) and 0 <= threshold <= plausible.MAX_TOKENS):
         raise ConfigError(
-            f"{where}: plan.threshold_tokens must be in [0, {bounds.MAX_TOKENS:,.0f}] tokens, "
+            f"{where}: plan.threshold_tokens must be in [0, {plausible.MAX_TOKENS:,.0f}] tokens, "
             f"found {threshold:g}"
         )
     mode = Mode(mode_text)

@@ -128,7 +128,7 @@ def _read_document(
 
 def read_export(directory: Path, problem: Problem) -> ReadBack:
     """What `directory` deploys, evaluated on `problem` (the plan's scenario)."""
-    from prfaas_plan.commands.plan import evaluate_configuration
+    from prfaas_plan.use_cases.plan import evaluate_configuration
 
     pools: dict[str, PoolRead] = {}
     threshold: float | None = None

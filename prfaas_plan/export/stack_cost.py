@@ -2,7 +2,7 @@
 
 A stack with a length threshold (llm-d, a router of your own on plain Kubernetes) runs the plan's
 configuration at the threshold it can hold (whole tokens): that is the `evaluate` use-case
-(commands/plan.py evaluate_configuration) at that threshold. A stack without one (Dynamo's
+(use_cases/plan.py evaluate_configuration) at that threshold. A stack without one (Dynamo's
 DynamoGraphDeployment with vLLM workers) prefills every request on a prefill worker chosen in
 turn (round-robin), whatever its length: each worker then sees the whole length distribution,
 and Λ is bound by the slowest worker's share, the PrfaaS workers' share of the link and decode
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.analytic.capacity import rates
 from prfaas_plan.export.plan_source import ExportPlan
 from prfaas_plan.inputs.scenario import Problem
@@ -42,7 +42,7 @@ def _tokens(value: float) -> str:
 
 def threshold_cost(problem: Problem, plan: ExportPlan, stack_threshold_tokens: float) -> StackCost:
     """The plan's instances at the threshold the stack holds (the `evaluate` use-case)."""
-    from prfaas_plan.commands.plan import evaluate_configuration
+    from prfaas_plan.use_cases.plan import evaluate_configuration
 
     report = evaluate_configuration(
         problem, threshold_tokens=stack_threshold_tokens,
@@ -67,7 +67,7 @@ def round_robin_system_rps(problem: Problem, plan: ExportPlan) -> float:
     system, workload = problem.system, problem.workload
     # threshold 0: every request is "long" (PrfaaS); beyond every length: every request "short"
     everything_long = rates(system, workload, 0.0, 1, 1, 1, plan.mode)
-    everything_short = rates(system, workload, bounds.MAX_TOKENS, 1, 1, 1, plan.mode)
+    everything_short = rates(system, workload, plausible.MAX_TOKENS, 1, 1, 1, plan.mode)
     t_prfaas_s = float(everything_long.prfaas_service_time_s)
     kv_bytes = float(everything_long.long_kv_cache_bytes)
     t_pd_s = float(everything_short.pd_prefill_service_time_s)

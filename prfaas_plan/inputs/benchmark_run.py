@@ -1,6 +1,6 @@
 """One run of a vLLM or SGLang benchmark result read into a typed `BenchmarkRun`
 (inputs/benchmarks.py reads the files): which tool wrote it, its settings, its successful
-requests, every value within its plausible range (bounds.py) and the per-request medians
+requests, every value within its plausible range (plausible.py) and the per-request medians
 agreeing with the file's own. Units: seconds and tokens.
 
 Field names as the tools write them (read in their source, December 2026):
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan import bounds, units
+from prfaas_plan import plausible, units
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.bounded_json import NumberLists, Shape
 
@@ -97,13 +97,13 @@ def _setting(
     if allow_inf and value in ("inf", math.inf):
         return math.inf
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where}: {field} must be a number, found {bounds.quoted(value)}")
+        raise ConfigError(f"{where}: {field} must be a number, found {plausible.quoted(value)}")
     inside = (low < value if low_open else low <= value) and value <= high
     if not (math.isfinite(value) and inside) or (whole and value != round(value)):
         kind = "a whole number" if whole else "a number"
         raise ConfigError(
             f"{where}: {field} must be {kind} in {'(' if low_open else '['}{low:g}, {high:g}]{unit}"
-            f"{' or inf' if allow_inf else ''}, found {bounds.quoted(value)}"
+            f"{' or inf' if allow_inf else ''}, found {plausible.quoted(value)}"
         )
     return float(value)
 
@@ -156,7 +156,7 @@ def _text(record: dict[str, object], field: str, where: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ConfigError(f"{where}: {field} must be text, found {bounds.quoted(value)}")
+        raise ConfigError(f"{where}: {field} must be text, found {plausible.quoted(value)}")
     return value
 
 
@@ -210,11 +210,11 @@ def run_of(record: dict[str, object], where: str, engine: str) -> BenchmarkRun:
     label = np.flatnonzero(ok)  # a kept request's index in the file
     inputs, ttft = inputs[ok], ttft[ok]
     outputs = outputs[ok] if outputs is not None else np.zeros(inputs.size)
-    tokens = (bounds.MIN_TOKENS, bounds.MAX_TOKENS)
+    tokens = (plausible.MIN_TOKENS, plausible.MAX_TOKENS)
     check_each(inputs, "input_lens", where, tokens, " tokens", label=label, whole=True)
-    check_each(outputs, "output_lens", where, (0, bounds.MAX_TOKENS), " tokens", label=label,
+    check_each(outputs, "output_lens", where, (0, plausible.MAX_TOKENS), " tokens", label=label,
                 whole=True)  # fmt: skip
-    seconds = (0.0, bounds.MAX_SECONDS)
+    seconds = (0.0, plausible.MAX_SECONDS)
     check_each(ttft, "ttfts", where, seconds, " s", label=label, low_open=True, hint=TIME_HINT)
     kept_itls = np.repeat(ok, itls.counts)
     itl = itls.values if ok.all() else itls.values[kept_itls]  # a copy only if some failed
@@ -232,12 +232,14 @@ def run_of(record: dict[str, object], where: str, engine: str) -> BenchmarkRun:
                 f"{ttft[k]:g} s: a request's latency includes its time to first token"
             )
     _check_statistics(record, where, ttft, itl)
-    concurrency = _setting(record, "max_concurrency", where, 1, bounds.MAX_BATCH_SIZE, whole=True)
+    concurrency = _setting(
+        record, "max_concurrency", where, 1, plausible.MAX_BATCH_SIZE, whole=True
+    )
     trace = record.get("request_rate") == "trace"  # SGLang replaying a trace's timestamps
-    rate = None if trace else _setting(record, "request_rate", where, bounds.MIN_RATE_RPS,
-                                       bounds.MAX_RATE_RPS, " req/s", allow_inf=True)  # fmt: skip
-    mean_concurrency = _setting(record, "concurrency", where, 0, bounds.MAX_BATCH_SIZE)  # SGLang
-    duration = _setting(record, "duration", where, 0, bounds.MAX_SECONDS, " s", low_open=True)
+    rate = None if trace else _setting(record, "request_rate", where, plausible.MIN_RATE_RPS,
+                                       plausible.MAX_RATE_RPS, " req/s", allow_inf=True)  # fmt: skip
+    mean_concurrency = _setting(record, "concurrency", where, 0, plausible.MAX_BATCH_SIZE)  # SGLang
+    duration = _setting(record, "duration", where, 0, plausible.MAX_SECONDS, " s", low_open=True)
     if "latencies" in timing and duration is not None:
         mean_concurrency = float(np.sum(timing["latencies"])) / duration
     return BenchmarkRun(
@@ -377,6 +379,6 @@ def check_shape(record: dict[str, object], where: str, fmt: str) -> None:
         raise ConfigError(
             f"{where}: import-profile {fmt} expects {_SHAPES[fmt][0]}, found "
             f"{_SHAPES[other][0]} (it has {', '.join(found[:4])}"
-            f"{', backend ' + bounds.quoted(record['backend']) if 'backend' in record else ''}); "
+            f"{', backend ' + plausible.quoted(record['backend']) if 'backend' in record else ''}); "
             f"run import-profile {other}"
         )

@@ -13,9 +13,9 @@ checks). The Dynamo profiler's, here, as it writes them (read in its source, Dec
 
 Reading is bounded before memory is spent (inputs/bounded_json.py: the per-request lists become
 float64 arrays, a key given twice in one object is refused, every number is charged to a budget
-shared by the files of one import (bounds.py); a Dynamo archive's members are
+shared by the files of one import (plausible.py); a Dynamo archive's members are
 checked by their zip entry and `.npy` header before their data is read, and read with a cap).
-Every value has its plausible range (bounds.py), checked on the successful requests; the
+Every value has its plausible range (plausible.py), checked on the successful requests; the
 medians of `ttfts` and `itls` must agree with the file's own `median_ttft_ms` and
 `median_itl_ms` where it has them (a list written in ms under a seconds name is 1000x off).
 Every message names the file (and line), the field (and request) and what was found.
@@ -30,7 +30,7 @@ from typing import IO
 
 import numpy as np
 
-from prfaas_plan import bounds, units
+from prfaas_plan import plausible, units
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.benchmark_run import (
     RESULT_SHAPES,
@@ -66,10 +66,12 @@ class DynamoDecode:
 
 
 def import_budget() -> Budget:
-    """The values the files of one import may hold, shared by them (bounds.py:
+    """The values the files of one import may hold, shared by them (plausible.py:
     MAX_BENCHMARK_NUMBERS, MAX_BENCHMARK_WALKED_VALUES)."""
     return Budget(
-        bounds.MAX_BENCHMARK_NUMBERS, bounds.MAX_BENCHMARK_WALKED_VALUES, "the files of one import"
+        plausible.MAX_BENCHMARK_NUMBERS,
+        plausible.MAX_BENCHMARK_WALKED_VALUES,
+        "the files of one import",
     )
 
 
@@ -79,7 +81,7 @@ def read_vllm(path: Path, budget: Budget | None = None) -> list[BenchmarkRun]:
     then the next result into the same file); a run of a file of several is named by the line
     it starts on. Values are charged to `budget` (one import's, else a fresh one)."""
     budget = budget or import_budget()
-    text = read_text(path, "vLLM result", limit_bytes=bounds.MAX_BENCHMARK_BYTES)
+    text = read_text(path, "vLLM result", limit_bytes=plausible.MAX_BENCHMARK_BYTES)
     runs: list[BenchmarkRun] = []
     start = skip_whitespace(text, 0)
     line = text.count("\n", 0, start) + 1
@@ -121,8 +123,10 @@ def read_sglang(path: Path, budget: Budget | None = None) -> list[BenchmarkRun]:
     per non-blank line (a line may be as long as the file may be); values charged to `budget`."""
     budget = budget or import_budget()
     runs = []
-    with open_bounded(path, "SGLang result", bounds.MAX_BENCHMARK_BYTES) as handle:
-        lines = bounded_lines(handle, path, "SGLang result", limit_chars=bounds.MAX_BENCHMARK_BYTES)
+    with open_bounded(path, "SGLang result", plausible.MAX_BENCHMARK_BYTES) as handle:
+        lines = bounded_lines(
+            handle, path, "SGLang result", limit_chars=plausible.MAX_BENCHMARK_BYTES
+        )
         for number, line in enumerate(lines, start=1):
             if skip_whitespace(line, 0) == len(line):
                 continue
@@ -156,7 +160,7 @@ def read_dynamo(path: Path) -> DynamoPrefill | DynamoDecode:
     read (never a pickle); ms converted to s. A file that is not a zip archive is read as the
     ConfigMap JSON form of the same arrays (inputs/dynamo_json.py)."""
     where = str(path)
-    with open_bounded_binary(path, "Dynamo raw_data.npz", bounds.MAX_DYNAMO_BYTES) as handle:
+    with open_bounded_binary(path, "Dynamo raw_data.npz", plausible.MAX_DYNAMO_BYTES) as handle:
         head = handle.read(64)
         handle.seek(0)
         if head.lstrip(b" \t\r\n").startswith(b"{"):  # a zip archive starts with "PK"
@@ -175,7 +179,7 @@ def read_dynamo(path: Path) -> DynamoPrefill | DynamoDecode:
                 name = info.filename.removesuffix(".npy")
                 if name in members:
                     raise ConfigError(
-                        f"{where}: the archive holds {bounds.quoted(name)} twice (a duplicate "
+                        f"{where}: the archive holds {plausible.quoted(name)} twice (a duplicate "
                         "key: which one would count?)"
                     )
                 members[name] = info
@@ -192,7 +196,7 @@ def read_dynamo(path: Path) -> DynamoPrefill | DynamoDecode:
                     None if thpt is None else _npy(archive, thpt, where, "z_thpt_per_gpu"),
                 )  # fmt: skip
     names = sorted(members)
-    shown = ", ".join(bounds.quoted(n)[1:-1] for n in names[:8])
+    shown = ", ".join(plausible.quoted(n)[1:-1] for n in names[:8])
     more = f" and {len(names) - 8:,} more" if len(names) > 8 else ""
     raise ConfigError(
         f"{where}: a Dynamo raw_data.npz holds {', '.join(_PREFILL_KEYS)} (prefill) or "
@@ -203,7 +207,7 @@ def read_dynamo(path: Path) -> DynamoPrefill | DynamoDecode:
 def _npy(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, name: str) -> np.ndarray:
     """The `.npy` member `info` as float64 values, refused before its data is read unless its
     zip entry (stored or deflated, declared size) and header (a numeric dtype, at most
-    bounds.MAX_PROFILE_POINTS values, matching the declared size) say it is a profiler array;
+    plausible.MAX_PROFILE_POINTS values, matching the declared size) say it is a profiler array;
     read with a cap, so a member that inflates past its declared size is refused (zip CRC)."""
     if info.flag_bits & 0x1:
         raise ConfigError(f"{where}: {name} is encrypted; the profiler writes plain arrays")
@@ -212,11 +216,11 @@ def _npy(archive: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, name: str)
             f"{where}: {name} uses zip compression method {info.compress_type}; numpy writes "
             "stored or deflated members"
         )
-    limit = _MAX_NPY_HEADER_BYTES + bounds.MAX_PROFILE_POINTS * _MAX_ITEM_BYTES
+    limit = _MAX_NPY_HEADER_BYTES + plausible.MAX_PROFILE_POINTS * _MAX_ITEM_BYTES
     if info.file_size > limit:
         raise ConfigError(
             f"{where}: {name} declares {info.file_size:,} bytes uncompressed, over the "
-            f"{limit:,} of {bounds.MAX_PROFILE_POINTS:,} numbers (a profile table's rows); "
+            f"{limit:,} of {plausible.MAX_PROFILE_POINTS:,} numbers (a profile table's rows); "
             "not a profiler sweep"
         )
     # deflate adds at most ~0.03% and a few bytes to what it cannot compress; a member holding
@@ -249,13 +253,13 @@ def _npy_data(
     shape, fortran, dtype = read_header(member, max_header_size=_MAX_NPY_HEADER_BYTES)
     if dtype.kind not in "fiu" or dtype.itemsize > _MAX_ITEM_BYTES:
         raise ConfigError(
-            f"{where}: {name} must hold numbers (int or float), found dtype {bounds.quoted(str(dtype))}"
+            f"{where}: {name} must hold numbers (int or float), found dtype {plausible.quoted(str(dtype))}"
         )
     count = math.prod(shape)
-    if count > bounds.MAX_PROFILE_POINTS:
+    if count > plausible.MAX_PROFILE_POINTS:
         raise ConfigError(
-            f"{where}: {name} declares {count:,} values (shape {bounds.quoted(shape)}), over "
-            f"the {bounds.MAX_PROFILE_POINTS:,} rows a profile table may have; not a profiler sweep"
+            f"{where}: {name} declares {count:,} values (shape {plausible.quoted(shape)}), over "
+            f"the {plausible.MAX_PROFILE_POINTS:,} rows a profile table may have; not a profiler sweep"
         )
     data_bytes = count * dtype.itemsize
     header_bytes = member.tell()
@@ -273,9 +277,9 @@ def _npy_data(
 def dynamo_prefill(where: str, isl: np.ndarray, ttft_ms: np.ndarray) -> DynamoPrefill:
     if isl.size != ttft_ms.size:
         raise ConfigError(f"{where}: prefill_isl and prefill_ttft differ in length")
-    tokens = (bounds.MIN_TOKENS, bounds.MAX_TOKENS)
+    tokens = (plausible.MIN_TOKENS, plausible.MAX_TOKENS)
     check_each(isl, "prefill_isl", where, tokens, " tokens", whole=True)
-    check_each(ttft_ms, "prefill_ttft", where, (0.0, units.s_to_ms(bounds.MAX_SECONDS)), " ms",
+    check_each(ttft_ms, "prefill_ttft", where, (0.0, units.s_to_ms(plausible.MAX_SECONDS)), " ms",
                 low_open=True, hint=TIME_HINT)  # fmt: skip
     return DynamoPrefill(where, isl, units.ms_to_s(ttft_ms))
 
@@ -293,14 +297,14 @@ def dynamo_decode(
     if thpt is not None:
         if thpt.size != usage.size:
             raise ConfigError(f"{where}: z_thpt_per_gpu and z_itl differ in length")
-        check_each(thpt, "z_thpt_per_gpu", where, (0.0, bounds.MAX_TOKENS), " tokens/s",
+        check_each(thpt, "z_thpt_per_gpu", where, (0.0, plausible.MAX_TOKENS), " tokens/s",
                     low_open=True)  # fmt: skip
     if max_kv.size != 1:
         raise ConfigError(f"{where}: max_kv_tokens must be one number, found {max_kv.size}")
-    check_each(max_kv, "max_kv_tokens", where, (1.0, bounds.MAX_TOKENS), " tokens", whole=True)
-    check_each(itl_ms, "z_itl", where, (0.0, units.s_to_ms(bounds.MAX_SECONDS)), " ms",
+    check_each(max_kv, "max_kv_tokens", where, (1.0, plausible.MAX_TOKENS), " tokens", whole=True)
+    check_each(itl_ms, "z_itl", where, (0.0, units.s_to_ms(plausible.MAX_SECONDS)), " ms",
                 low_open=True, hint=TIME_HINT)  # fmt: skip
-    tokens = (bounds.MIN_TOKENS, bounds.MAX_TOKENS)
+    tokens = (plausible.MIN_TOKENS, plausible.MAX_TOKENS)
     check_each(context, "y_context_length", where, tokens, " tokens")
     check_each(usage, "x_kv_usage", where, (0.0, math.inf), "", low_open=True)
     batch = usage * max_kv[0] / context
@@ -310,11 +314,11 @@ def dynamo_decode(
             f"{where}: x_kv_usage[{i}] x max_kv_tokens / y_context_length must be a whole "
             f"number of requests >= 1, found {batch[i]:.3g}"
         )
-    big = np.flatnonzero(np.round(batch) > bounds.MAX_BATCH_SIZE)
+    big = np.flatnonzero(np.round(batch) > plausible.MAX_BATCH_SIZE)
     if big.size:
         raise ConfigError(
             f"{where}: x_kv_usage[{big[0]}] x max_kv_tokens / y_context_length is a batch of "
-            f"{batch[big[0]]:.3g} requests, over {bounds.MAX_BATCH_SIZE:g}"
+            f"{batch[big[0]]:.3g} requests, over {plausible.MAX_BATCH_SIZE:g}"
         )
     return DynamoDecode(
         where, np.round(batch), context, units.ms_to_s(itl_ms), float(max_kv[0]), thpt

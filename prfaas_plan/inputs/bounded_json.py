@@ -16,7 +16,7 @@ an object or a nested list whole:
 - a member named in `nested` that holds an object is read by the same rules, one level down;
 - any other member is decoded when it is a scalar; a list of scalars is decoded by chunks and
   dropped, any other list or object walked one value at a time (nesting at most
-  bounds.MAX_YAML_DEPTH deep) and dropped: the record holds an `Omitted` in its place.
+  plausible.MAX_YAML_DEPTH deep) and dropped: the record holds an `Omitted` in its place.
 Every member and element walked one at a time is charged to the budget too. So memory is the
 text plus 8 bytes a number kept, and time is linear in the text and bounded by the budget.
 """
@@ -32,7 +32,7 @@ from typing import cast
 
 import numpy as np
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.errors import ConfigError
 
 
@@ -161,7 +161,7 @@ class _Reader:
         if kind is not None and kind != "text":
             return kind
         value, _ = self.decode(i)
-        return bounds.quoted(value)
+        return plausible.quoted(value)
 
     def decode(self, i: int) -> tuple[object, int]:
         """The value at `i` by the C decoder (only ever a scalar or a checked number list)."""
@@ -192,7 +192,7 @@ class _Reader:
             if key in seen:
                 line = text.count("\n", 0, key_at) + 1
                 raise ConfigError(
-                    f"{self.where}: duplicate key {bounds.quoted(key)} in one JSON object (line "
+                    f"{self.where}: duplicate key {plausible.quoted(key)} in one JSON object (line "
                     f"{line}); the last would silently replace the first: keep one"
                 )
             seen.add(key)
@@ -229,8 +229,8 @@ class _Reader:
                 raise self.malformed(i, "expecting ',' or ']'")
 
     def check_depth(self, i: int, depth: int) -> None:
-        if depth > bounds.MAX_YAML_DEPTH:
-            raise self.malformed(i, f"nested deeper than {bounds.MAX_YAML_DEPTH} levels")
+        if depth > plausible.MAX_YAML_DEPTH:
+            raise self.malformed(i, f"nested deeper than {plausible.MAX_YAML_DEPTH} levels")
 
     def skip(self, i: int, depth: int) -> int:
         """Walk the value at `i` without keeping it; the index past it."""
@@ -350,7 +350,7 @@ class _Reader:
             k = next(n for n, v in enumerate(values) if type(v) not in (int, float))
             raise ConfigError(
                 f"{self.where}: {field}[{offset + k}] must be a number, found "
-                f"{bounds.quoted(values[k])}"
+                f"{plausible.quoted(values[k])}"
             )
         numbers = cast(list[float], values)
         try:
@@ -408,7 +408,7 @@ class _Reader:
             value, end = self.decode(start)
             if value is not None and not isinstance(value, str):
                 raise ConfigError(
-                    f"{self.where}: {field}[{n}] must be text or null, found {bounds.quoted(value)}"
+                    f"{self.where}: {field}[{n}] must be text or null, found {plausible.quoted(value)}"
                 )
             out.append(value)
             return end

@@ -12,7 +12,7 @@ Layout (keyed by exactly what each table depends on):
 CSV headers carry units; the KV table is in MiB (the paper's unit) and converted here.
 
 Files are read through inputs/reading.py (bounded, strict YAML and schemas); every column and
-field has a plausibility bound (bounds.py), and a prefill table must lie between the speed of
+field has a plausibility bound (plausible.py), and a prefill table must lie between the speed of
 light and the MFU floor of analytic/prefill_physics.py (a latency column in ms under a `_s`
 header is too slow, one 1000x too fast beats the speed of light); a decode table between
 reading the active weights once and the ceiling of analytic/decode_physics.py.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan import bounds, units
+from prfaas_plan import plausible, units
 from prfaas_plan.analytic.decode_physics import DecodeInstance, implausible_step
 from prfaas_plan.analytic.prefill_physics import (
     MFU_FLOOR,
@@ -60,18 +60,18 @@ from prfaas_plan.inputs.reading import (
 from prfaas_plan.inputs.resources import default_data_dir, default_models_file
 
 # a GPU, model or dtype name: it names a file or folder in data/, so no separators or `..`
-NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{bounds.MAX_NAME_CHARS - 1}}}$"
+NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{plausible.MAX_NAME_CHARS - 1}}}$"
 _NAME = re.compile(NAME_PATTERN)
 
 
-# plausibility bounds of profile columns (bounds.py); a larger value is a unit slip
+# plausibility bounds of profile columns (plausible.py); a larger value is a unit slip
 _COLUMN_MAX = {
-    "input_tokens": bounds.MAX_TOKENS,
-    "batch_size": bounds.MAX_BATCH_SIZE,
-    "context_tokens": bounds.MAX_TOKENS,
-    "prefill_latency_s": bounds.MAX_SECONDS,
-    "decode_step_latency_s": bounds.MAX_SECONDS,
-    "kv_cache_mib": bounds.MAX_KV_CACHE_MIB,
+    "input_tokens": plausible.MAX_TOKENS,
+    "batch_size": plausible.MAX_BATCH_SIZE,
+    "context_tokens": plausible.MAX_TOKENS,
+    "prefill_latency_s": plausible.MAX_SECONDS,
+    "decode_step_latency_s": plausible.MAX_SECONDS,
+    "kv_cache_mib": plausible.MAX_KV_CACHE_MIB,
 }
 
 
@@ -129,7 +129,7 @@ class Catalog:
             not _NAME.match(name) or not path.exists()
         ):  # anything else there is refused by read_yaml, saying why
             raise ConfigError(
-                f"{where}unknown GPU {bounds.quoted(name)}; known: {self._known(folder)} ({folder}/)",
+                f"{where}unknown GPU {plausible.quoted(name)}; known: {self._known(folder)} ({folder}/)",
                 parameter=parameter,
             )
         spec = parse(GpuSpec, read_yaml(path, "GPU"), str(path))
@@ -147,7 +147,7 @@ class Catalog:
         path = folder / f"{name}.yaml"
         if not _NAME.match(name) or not path.exists():
             raise ConfigError(
-                f"{where}unknown link offering {bounds.quoted(name)}; known: "
+                f"{where}unknown link offering {plausible.quoted(name)}; known: "
                 f"{self._known(folder)} ({folder}/)",
                 parameter=parameter,
             )
@@ -187,7 +187,7 @@ class Catalog:
         models = self.models()
         if name not in models:
             raise ConfigError(
-                f"{where}unknown model {bounds.quoted(name)}; known: {', '.join(sorted(models)) or 'none'} ({self.models_file})"
+                f"{where}unknown model {plausible.quoted(name)}; known: {', '.join(sorted(models)) or 'none'} ({self.models_file})"
             )
         return models[name]
 
@@ -205,8 +205,8 @@ class Catalog:
         folder = self.data_dir / "profiles" / model / kind
         if not _NAME.match(key):  # before any path is built from it
             raise ConfigError(
-                f"{where}no {kind} profile for model {model!r} at {bounds.quoted(key)} (not a "
-                f"name of at most {bounds.MAX_NAME_CHARS} letters, digits, '.', '_' or '-'); "
+                f"{where}no {kind} profile for model {model!r} at {plausible.quoted(key)} (not a "
+                f"name of at most {plausible.MAX_NAME_CHARS} letters, digits, '.', '_' or '-'); "
                 f"available: {self._known(folder)}"
             )
         if not (folder / key).is_dir():
@@ -340,7 +340,7 @@ class Catalog:
         elif np.any(~np.isfinite(context) | (context <= 0)) or np.any(np.diff(context) < 0):
             raise ProfileError(
                 f"{path}: context_tokens must be finite, > 0 and sorted (rows grouped by context), "
-                f"found {bounds.quoted(context.tolist())}"
+                f"found {plausible.quoted(context.tolist())}"
             )
         else:
             contexts = validate_context_table(context, batch, step_s, source=str(path))
@@ -383,7 +383,9 @@ def _decode_columns(folder: Path) -> tuple[str, ...]:
     """The decode table's header: the two columns, or with context_tokens first or second."""
     path = folder / "decode_step.csv"
     try:
-        with open_bounded(path, "profile table", bounds.MAX_SCENARIO_BYTES, ProfileError) as handle:
+        with open_bounded(
+            path, "profile table", plausible.MAX_SCENARIO_BYTES, ProfileError
+        ) as handle:
             first = next(bounded_lines(handle, path, "profile table", ProfileError), "")
     except ProfileError:
         return _DECODE_COLUMNS  # the ordinary read reports it

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.analytic.architecture import LayerGroup
 from prfaas_plan.inputs.reading import (
     Strict,
@@ -47,14 +47,14 @@ class Figure(Provenance):
         return self
 
 
-# (low, high) plausibility of each GpuPrices figure (bounds.py: unit slips, not market limits)
+# (low, high) plausibility of each GpuPrices figure (plausible.py: unit slips, not market limits)
 _PRICE_RANGES = {
-    "on_demand_usd_per_gpu_hour": (0.0, bounds.MAX_USD_PER_GPU_HOUR),
-    "purchase_usd_per_gpu": (0.0, bounds.MAX_USD_PER_GPU),
-    "depreciation_years": (0.5, bounds.MAX_DEPRECIATION_YEARS),
-    "board_power_w": (1.0, bounds.MAX_BOARD_POWER_W),
-    "pue": (1.0, bounds.MAX_PUE),
-    "electricity_usd_per_kwh": (0.0, bounds.MAX_USD_PER_KWH),
+    "on_demand_usd_per_gpu_hour": (0.0, plausible.MAX_USD_PER_GPU_HOUR),
+    "purchase_usd_per_gpu": (0.0, plausible.MAX_USD_PER_GPU),
+    "depreciation_years": (0.5, plausible.MAX_DEPRECIATION_YEARS),
+    "board_power_w": (1.0, plausible.MAX_BOARD_POWER_W),
+    "pue": (1.0, plausible.MAX_PUE),
+    "electricity_usd_per_kwh": (0.0, plausible.MAX_USD_PER_KWH),
 }
 
 
@@ -89,10 +89,10 @@ class LinkOffering(Strict):
 
     name: str
     description: str = ""
-    bandwidth_gbps: float = Field(ge=bounds.MIN_BANDWIDTH_GBPS, le=bounds.MAX_BANDWIDTH_GBPS)
-    monthly_usd: float = Field(ge=0, le=bounds.MAX_LINK_USD_PER_MONTH)
-    usd_per_gb: float = Field(ge=0, le=bounds.MAX_LINK_USD_PER_GB)
-    rtt_ms: float = Field(ge=0, le=bounds.MAX_RTT_MS)
+    bandwidth_gbps: float = Field(ge=plausible.MIN_BANDWIDTH_GBPS, le=plausible.MAX_BANDWIDTH_GBPS)
+    monthly_usd: float = Field(ge=0, le=plausible.MAX_LINK_USD_PER_MONTH)
+    usd_per_gb: float = Field(ge=0, le=plausible.MAX_LINK_USD_PER_GB)
+    rtt_ms: float = Field(ge=0, le=plausible.MAX_RTT_MS)
     prices: Provenance  # of monthly_usd and usd_per_gb
     rtt: Provenance
     # both clusters in one facility or campus (a cross-connect): not a link between
@@ -136,21 +136,21 @@ _ALL_DIMENSIONS = (
 )  # fmt: skip
 
 
-Dimension = Annotated[int, Field(ge=0, le=bounds.MAX_LAYER_DIMENSION)]
+Dimension = Annotated[int, Field(ge=0, le=plausible.MAX_LAYER_DIMENSION)]
 
 
 class LayerSpec(Strict):
     """A group of layers of one attention type (see architecture.py for what each stores)."""
 
     type: Literal["gqa", "mla", "swa", "linear"]
-    count: int = Field(gt=0, le=bounds.MAX_LAYERS)
+    count: int = Field(gt=0, le=plausible.MAX_LAYERS)
     variant: str = ""
     kv_heads: Dimension = 0
     key_head_dim: Dimension = 0
     value_head_dim: Dimension = 0
     kv_lora_rank: Dimension = 0
     qk_rope_head_dim: Dimension = 0
-    window_tokens: int = Field(default=0, ge=0, le=bounds.MAX_TOKENS)
+    window_tokens: int = Field(default=0, ge=0, le=plausible.MAX_TOKENS)
     heads: Dimension = 0
     conv_channels: Dimension = 0
     conv_kernel: Dimension = 0
@@ -175,9 +175,9 @@ class ModelSpec(Strict):
     display_name: str
     attention: str
     layer_pattern: str = Field(min_length=1)  # where the full-attention layers sit
-    total_params: float = Field(gt=0, le=bounds.MAX_PARAMS)
-    active_params: float | None = Field(gt=0, le=bounds.MAX_PARAMS)  # None: not published
-    max_context_tokens: int = Field(gt=0, le=bounds.MAX_TOKENS)
+    total_params: float = Field(gt=0, le=plausible.MAX_PARAMS)
+    active_params: float | None = Field(gt=0, le=plausible.MAX_PARAMS)  # None: not published
+    max_context_tokens: int = Field(gt=0, le=plausible.MAX_TOKENS)
     layers: list[LayerSpec] = Field(min_length=1)
     sources: dict[str, str]
     inferred: list[str]
@@ -218,7 +218,7 @@ class ProfileMeta(Strict):
     quantity: Literal["prefill_latency", "decode_step", "kv_cache_size"]
     model: str
     gpu: str | None = None
-    gpus_per_instance: int | None = Field(default=None, gt=0, le=bounds.MAX_GPUS_PER_INSTANCE)
+    gpus_per_instance: int | None = Field(default=None, gt=0, le=plausible.MAX_GPUS_PER_INSTANCE)
     kv_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = None
     recurrent_state_dtype: Literal["fp32", "bf16", "fp16", "fp8"] | None = None
     parallelism: str | None = None

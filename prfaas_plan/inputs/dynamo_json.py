@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.benchmarks import (
     DynamoDecode,
@@ -53,7 +53,7 @@ def estimate_mark(record: dict[str, object]) -> str | None:
         if ESTIMATE_MARK in key.lower():
             return f"its key {key!r}"
         if isinstance(value, str) and ESTIMATE_MARK in value.lower():
-            return f"its {key} {bounds.quoted(value)}"
+            return f"its {key} {plausible.quoted(value)}"
     return None
 
 
@@ -61,10 +61,10 @@ def _array(record: dict[str, object], key: str, where: str) -> np.ndarray:
     values = record[key]
     if not isinstance(values, np.ndarray):  # the reader makes every declared list an array
         raise ConfigError(f"{where}: {key} must be a list of numbers")
-    if values.size > bounds.MAX_PROFILE_POINTS:
+    if values.size > plausible.MAX_PROFILE_POINTS:
         raise ConfigError(
             f"{where}: {key} holds {values.size:,} values, over the "
-            f"{bounds.MAX_PROFILE_POINTS:,} rows a profile table may have; not a profiler sweep"
+            f"{plausible.MAX_PROFILE_POINTS:,} rows a profile table may have; not a profiler sweep"
         )
     return values
 
@@ -72,7 +72,7 @@ def _array(record: dict[str, object], key: str, where: str) -> np.ndarray:
 def read_dynamo_json(path: Path) -> DynamoPrefill | DynamoDecode:
     """`prefill_raw_data.json` or `decode_raw_data.json`, by the keys it holds."""
     where = str(path)
-    text = read_text(path, "Dynamo raw data JSON", limit_bytes=bounds.MAX_DYNAMO_BYTES)
+    text = read_text(path, "Dynamo raw data JSON", limit_bytes=plausible.MAX_DYNAMO_BYTES)
     what = "a Dynamo profiler raw_data.npz or its ConfigMap JSON (prefill_raw_data.json)"
     shapes = dict.fromkeys(_ARRAYS, Shape.NUMBERS)
     record, end = read_object(text, where, what, shapes, import_budget())
@@ -87,7 +87,7 @@ def read_dynamo_json(path: Path) -> DynamoPrefill | DynamoDecode:
         max_kv = record["max_kv_tokens"]
         if isinstance(max_kv, bool) or not isinstance(max_kv, int | float):
             raise ConfigError(
-                f"{where}: max_kv_tokens must be one number, found {bounds.quoted(max_kv)}"
+                f"{where}: max_kv_tokens must be one number, found {plausible.quoted(max_kv)}"
             )
         usage, context, itl_ms = (_array(record, k, where) for k in _DECODE[:3])
         thpt = _array(record, "z_thpt_per_gpu", where) if "z_thpt_per_gpu" in record else None

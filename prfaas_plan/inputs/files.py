@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.errors import ConfigError, PlanError, ResourceLimitError
 
 # a write that failed for lack of space is a resource limit, not a wrong path
@@ -43,7 +43,7 @@ def check_name(text: str, parameter: str) -> Path:
 def shown(path: Path | str) -> str:
     """`path` for a message: as it is, or a short prefix of a very long one."""
     text = str(path)
-    return text if len(text) <= 2 * bounds.MAX_QUOTED_CHARS else bounds.quoted(text)
+    return text if len(text) <= 2 * plausible.MAX_QUOTED_CHARS else plausible.quoted(text)
 
 
 def check_source(path: Path, parameter: str) -> None:

@@ -8,7 +8,7 @@ command that buys a link (optimize and evaluate through inputs/pricing.py; procu
 Units: Gbps (10^9 bit/s), USD per month and per GB, ms, as in the files.
 """
 
-from prfaas_plan import bounds, units
+from prfaas_plan import plausible, units
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.catalog_files import OWNED_LINK, LinkOffering, Provenance
@@ -66,7 +66,7 @@ def link_offering_for(
         offering = catalog.link_offering(name, where, parameter)
     else:
         raise ConfigError(
-            f"{where}unknown link offering {bounds.quoted(name)}; known: "
+            f"{where}unknown link offering {plausible.quoted(name)}; known: "
             f"{', '.join(known) or 'none'} ({catalog.data_dir / 'links'}/), or {OWNED_LINK!r} "
             "for a link already owned (no cost)",
             parameter=parameter,

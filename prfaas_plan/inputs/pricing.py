@@ -7,7 +7,7 @@ cheapest file of data/links/ wide enough is bought.
 
 from dataclasses import dataclass
 
-from prfaas_plan import bounds, units
+from prfaas_plan import plausible, units
 from prfaas_plan.analytic.cost import LinkPrice, tco_usd_per_gpu_hour
 from prfaas_plan.choices import CostModel
 from prfaas_plan.errors import ConfigError
@@ -44,9 +44,9 @@ def _link_price(offering: LinkOffering) -> LinkPrice:
 
 
 def _check_price(gpu: str, value: float, where: str, parameter: str | None) -> float:
-    if not 0 <= value <= bounds.MAX_USD_PER_GPU_HOUR:
+    if not 0 <= value <= plausible.MAX_USD_PER_GPU_HOUR:
         raise ConfigError(
-            f"{where}price of {gpu} must be in [0, {bounds.MAX_USD_PER_GPU_HOUR:g}] USD per "
+            f"{where}price of {gpu} must be in [0, {plausible.MAX_USD_PER_GPU_HOUR:g}] USD per "
             f"GPU-hour, got {value:g}",
             parameter=parameter,
         )
@@ -125,7 +125,7 @@ def _check_priced_gpus(
     foreign = sorted(set(prices) - may_buy)
     if foreign:
         raise ConfigError(
-            f"{where}cost.gpu_prices_usd_per_gpu_hour prices {bounds.quoted(foreign)}, "
+            f"{where}cost.gpu_prices_usd_per_gpu_hour prices {plausible.quoted(foreign)}, "
             f"which the scenario neither deploys nor may buy; it may use "
             f"{', '.join(sorted(may_buy))}"
         )
@@ -154,7 +154,7 @@ def resolve_pricing(
     foreign = sorted(set(overrides) - known)
     if foreign:
         raise ConfigError(
-            f"gpu_prices_usd_per_gpu_hour names {bounds.quoted(foreign)}, which the scenario does not "
+            f"gpu_prices_usd_per_gpu_hour names {plausible.quoted(foreign)}, which the scenario does not "
             f"deploy; it deploys {', '.join(sorted(known))}",
             parameter="gpu_prices_usd_per_gpu_hour",
         )
@@ -164,7 +164,7 @@ def resolve_pricing(
         if utilization is not None
         else (spec.utilization if spec else DEFAULT_UTILIZATION)
     )
-    bounds.check_in_range("utilization", share, bounds.MIN_UTILIZATION, 1.0, "of Λ_max")
+    plausible.check_in_range("utilization", share, plausible.MIN_UTILIZATION, 1.0, "of Λ_max")
     where = f"{source}: "
     in_scenario = dict(spec.gpu_prices_usd_per_gpu_hour) if spec else {}
     _check_priced_gpus(catalog, scenario, in_scenario, where)

@@ -35,7 +35,7 @@ from prfaas_plan.inputs.dynamo_points import describe as describe_engine_points
 from prfaas_plan.inputs.dynamo_points import engine_points
 from prfaas_plan.inputs.prefill_bins import bin_requests
 
-# commands/import_profile.py writes the tables through this module
+# use_cases/import_profile.py writes the tables through this module
 from prfaas_plan.inputs.profile_writes import CSV_NAMES as CSV_NAMES
 from prfaas_plan.inputs.profile_writes import check_data_dir as check_data_dir
 from prfaas_plan.inputs.profile_writes import needs_initialising as needs_initialising

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.analytic.distributions import Histogram
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import read_text
@@ -68,7 +68,7 @@ def _labels(text: str, where: str) -> dict[str, str]:
     while position < len(text):
         match = _LABEL.match(text, position)
         if match is None or match.end() == position:
-            raise ConfigError(f"{where}: malformed labels {bounds.quoted(text)}")
+            raise ConfigError(f"{where}: malformed labels {plausible.quoted(text)}")
         labels[match.group(1)] = match.group(2)
         position = match.end()
     return labels
@@ -78,13 +78,13 @@ def _number(text: str, where: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ConfigError(f"{where}: expected a number, found {bounds.quoted(text)}") from None
+        raise ConfigError(f"{where}: expected a number, found {plausible.quoted(text)}") from None
     return value
 
 
 def _read_snapshot(path: Path, model_name: str | None) -> tuple[str, dict[str, _Family]]:
     """(engine, family name -> its summed series) of a /metrics snapshot."""
-    text = read_text(path, "metrics", limit_bytes=bounds.MAX_METRICS_BYTES)
+    text = read_text(path, "metrics", limit_bytes=plausible.MAX_METRICS_BYTES)
     wanted = {name for names in FAMILIES.values() for name in names}
     series: dict[tuple[str, str], dict[str, object]] = {}  # (family, model) -> parts
     for number, line in enumerate(text.splitlines(), start=1):
@@ -175,11 +175,11 @@ def histogram_of(family: _Family, name: str, where: str) -> tuple[Histogram, str
     if abs(inf - family.count) > 1e-9 * family.count + 0.5:
         raise ConfigError(f'{where}: {name}: le="+Inf" counts {inf:g}, _count {family.count:g}')
     exact_mean = family.total / family.count
-    if not bounds.MIN_TOKENS <= exact_mean <= bounds.MAX_TOKENS:
+    if not plausible.MIN_TOKENS <= exact_mean <= plausible.MAX_TOKENS:
         raise ConfigError(f"{where}: {name}: mean length (_sum/_count) {exact_mean:g} tokens")
     # bins (e_{j-1}, e_j]: the first from 1 token, lengths at or below 1 token folded into it
-    edges = [bounds.MIN_TOKENS] + [le for le in finite if le > bounds.MIN_TOKENS]
-    tops = [c for le, c in zip(finite, cumulative, strict=False) if le > bounds.MIN_TOKENS]
+    edges = [plausible.MIN_TOKENS] + [le for le in finite if le > plausible.MIN_TOKENS]
+    tops = [c for le, c in zip(finite, cumulative, strict=False) if le > plausible.MIN_TOKENS]
     if not tops:
         raise ConfigError(f"{where}: {name}: expected a bucket boundary above 1 token")
     weights = [tops[0]] + [b - a for a, b in itertools.pairwise(tops)]
@@ -188,15 +188,15 @@ def histogram_of(family: _Family, name: str, where: str) -> tuple[Histogram, str
     if open_count > 0:  # the open bucket: the boundaries' last ratio continued
         low = edges[-1]
         ratio = low / edges[-2] if len(edges) > 2 else 2.0
-        high = min(low * ratio, bounds.MAX_TOKENS)
+        high = min(low * ratio, plausible.MAX_TOKENS)
         edges.append(high)
         weights.append(open_count)
         note = f"; {open_count / inf:.1%} above le={low:g}, taken up to {high:,.0f} tokens"
     first = next(j for j, w in enumerate(weights) if w > 0)
     last = max(j for j, w in enumerate(weights) if w > 0)
     histogram = Histogram(tuple(edges[first : last + 2]), tuple(weights[first : last + 1]))
-    if len(histogram.weights) > bounds.MAX_HISTOGRAM_BINS:
-        raise ConfigError(f"{where}: {name}: more than {bounds.MAX_HISTOGRAM_BINS:,} buckets")
+    if len(histogram.weights) > plausible.MAX_HISTOGRAM_BINS:
+        raise ConfigError(f"{where}: {name}: more than {plausible.MAX_HISTOGRAM_BINS:,} buckets")
     note = f"mean {exact_mean:,.0f} tokens exact (_sum/_count), {histogram.mean_tokens:,.0f} from the buckets{note}"
     return histogram, note
 

@@ -8,10 +8,10 @@ nesting thousands deep. Here, and nowhere else:
   (utf-8-sig: spreadsheets write one);
 - `read_yaml` refuses duplicate keys (naming the key and line), aliases (`*name`: the only
   way a small YAML document grows large when loaded) and nesting deeper than
-  bounds.MAX_YAML_DEPTH;
+  plausible.MAX_YAML_DEPTH;
 - `Strict` schemas take a number field from a YAML number only (not a boolean or a string;
   an int is accepted where a float is expected), and error messages quote at most
-  bounds.MAX_QUOTED_CHARS of a value.
+  plausible.MAX_QUOTED_CHARS of a value.
 """
 
 import csv
@@ -27,7 +27,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.errors import ConfigError, PlanError, ProfileError
 
 M = TypeVar("M", bound=BaseModel)
@@ -49,7 +49,7 @@ def format_validation_error(where: str, error: ValidationError) -> str:
     message = first["msg"][0].lower() + first["msg"][1:]
     text = f"{where}: {field}: {message}"
     if first["type"] != "missing" and not isinstance(got, dict) and " got " not in message:
-        text += f", got {bounds.quoted(got)}"
+        text += f", got {plausible.quoted(got)}"
     if len(errors) > 1:
         text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return text
@@ -99,7 +99,7 @@ def read_text(
     path: Path,
     what: str,
     error: type[PlanError] = ConfigError,
-    limit_bytes: int = bounds.MAX_SCENARIO_BYTES,
+    limit_bytes: int = plausible.MAX_SCENARIO_BYTES,
 ) -> str:
     """A UTF-8 text file of at most `limit_bytes`, or one line saying why not."""
     handle = open_bounded(path, what, limit_bytes, error)
@@ -140,9 +140,9 @@ class _StrictComposer(yaml.composer.Composer):
                 event.start_mark,
             )
         self._depth += 1
-        if self._depth > bounds.MAX_YAML_DEPTH:
+        if self._depth > plausible.MAX_YAML_DEPTH:
             raise _YamlRefusedError(
-                f"nested deeper than {bounds.MAX_YAML_DEPTH} levels",
+                f"nested deeper than {plausible.MAX_YAML_DEPTH} levels",
                 self.peek_event().start_mark,  # type: ignore[attr-defined]
             )
         try:
@@ -156,7 +156,7 @@ class _StrictComposer(yaml.composer.Composer):
             key = self.construct_object(key_node, deep=True)  # type: ignore[attr-defined]
             if isinstance(key, Hashable) and key in seen:
                 raise _YamlRefusedError(
-                    f"duplicate key {bounds.quoted(key)} in one mapping", key_node.start_mark
+                    f"duplicate key {plausible.quoted(key)} in one mapping", key_node.start_mark
                 )
             if isinstance(key, Hashable):
                 seen.add(key)
@@ -249,7 +249,7 @@ def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
         sign = "-" if value.startswith("-") else ""
         hint = f"write {sign}{int(digits)}, not {value}" if digits.isdigit() else "write a decimal"
         raise _YamlRefusedError(
-            f"integer {bounds.quoted(value)} has a YAML 1.1 form (leading zero, base 60, "
+            f"integer {plausible.quoted(value)} has a YAML 1.1 form (leading zero, base 60, "
             f"underscores or 0b) whose meaning differs in YAML 1.2; {hint}",
             node.start_mark,
         )
@@ -260,7 +260,7 @@ def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
     value = str(node.value)
     if _FLOAT_1_1_ONLY.search(value):
         raise _YamlRefusedError(
-            f"number {bounds.quoted(value)} has a YAML 1.1 form (base 60 or underscores) that "
+            f"number {plausible.quoted(value)} has a YAML 1.1 form (base 60 or underscores) that "
             "YAML 1.2 reads as a string; write a plain decimal",
             node.start_mark,
         )
@@ -302,7 +302,7 @@ def parse_yaml_text(
         problem = getattr(exc, "problem", None) or "invalid YAML"
         if "maximum nesting depth" in problem:  # libyaml's own limit (1,000) met first
             raise error(
-                f"{path}:{line}: nested deeper than {bounds.MAX_YAML_DEPTH} levels"
+                f"{path}:{line}: nested deeper than {plausible.MAX_YAML_DEPTH} levels"
             ) from None
         raise error(f"{path}:{line}: malformed YAML: {problem}") from None
     except ValueError:  # the only one PyYAML lets through: int()'s 4,300-digit limit
@@ -335,10 +335,10 @@ def bounded_lines(
     error: type[PlanError] = ConfigError,
     limit_chars: int | None = None,
 ) -> Iterator[str]:
-    """The lines of `handle`, each at most `limit_chars` (default bounds.MAX_LINE_CHARS)
+    """The lines of `handle`, each at most `limit_chars` (default plausible.MAX_LINE_CHARS)
     characters (else `error`), read one at a time so a file without newlines never sits in
     memory whole."""
-    limit_chars = bounds.MAX_LINE_CHARS if limit_chars is None else limit_chars
+    limit_chars = plausible.MAX_LINE_CHARS if limit_chars is None else limit_chars
     number = 0
     while True:
         try:
@@ -372,7 +372,7 @@ def shown_header(path: Path | str, cells: Sequence[str]) -> str:
         and cells
         and all(_HEADER_CELL.fullmatch(cell) for cell in cells)
     ):
-        return found if len(found) <= bounds.MAX_QUOTED_CHARS else bounds.quoted(found)
+        return found if len(found) <= plausible.MAX_QUOTED_CHARS else plausible.quoted(found)
     return "a first line that is not a header of column names (not quoted)"
 
 
@@ -382,7 +382,7 @@ def read_csv_columns(
     *,
     what: str = "profile table",
     error: type[PlanError] = ProfileError,
-    limit_bytes: int = bounds.MAX_SCENARIO_BYTES,
+    limit_bytes: int = plausible.MAX_SCENARIO_BYTES,
     max_rows: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Numeric columns of a CSV whose header must be exactly `columns` (units in the names),
@@ -435,5 +435,5 @@ def _append_row(
         except ValueError:
             raise error(
                 f"{path}: data row {r}, column {columns[c]}: expected a number, "
-                f"found {bounds.quoted(cell.strip())}"
+                f"found {plausible.quoted(cell.strip())}"
             ) from None

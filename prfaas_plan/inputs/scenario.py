@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan import bounds, units
+from prfaas_plan import plausible, units
 from prfaas_plan.analytic.capacity import ServingSystem
 from prfaas_plan.analytic.distributions import (
     Histogram,
@@ -94,9 +94,9 @@ def check_scenario(scenario: Scenario, where: str) -> Scenario:
         )
     for name in ("prfaas_cluster", "pd_cluster"):
         cluster: ClusterSpec = getattr(scenario, name)
-        if cluster.gpus > bounds.MAX_GPUS:
+        if cluster.gpus > plausible.MAX_GPUS:
             raise ConfigError(
-                f"{where}: {name}: gpus_per_instance x instances must be <= {bounds.MAX_GPUS:,} "
+                f"{where}: {name}: gpus_per_instance x instances must be <= {plausible.MAX_GPUS:,} "
                 f"GPUs, got {cluster.gpus_per_instance} x {cluster.instances} = {cluster.gpus:,}"
             )
     return scenario
@@ -138,10 +138,10 @@ def build_output_lengths(
             "only (a CSV length table); give a trace with output lengths"
         )
     outputs = trace.outputs
-    if not outputs.min_tokens >= bounds.MIN_TOKENS:
+    if not outputs.min_tokens >= plausible.MIN_TOKENS:
         raise ConfigError(
             f"{where}workload.output_tokens: from_trace: every output_length in {input_spec.file} "
-            f"must be >= {bounds.MIN_TOKENS:g} token, found {outputs.min_tokens:g}"
+            f"must be >= {plausible.MIN_TOKENS:g} token, found {outputs.min_tokens:g}"
         )
     m = outputs.partial_moments(-math.inf, math.inf, max_order=2)
     return OutputLengths(
@@ -169,7 +169,7 @@ def build_workload(
 ) -> LengthDistribution:
     if isinstance(spec, LogNormalLengths):
         d = truncated_log_normal(spec.mu_log, spec.sigma_log, spec.min_tokens, spec.max_tokens)
-        try:  # bounds.py keeps this finite; outside commands/numerics.py's guard, so guarded here
+        try:  # plausible.py keeps this finite; outside use_cases/numerics.py's guard, so guarded here
             with np.errstate(over="raise", invalid="raise", divide="raise"):
                 mass = d.untruncated_mass
         except FloatingPointError as exc:
@@ -221,11 +221,11 @@ def _hit_rates(
         raise ConfigError(f"{field} {need}, found {inputs.file} without hash_ids")
     rates = prefix_hit_rates_by_band(trace, MOONCAKE_BLOCK_TOKENS, edges)
     for i, rate in enumerate(rates):
-        if rate > bounds.MAX_PREFIX_CACHE_HIT_RATE:
+        if rate > plausible.MAX_PREFIX_CACHE_HIT_RATE:
             band = f" in band {i}" if edges else ""
             raise ConfigError(
                 f"{field}: {inputs.file} gives {rate:.4f}{band}, expected <= "
-                f"{bounds.MAX_PREFIX_CACHE_HIT_RATE:g} (the closed form's bound)"
+                f"{plausible.MAX_PREFIX_CACHE_HIT_RATE:g} (the closed form's bound)"
             )
     return rates, edges
 
@@ -282,9 +282,9 @@ def build_problem(
                 parameter="bandwidth_gbps",
             )
         # the override is held to the file field's own bound
-        bounds.check_in_range(
-            "bandwidth_gbps", bandwidth_gbps, bounds.MIN_BANDWIDTH_GBPS,
-            bounds.MAX_BANDWIDTH_GBPS, "Gbps",
+        plausible.check_in_range(
+            "bandwidth_gbps", bandwidth_gbps, plausible.MIN_BANDWIDTH_GBPS,
+            plausible.MAX_BANDWIDTH_GBPS, "Gbps",
         )  # fmt: skip
     full = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
     hit_rates, band_max_tokens = _hit_rates(scenario.workload, source.parent, f"{source}: ")
@@ -319,7 +319,7 @@ def build_problem(
 
 def problem_like(problem: Problem, scenario: Scenario) -> Problem:
     """`build_problem(scenario)` for a scenario that differs from `problem.scenario` only in the
-    instance counts and the link's bandwidth (a sweep's group: study/fast.py), without reading
+    instance counts and the link's bandwidth (a sweep's group: sweep/fast.py), without reading
     the catalog again: the same Problem, field for field."""
     return dataclasses.replace(
         problem, scenario=scenario,

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from prfaas_plan import bounds, units
+from prfaas_plan import plausible, units
 from prfaas_plan.inputs.catalog import NAME_PATTERN
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.workload_files import (
@@ -20,8 +20,8 @@ from prfaas_plan.inputs.workload_files import (
     TraceWindow,
 )
 
-_MIN_GBPS = units.bytes_per_s_to_gbps(bounds.MIN_BANDWIDTH_BYTES_PER_S)
-_MAX_GBPS = units.bytes_per_s_to_gbps(bounds.MAX_BANDWIDTH_BYTES_PER_S)
+_MIN_GBPS = units.bytes_per_s_to_gbps(plausible.MIN_BANDWIDTH_BYTES_PER_S)
+_MAX_GBPS = units.bytes_per_s_to_gbps(plausible.MAX_BANDWIDTH_BYTES_PER_S)
 # a GPU, model or dtype name (it names a file or folder of the catalog)
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 
@@ -36,15 +36,15 @@ def _printable(text: str) -> str:
     return text
 
 
-Label = Annotated[str, Field(max_length=bounds.MAX_LABEL_CHARS), AfterValidator(_printable)]
+Label = Annotated[str, Field(max_length=plausible.MAX_LABEL_CHARS), AfterValidator(_printable)]
 # a length in tokens, as every length field takes it
-Tokens = Annotated[float, Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)]
+Tokens = Annotated[float, Field(ge=plausible.MIN_TOKENS, le=plausible.MAX_TOKENS)]
 
 
 class ClusterSpec(Strict):
     gpu: Name
-    gpus_per_instance: int = Field(gt=0, le=bounds.MAX_GPUS_PER_INSTANCE)
-    instances: int = Field(ge=0, le=bounds.MAX_INSTANCES)
+    gpus_per_instance: int = Field(gt=0, le=plausible.MAX_GPUS_PER_INSTANCE)
+    instances: int = Field(ge=0, le=plausible.MAX_INSTANCES)
 
     @property
     def gpus(self) -> int:
@@ -65,9 +65,11 @@ class LinkSpec(Strict):
 
 class LogNormalLengths(Strict):
     distribution: Literal["truncated_lognormal"]
-    mu_log: float = Field(ge=-bounds.MAX_ABS_MU_LOG, le=bounds.MAX_ABS_MU_LOG)  # mean of ln(tokens)
+    mu_log: float = Field(
+        ge=-plausible.MAX_ABS_MU_LOG, le=plausible.MAX_ABS_MU_LOG
+    )  # mean of ln(tokens)
     sigma_log: float = Field(  # std of ln(tokens); its bounds checked below, with their reason
-        json_schema_extra={"minimum": bounds.MIN_SIGMA_LOG, "maximum": bounds.MAX_SIGMA_LOG}
+        json_schema_extra={"minimum": plausible.MIN_SIGMA_LOG, "maximum": plausible.MAX_SIGMA_LOG}
     )
     min_tokens: Tokens
     max_tokens: Tokens
@@ -75,7 +77,7 @@ class LogNormalLengths(Strict):
     @field_validator("sigma_log")
     @classmethod
     def _plausible_sigma(cls, sigma_log: float) -> float:
-        low, high = bounds.MIN_SIGMA_LOG, bounds.MAX_SIGMA_LOG
+        low, high = plausible.MIN_SIGMA_LOG, plausible.MAX_SIGMA_LOG
         if not low <= sigma_log <= high:  # the value found is added by the message's writer
             why = " (a narrower log-normal is a fixed length: give a histogram of one narrow bin)"
             raise PydanticCustomError(
@@ -94,7 +96,9 @@ class LogNormalLengths(Strict):
 
 class HistogramLengths(Strict):
     distribution: Literal["histogram"]
-    bin_edges_tokens: list[Tokens] = Field(min_length=2, max_length=bounds.MAX_HISTOGRAM_BINS + 1)
+    bin_edges_tokens: list[Tokens] = Field(
+        min_length=2, max_length=plausible.MAX_HISTOGRAM_BINS + 1
+    )
     weights: list[Annotated[float, Field(ge=0)]] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -108,11 +112,11 @@ class HistogramLengths(Strict):
         ):
             raise ValueError(
                 "bin_edges_tokens must be strictly increasing, "
-                f"got {bounds.quoted(self.bin_edges_tokens)}"
+                f"got {plausible.quoted(self.bin_edges_tokens)}"
             )
-        if max(self.weights) > bounds.MAX_HISTOGRAM_WEIGHT:  # their sum stays finite
+        if max(self.weights) > plausible.MAX_HISTOGRAM_WEIGHT:  # their sum stays finite
             raise ValueError(
-                f"weights must each be <= {bounds.MAX_HISTOGRAM_WEIGHT:g} (they are relative), "
+                f"weights must each be <= {plausible.MAX_HISTOGRAM_WEIGHT:g} (they are relative), "
                 f"got {max(self.weights):g}"
             )
         if sum(self.weights) <= 0:
@@ -150,7 +154,7 @@ def _output_form(value: object) -> str:
     return str(getattr(value, "distribution", "constant"))
 
 
-ConstantTokens = Annotated[float, Field(ge=bounds.MIN_TOKENS, le=bounds.MAX_TOKENS)]
+ConstantTokens = Annotated[float, Field(ge=plausible.MIN_TOKENS, le=plausible.MAX_TOKENS)]
 OutputLengthsSpec = Annotated[
     Annotated[ConstantTokens, Tag("constant")]
     | Annotated[LogNormalLengths, Tag("truncated_lognormal")]
@@ -166,7 +170,7 @@ OutputLengthsSpec = Annotated[
 ]
 
 
-HitRate = Annotated[float, Field(ge=0, le=bounds.MAX_PREFIX_CACHE_HIT_RATE)]
+HitRate = Annotated[float, Field(ge=0, le=plausible.MAX_PREFIX_CACHE_HIT_RATE)]
 
 
 class HitRateBand(Strict):
@@ -191,7 +195,7 @@ class BandedHitRates(Strict):
     """A hit-rate per band of the full input length, bands in increasing order, the last
     open-ended: `{bands: [{max_input_tokens: 8000, hit_rate: 0.1}, {hit_rate: 0.5}]}`."""
 
-    bands: list[HitRateBand] = Field(min_length=1, max_length=bounds.MAX_PREFIX_CACHE_BANDS)
+    bands: list[HitRateBand] = Field(min_length=1, max_length=plausible.MAX_PREFIX_CACHE_BANDS)
 
     @model_validator(mode="after")
     def _ordered(self) -> "BandedHitRates":
@@ -223,7 +227,7 @@ class BandedHitRatesFromTrace(Strict):
     (tokens), the last band open-ended above them."""
 
     from_trace_band_max_input_tokens: list[Tokens] = Field(
-        min_length=1, max_length=bounds.MAX_PREFIX_CACHE_BANDS - 1
+        min_length=1, max_length=plausible.MAX_PREFIX_CACHE_BANDS - 1
     )
 
     @model_validator(mode="after")
@@ -256,7 +260,7 @@ HitRateSpec = Annotated[
     Discriminator(
         _hit_rate_form,
         custom_error_type="prefix_cache_hit_rate_form",
-        custom_error_message=f"expected a hit-rate in [0, {bounds.MAX_PREFIX_CACHE_HIT_RATE:g}], "
+        custom_error_message=f"expected a hit-rate in [0, {plausible.MAX_PREFIX_CACHE_HIT_RATE:g}], "
         "from_trace, a mapping {bands: [{max_input_tokens, hit_rate}, ..., {hit_rate}]} or "
         "{from_trace_band_max_input_tokens: [...]}",
     ),
@@ -277,7 +281,7 @@ class WorkloadSpec(Strict):
 
 class SloSpec(Strict):
     decode_tokens_per_s: float = Field(
-        ge=bounds.MIN_DECODE_TOKENS_PER_S, le=bounds.MAX_DECODE_TOKENS_PER_S
+        ge=plausible.MIN_DECODE_TOKENS_PER_S, le=plausible.MAX_DECODE_TOKENS_PER_S
     )
 
 
@@ -290,10 +294,10 @@ class CostSpec(Strict):
 
     cost_model: Literal["on-demand", "tco"] = "on-demand"
     gpu_prices_usd_per_gpu_hour: dict[
-        Name, Annotated[float, Field(ge=0, le=bounds.MAX_USD_PER_GPU_HOUR)]
+        Name, Annotated[float, Field(ge=0, le=plausible.MAX_USD_PER_GPU_HOUR)]
     ] = Field(default_factory=dict)
     link_offering: Name | None = None  # None: the cheapest shipped offering wide enough
-    utilization: float = Field(default=DEFAULT_UTILIZATION, ge=bounds.MIN_UTILIZATION, le=1.0)
+    utilization: float = Field(default=DEFAULT_UTILIZATION, ge=plausible.MIN_UTILIZATION, le=1.0)
 
 
 class SiteSpec(Strict):
@@ -302,9 +306,11 @@ class SiteSpec(Strict):
     name: Name
     gpu: Name
     link_offering: Name
-    usd_per_gpu_hour: float | None = Field(default=None, ge=0, le=bounds.MAX_USD_PER_GPU_HOUR)
-    rtt_ms: float | None = Field(default=None, ge=0, le=bounds.MAX_RTT_MS)  # None: the offering's
-    max_instances: int = Field(default=32, ge=0, le=bounds.MAX_PROCURE_INSTANCES_PER_SITE)
+    usd_per_gpu_hour: float | None = Field(default=None, ge=0, le=plausible.MAX_USD_PER_GPU_HOUR)
+    rtt_ms: float | None = Field(
+        default=None, ge=0, le=plausible.MAX_RTT_MS
+    )  # None: the offering's
+    max_instances: int = Field(default=32, ge=0, le=plausible.MAX_PROCURE_INSTANCES_PER_SITE)
 
 
 class ProcurementSpec(Strict):
@@ -312,8 +318,8 @@ class ProcurementSpec(Strict):
     model x every link offering of data/links/)."""
 
     # None (absent): the default sites; [] no PrfaaS site at all (the PD cluster alone)
-    sites: list[SiteSpec] | None = Field(default=None, max_length=bounds.MAX_PROCURE_SITES)
-    max_pd_instances: int = Field(default=32, ge=1, le=bounds.MAX_PROCURE_INSTANCES_PER_SITE)
+    sites: list[SiteSpec] | None = Field(default=None, max_length=plausible.MAX_PROCURE_SITES)
+    max_pd_instances: int = Field(default=32, ge=1, le=plausible.MAX_PROCURE_INSTANCES_PER_SITE)
 
     @model_validator(mode="after")
     def _names_unique(self) -> "ProcurementSpec":

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.choices import TraceFormat
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import bounded_lines, open_bounded, shown_header
@@ -25,7 +25,7 @@ _AZURE_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})(\.\d+)?(Z|[
 
 
 def detect_format(
-    path: Path, what: str, lengths: bool = False, limit_bytes: int = bounds.MAX_TRACE_BYTES
+    path: Path, what: str, lengths: bool = False, limit_bytes: int = plausible.MAX_TRACE_BYTES
 ) -> TraceFormat | None:
     """The trace format of `path` (a file of at most `limit_bytes`) from its first non-blank
     line: a JSON object is Mooncake, a CSV header naming the Azure or BurstGPT columns is that
@@ -57,7 +57,7 @@ def burstgpt_seconds(text: str, where: str) -> float:
         stamp = math.nan
     if not math.isfinite(stamp):
         raise ConfigError(
-            f"{where}: Timestamp must be a number of seconds, found {bounds.quoted(text)}"
+            f"{where}: Timestamp must be a number of seconds, found {plausible.quoted(text)}"
         )
     return stamp
 
@@ -69,7 +69,7 @@ def _azure_seconds(text: str, where: str) -> tuple[float, float]:
     if match is None:
         raise ConfigError(
             f"{where}: TIMESTAMP must be a datetime like 2023-11-16 18:17:03.9799600, found "
-            f"{bounds.quoted(text)}"
+            f"{plausible.quoted(text)}"
         )
     base, fraction, offset = match.groups()
     moment = datetime.datetime.fromisoformat(base.replace(" ", "T") + (offset or "+00:00"))
@@ -81,7 +81,7 @@ def _csv_rows(
     what: str,
     required: tuple[str, ...],
     name: str,
-    limit_bytes: int = bounds.MAX_TRACE_BYTES,
+    limit_bytes: int = plausible.MAX_TRACE_BYTES,
 ) -> Iterator[tuple[int, dict[str, str]]]:
     with open_bounded(path, what, limit_bytes) as handle:
         lines = bounded_lines(handle, path, what)
@@ -111,11 +111,11 @@ def _csv_number(row: dict[str, str], key: str, where: str, minimum: float) -> fl
         value = float(row[key])
     except ValueError:
         raise ConfigError(
-            f"{where}: {key} must be a number, found {bounds.quoted(row[key])}"
+            f"{where}: {key} must be a number, found {plausible.quoted(row[key])}"
         ) from None
-    if not (math.isfinite(value) and minimum <= value <= bounds.MAX_TOKENS):
+    if not (math.isfinite(value) and minimum <= value <= plausible.MAX_TOKENS):
         raise ConfigError(
-            f"{where}: {key} must be in [{minimum:g}, {bounds.MAX_TOKENS:g}], found {bounds.quoted(row[key])}"
+            f"{where}: {key} must be in [{minimum:g}, {plausible.MAX_TOKENS:g}], found {plausible.quoted(row[key])}"
         )
     return value
 
@@ -133,7 +133,7 @@ def read_csv_trace(path: Path, fmt: TraceFormat, what: str) -> RequestTrace:
         if fmt is TraceFormat.BURSTGPT and output == 0:
             failed += 1
             continue
-        inputs.append(_csv_number(row, input_key, where, bounds.MIN_TOKENS))
+        inputs.append(_csv_number(row, input_key, where, plausible.MIN_TOKENS))
         outputs.append(output)
         if fmt is TraceFormat.AZURE:
             whole, fraction = _azure_seconds(row[time_key], where)
@@ -142,9 +142,9 @@ def read_csv_trace(path: Path, fmt: TraceFormat, what: str) -> RequestTrace:
         else:
             times.append(burstgpt_seconds(row[time_key], where))
             fractions.append(0.0)
-        if len(times) > bounds.MAX_TRACE_REQUESTS:
+        if len(times) > plausible.MAX_TRACE_REQUESTS:
             raise ConfigError(
-                f"{where}: a trace holds at most {bounds.MAX_TRACE_REQUESTS:,} requests; replay a window of it"
+                f"{where}: a trace holds at most {plausible.MAX_TRACE_REQUESTS:,} requests; replay a window of it"
             )
     if not times:
         raise ConfigError(
@@ -155,9 +155,9 @@ def read_csv_trace(path: Path, fmt: TraceFormat, what: str) -> RequestTrace:
     stamps = (seconds - seconds.min()) + np.frombuffer(fractions, dtype=float)
     order = np.argsort(stamps, kind="stable")
     stamps = stamps[order] - stamps[order[0]]
-    if not stamps[-1] <= bounds.MAX_SECONDS:
+    if not stamps[-1] <= plausible.MAX_SECONDS:
         raise ConfigError(
-            f"{path}: timestamps span {stamps[-1]:.3g} s, more than {bounds.MAX_SECONDS:g} s"
+            f"{path}: timestamps span {stamps[-1]:.3g} s, more than {plausible.MAX_SECONDS:g} s"
         )
     dropped = (
         f"; {failed} failed request(s) with 0 Response tokens dropped"

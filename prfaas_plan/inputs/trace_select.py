@@ -3,7 +3,7 @@
 A block of requests at a time: the scenario's part of it
 (BurstGPT `model` / `log_type`, a `window` of time, a uniform `sample`) and, of that part, only
 the distinct input and output lengths with their counts and Σ L_in·L_out. Memory grows with the
-distinct lengths (bounds.MAX_TRACE_DISTINCT_LENGTHS) and the sample, never with the rows.
+distinct lengths (plausible.MAX_TRACE_DISTINCT_LENGTHS) and the sample, never with the rows.
 Units: seconds (relative to the trace's earliest request) and tokens.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.analytic.distributions import ObservedLengths
 from prfaas_plan.errors import ConfigError
 
@@ -90,9 +90,9 @@ class _Counts:
     def _merge(self) -> None:
         values, inverse = np.unique(np.concatenate(self._values), return_inverse=True)
         counts = np.bincount(inverse, weights=np.concatenate(self._counts), minlength=values.size)
-        if values.size > bounds.MAX_TRACE_DISTINCT_LENGTHS:
+        if values.size > plausible.MAX_TRACE_DISTINCT_LENGTHS:
             raise ConfigError(
-                f"more than {bounds.MAX_TRACE_DISTINCT_LENGTHS:,} distinct {self.what}; "
+                f"more than {plausible.MAX_TRACE_DISTINCT_LENGTHS:,} distinct {self.what}; "
                 "plan on a sample of the trace (workload.input_tokens.sample)"
             )
         self._values, self._counts, self._pending = [values], [counts], values.size

@@ -9,7 +9,7 @@ line at fault or reads it. Mooncake JSONL and tables of input lengths are small 
 Mooncake traces hold ~2·10^4 requests) and are read whole by traces.py, then selected the same way.
 
 `simulate --trace` replays every request and keeps them all (traces.read_trace, at most
-bounds.MAX_TRACE_REQUESTS): this reader is the plan's, not the replay's.
+plausible.MAX_TRACE_REQUESTS): this reader is the plan's, not the replay's.
 Units: seconds and tokens.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.choices import TraceFormat
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import open_bounded_binary
@@ -48,8 +48,10 @@ class _NotForBlocksError(Exception):
 
 
 def _header(path: Path) -> list[str]:
-    with open_bounded_binary(path, "observed-lengths", bounds.MAX_STREAMED_TRACE_BYTES) as handle:
-        first = handle.readline(bounds.MAX_LINE_CHARS).decode("utf-8-sig", errors="replace")
+    with open_bounded_binary(
+        path, "observed-lengths", plausible.MAX_STREAMED_TRACE_BYTES
+    ) as handle:
+        first = handle.readline(plausible.MAX_LINE_CHARS).decode("utf-8-sig", errors="replace")
     return [cell.strip() for cell in first.rstrip("\r\n").split(",")]
 
 
@@ -75,7 +77,9 @@ def _arrow_blocks(
     types[time_key] = pa.string() if fmt is TraceFormat.AZURE else pa.float64()
     types.update({c: pa.string() for c in columns[3:]})
     reference: int | float | None = None
-    with open_bounded_binary(path, "observed-lengths", bounds.MAX_STREAMED_TRACE_BYTES) as handle:
+    with open_bounded_binary(
+        path, "observed-lengths", plausible.MAX_STREAMED_TRACE_BYTES
+    ) as handle:
         try:
             reader = pacsv.open_csv(
                 handle,
@@ -125,8 +129,8 @@ def _check_block(times_s: np.ndarray, inputs: np.ndarray, outputs: np.ndarray) -
     """What the row reader would refuse: the block reader hands the file over to it."""
     if not (
         np.all(np.isfinite(times_s))
-        and np.all((inputs >= bounds.MIN_TOKENS) & (inputs <= bounds.MAX_TOKENS))
-        and np.all((outputs >= 0) & (outputs <= bounds.MAX_TOKENS))
+        and np.all((inputs >= plausible.MIN_TOKENS) & (inputs <= plausible.MAX_TOKENS))
+        and np.all((outputs >= 0) & (outputs <= plausible.MAX_TOKENS))
     ):
         raise _NotForBlocksError
 
@@ -139,13 +143,13 @@ def _row_blocks(path: Path, fmt: TraceFormat, columns: list[str]) -> Iterator[tu
     failed, reference = 0, None
     name = _NAMES[fmt]
     for number, row in _csv_rows(path, "observed-lengths", tuple(columns[:3]), name,
-                                 bounds.MAX_STREAMED_TRACE_BYTES):  # fmt: skip
+                                 plausible.MAX_STREAMED_TRACE_BYTES):  # fmt: skip
         where = f"{path}:{number}"
         output = _csv_number(row, output_key, where, 0)
         if fmt is TraceFormat.BURSTGPT and output == 0:
             failed += 1
             continue
-        length = _csv_number(row, input_key, where, bounds.MIN_TOKENS)
+        length = _csv_number(row, input_key, where, plausible.MIN_TOKENS)
         if fmt is TraceFormat.AZURE:
             whole, fraction = _azure_seconds(row[time_key], where)
             reference = whole if reference is None else reference
@@ -186,10 +190,10 @@ def _stream(
     for block, dropped in blocks:
         selector.add(block)
         failed += dropped
-        if selector.rows > bounds.MAX_STREAMED_TRACE_REQUESTS:
+        if selector.rows > plausible.MAX_STREAMED_TRACE_REQUESTS:
             raise ConfigError(
-                f"{path}: a trace holds at most {bounds.MAX_STREAMED_TRACE_REQUESTS:,} requests "
-                "for a plan (bounds.py); cut the file"
+                f"{path}: a trace holds at most {plausible.MAX_STREAMED_TRACE_REQUESTS:,} requests "
+                "for a plan (plausible.py); cut the file"
             )
     return selector, failed
 
@@ -204,10 +208,10 @@ def _read_csv_lengths(path: Path, fmt: TraceFormat, selection: TraceSelection) -
         if not selector.needs_second_pass:
             break
         origin_s = selector.min_s  # out of time order: the window needs the earliest request
-    if selector.rows and not selector.max_s - selector.min_s <= bounds.MAX_SECONDS:
+    if selector.rows and not selector.max_s - selector.min_s <= plausible.MAX_SECONDS:
         raise ConfigError(
             f"{path}: timestamps span {selector.max_s - selector.min_s:.3g} s, more than "
-            f"{bounds.MAX_SECONDS:g} s"
+            f"{plausible.MAX_SECONDS:g} s"
         )
     dropped = f"; {failed:,} failed request(s) with 0 Response tokens dropped" if failed else ""
     if selector.rows == 0:
@@ -291,7 +295,10 @@ def read_trace_lengths(
         found = TraceFormat.MOONCAKE if path.suffix == ".jsonl" else None
         if found is None:
             found = detect_format(
-                path, "observed-lengths", lengths=True, limit_bytes=bounds.MAX_STREAMED_TRACE_BYTES
+                path,
+                "observed-lengths",
+                lengths=True,
+                limit_bytes=plausible.MAX_STREAMED_TRACE_BYTES,
             )
     if found is TraceFormat.AZURE or found is TraceFormat.BURSTGPT:
         result = _read_csv_lengths(path, found, selection)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan import bounds, units
+from prfaas_plan import plausible, units
 from prfaas_plan.choices import TraceFormat
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import (
@@ -48,7 +48,7 @@ def _trace_number(
 ) -> float:
     value = record.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(f"{where}: expected a numeric {key}, found {bounds.quoted(value)}")
+        raise ConfigError(f"{where}: expected a numeric {key}, found {plausible.quoted(value)}")
     if value < minimum:
         raise ConfigError(f"{where}: {key} must be >= {minimum:g}, found {value:g}")
     if value > maximum:
@@ -62,12 +62,12 @@ def _hash_ids(record: dict[str, object], where: str) -> list[int]:
         isinstance(b, int) and not isinstance(b, bool) for b in blocks
     ):
         raise ConfigError(
-            f"{where}: hash_ids must be a list of integers, found {bounds.quoted(blocks)}"
+            f"{where}: hash_ids must be a list of integers, found {plausible.quoted(blocks)}"
         )
     if any(not _MIN_HASH_ID <= b <= _MAX_HASH_ID for b in blocks):
         bad = next(b for b in blocks if not _MIN_HASH_ID <= b <= _MAX_HASH_ID)
         raise ConfigError(
-            f"{where}: hash_ids must fit in 64 bits ([-2^63, 2^63 - 1]), found {bounds.quoted(bad)}"
+            f"{where}: hash_ids must fit in 64 bits ([-2^63, 2^63 - 1]), found {plausible.quoted(bad)}"
         )
     return blocks
 
@@ -107,8 +107,8 @@ def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> Request
 
     Times are shifted so the earliest request arrives at 0 s (timestamps are milliseconds);
     requests are ordered by timestamp (stable, so equal timestamps keep file order).
-    `hash_ids` may be absent (no prefix information). Lengths lie in [bounds.MIN_TOKENS (inputs)
-    or 0 (outputs), bounds.MAX_TOKENS]; the trace spans at most bounds.MAX_SECONDS. Columns are
+    `hash_ids` may be absent (no prefix information). Lengths lie in [plausible.MIN_TOKENS (inputs)
+    or 0 (outputs), plausible.MAX_TOKENS]; the trace spans at most plausible.MAX_SECONDS. Columns are
     kept in typed arrays (8 bytes a value), not lists of Python numbers."""
     timestamps, inputs, outputs = array("d"), array("d"), array("d")
     ids, counts = array("q"), array("q")
@@ -120,7 +120,7 @@ def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> Request
             record = json.loads(line, object_pairs_hook=_unique_keys)
         except _DuplicateKeyError as exc:
             raise ConfigError(
-                f"{where}: duplicate key {bounds.quoted(exc.key)} in one object"
+                f"{where}: duplicate key {plausible.quoted(exc.key)} in one object"
             ) from None
         except (ValueError, RecursionError):  # JSONDecodeError, an int over 4,300 digits
             # the line is quoted once the file has shown itself a trace (a record read)
@@ -130,11 +130,15 @@ def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> Request
             raise ConfigError(f"{where}: expected a JSON object, found a JSON {_json_kind(record)}")
         inputs.append(
             _trace_number(
-                record, "input_length", where, minimum=bounds.MIN_TOKENS, maximum=bounds.MAX_TOKENS
+                record,
+                "input_length",
+                where,
+                minimum=plausible.MIN_TOKENS,
+                maximum=plausible.MAX_TOKENS,
             )
         )
         outputs.append(
-            _trace_number(record, "output_length", where, minimum=0, maximum=bounds.MAX_TOKENS)
+            _trace_number(record, "output_length", where, minimum=0, maximum=plausible.MAX_TOKENS)
         )
         timestamps.append(
             _trace_number(record, "timestamp", where, minimum=-math.inf, maximum=math.inf)
@@ -142,18 +146,18 @@ def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> Request
         blocks = _hash_ids(record, where)
         ids.extend(blocks)
         counts.append(len(blocks))
-        if len(counts) > bounds.MAX_TRACE_REQUESTS or len(ids) > bounds.MAX_TRACE_HASH_IDS:
+        if len(counts) > plausible.MAX_TRACE_REQUESTS or len(ids) > plausible.MAX_TRACE_HASH_IDS:
             raise ConfigError(
-                f"{where}: a trace holds at most {bounds.MAX_TRACE_REQUESTS:,} requests and "
-                f"{bounds.MAX_TRACE_HASH_IDS:,} hash_ids in all; replay a window of it"
+                f"{where}: a trace holds at most {plausible.MAX_TRACE_REQUESTS:,} requests and "
+                f"{plausible.MAX_TRACE_HASH_IDS:,} hash_ids in all; replay a window of it"
             )
     if not timestamps:
         raise ConfigError(f"{source}: no requests found")
     stamps = np.frombuffer(timestamps, dtype=float)
     span_s = units.ms_to_s(float(stamps.max()) - float(stamps.min()))
-    if not span_s <= bounds.MAX_SECONDS:
+    if not span_s <= plausible.MAX_SECONDS:
         raise ConfigError(
-            f"{source}: timestamps (ms) span {span_s:.3g} s, more than {bounds.MAX_SECONDS:g} s"
+            f"{source}: timestamps (ms) span {span_s:.3g} s, more than {plausible.MAX_SECONDS:g} s"
         )
     input_tokens = np.frombuffer(inputs, dtype=float)
     output_tokens = np.frombuffer(outputs, dtype=float)
@@ -183,13 +187,13 @@ def parse_mooncake_trace(lines: Iterable[str], source: str = "trace") -> Request
 
 def _read_trace(path: Path, what: str, fmt: TraceFormat = TraceFormat.AUTO) -> RequestTrace:
     """A trace of any format (detected when `fmt` is auto), read as a bounded stream of lines
-    (each at most bounds.MAX_LINE_CHARS)."""
+    (each at most plausible.MAX_LINE_CHARS)."""
     found: TraceFormat | None = fmt
     if fmt is TraceFormat.AUTO:  # a .jsonl file is Mooncake JSONL, whatever it holds
         found = TraceFormat.MOONCAKE if path.suffix == ".jsonl" else detect_format(path, what)
     if found is not TraceFormat.MOONCAKE and found is not None:
         return read_csv_trace(path, found, what)
-    with open_bounded(path, what, bounds.MAX_TRACE_BYTES) as handle:
+    with open_bounded(path, what, plausible.MAX_TRACE_BYTES) as handle:
         return parse_mooncake_trace(bounded_lines(handle, path, what), str(path))
 
 
@@ -212,8 +216,8 @@ read_mooncake_trace = read_trace  # the simulator's name for it, from when it re
 
 def read_observed_trace(path: Path, fmt: TraceFormat = TraceFormat.AUTO) -> RequestTrace:
     """Input and output lengths (jointly) of a trace, or of a CSV with the one column
-    `input_tokens` (output lengths unknown: NaN), each input in [bounds.MIN_TOKENS,
-    bounds.MAX_TOKENS]. Auto: Mooncake for `.jsonl`, else by the first line."""
+    `input_tokens` (output lengths unknown: NaN), each input in [plausible.MIN_TOKENS,
+    plausible.MAX_TOKENS]. Auto: Mooncake for `.jsonl`, else by the first line."""
     found: TraceFormat | None = fmt
     if fmt is TraceFormat.AUTO:
         found = TraceFormat.MOONCAKE if path.suffix == ".jsonl" else None
@@ -241,18 +245,18 @@ def _read_length_column(path: Path) -> np.ndarray:
         ("input_tokens",),
         what="observed-lengths",
         error=ConfigError,
-        limit_bytes=bounds.MAX_TRACE_BYTES,
-        max_rows=bounds.MAX_OBSERVED_LENGTHS,
+        limit_bytes=plausible.MAX_TRACE_BYTES,
+        max_rows=plausible.MAX_OBSERVED_LENGTHS,
     )
     if lengths.size == 0:
         raise ConfigError(f"{where}: no lengths found")
     if np.any(~np.isfinite(lengths) | (lengths <= 0)):
         bad = lengths[~np.isfinite(lengths) | (lengths <= 0)][0]
         raise ConfigError(f"{where}: input lengths must be finite and > 0 tokens, found {bad:g}")
-    outside = (lengths < bounds.MIN_TOKENS) | (lengths > bounds.MAX_TOKENS)
+    outside = (lengths < plausible.MIN_TOKENS) | (lengths > plausible.MAX_TOKENS)
     if np.any(outside):
         raise ConfigError(
-            f"{where}: input lengths must be in [{bounds.MIN_TOKENS:g}, {bounds.MAX_TOKENS:g}] "
+            f"{where}: input lengths must be in [{plausible.MIN_TOKENS:g}, {plausible.MAX_TOKENS:g}] "
             f"tokens, found {lengths[outside][0]:g} ({np.count_nonzero(outside)} row(s) in all)"
         )
     return lengths

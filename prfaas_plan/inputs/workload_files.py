@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.trace_select import TraceSelection
 
@@ -24,22 +24,22 @@ def _printable(text: str) -> str:
 
 # a cell of a trace or a label of a metric (a BurstGPT Model such as GPT-4, a served model name)
 CellText = Annotated[
-    str, Field(min_length=1, max_length=bounds.MAX_LABEL_CHARS), AfterValidator(_printable)
+    str, Field(min_length=1, max_length=plausible.MAX_LABEL_CHARS), AfterValidator(_printable)
 ]
 
 
 class TraceWindow(Strict):
     """Requests arriving in [start_s, start_s + duration_s) after the trace's earliest one."""
 
-    start_s: float = Field(ge=0, le=bounds.MAX_SECONDS)
-    duration_s: float = Field(gt=0, le=bounds.MAX_SECONDS)
+    start_s: float = Field(ge=0, le=plausible.MAX_SECONDS)
+    duration_s: float = Field(gt=0, le=plausible.MAX_SECONDS)
 
 
 class TraceSample(Strict):
     """`requests` of the trace's (selected) requests, uniformly without replacement."""
 
-    requests: int = Field(ge=1, le=bounds.MAX_TRACE_SAMPLE_REQUESTS)
-    seed: int = Field(default=0, ge=0, le=bounds.MAX_SEED)
+    requests: int = Field(ge=1, le=plausible.MAX_TRACE_SAMPLE_REQUESTS)
+    seed: int = Field(default=0, ge=0, le=plausible.MAX_SEED)
 
 
 # BurstGPT's Log Type, by the kind of traffic (its cells read "API log", "Conversation log")
@@ -71,7 +71,7 @@ class MetricsLengths(Strict):
     baseline_file: str | None = None
     # seconds between the snapshots (or since the server started, without baseline_file):
     # gives the arrival rate, stated in the workload's description
-    interval_s: float | None = Field(default=None, gt=0, le=bounds.MAX_SECONDS)
+    interval_s: float | None = Field(default=None, gt=0, le=plausible.MAX_SECONDS)
     model_name: CellText | None = None  # the model_name label, when the server serves several
 
 

@@ -6,8 +6,8 @@ Units: tokens, req/s."""
 import numpy as np
 
 from prfaas_plan.analytic.threshold_balance import threshold_balance
-from prfaas_plan.commands.plan import PlanReport
 from prfaas_plan.render.views import Document, number
+from prfaas_plan.use_cases.plan import PlanReport
 
 BALANCE_POINTS = 120
 

@@ -4,9 +4,9 @@ import numpy as np
 
 from prfaas_plan import __version__, units
 from prfaas_plan.analytic.egress import Egress, EgressReport
-from prfaas_plan.commands.check import CheckReport
-from prfaas_plan.commands.kv import KvReport
 from prfaas_plan.render.views import Document, View, fmt, number
+from prfaas_plan.use_cases.check import CheckReport
+from prfaas_plan.use_cases.kv import KvReport
 
 
 def kv_view(report: KvReport) -> View:

@@ -1,12 +1,12 @@
-"""Render costs (commands/cost.py): JSON blocks with the unit in every key (`usd_per_hour`,
+"""Render costs (use_cases/cost.py): JSON blocks with the unit in every key (`usd_per_hour`,
 `usd_per_million_output_tokens`, ...), table rows and notes for the plan and evaluate views."""
 
 from prfaas_plan import units
 from prfaas_plan.analytic.cost import DeploymentCost
-from prfaas_plan.commands.cost import EqualCost, PlanCost
-from prfaas_plan.commands.plan import Deployment
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.render.views import Document, fmt, number
+from prfaas_plan.use_cases.cost import EqualCost, PlanCost
+from prfaas_plan.use_cases.plan import Deployment
 
 
 def deployment_cost_json(c: DeploymentCost) -> Document:

@@ -8,11 +8,11 @@ from prfaas_plan import __version__, units
 from prfaas_plan.analytic.capacity import Bound, Evaluation
 from prfaas_plan.analytic.profiles import DecodeContextSide
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.explain import ExplainReport
 from prfaas_plan.render.views import Document, View, fmt, number
 from prfaas_plan.symbolic.branches import Regime
 from prfaas_plan.symbolic.closed_forms import ClosedForms
 from prfaas_plan.symbolic.terms import INPUTS
+from prfaas_plan.use_cases.explain import ExplainReport
 
 ELASTICITY_LABELS = {
     "prfaas_instances": r"N_{prfaas}",

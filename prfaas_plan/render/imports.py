@@ -2,8 +2,8 @@
 (units converted here only)."""
 
 from prfaas_plan import __version__
-from prfaas_plan.commands.import_profile import ImportReport
 from prfaas_plan.render.views import Document, View, fmt, number
+from prfaas_plan.use_cases.import_profile import ImportReport
 
 
 def import_view(report: ImportReport) -> View:

@@ -3,14 +3,14 @@ CI systems read (GitHub Actions test reporters, GitLab, Jenkins). One test suite
 (one test case each file or table folder checked) and one for the golden plans (one test case each
 golden scenario, plus one for the expectations file when it is missing or unreadable); a test
 case fails exactly where `check` reports a finding or a moved output, its failure text naming the
-output, the expected and found figures, the change and the tolerance (commands/check.py
+output, the expected and found figures, the change and the tolerance (use_cases/check.py
 TOLERANCES). Nothing is timed: every `time` is 0."""
 
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from prfaas_plan.commands.check import TOLERANCES, CheckReport, Drift, Finding
+from prfaas_plan.use_cases.check import TOLERANCES, CheckReport, Drift, Finding
 
 SUITE = "prfaas-plan check"
 TABLES_CLASS = "prfaas-plan.check.tables"

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from prfaas_plan import __version__, units
 from prfaas_plan.analytic.capacity import Evaluation
 from prfaas_plan.analytic.ttft import TtftSummary
-from prfaas_plan.commands.plan import Deployment, EvaluationReport, PlanReport, RangeNote
 from prfaas_plan.render.cost import (
     cost_notes,
     cost_rows,
@@ -20,6 +19,7 @@ from prfaas_plan.render.cost import (
     prices_json,
 )
 from prfaas_plan.render.views import Document, View, fmt, number
+from prfaas_plan.use_cases.plan import Deployment, EvaluationReport, PlanReport, RangeNote
 
 TTFT_NOTE = (
     "TTFT is unloaded: own prefill (+ KV transfer if offloaded), no queueing, no decode step."

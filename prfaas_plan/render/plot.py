@@ -15,14 +15,14 @@ from prfaas_plan import units
 from prfaas_plan.analytic.capacity import Evaluation, rates
 from prfaas_plan.analytic.threshold_balance import threshold_balance
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.kv import KvReport
-from prfaas_plan.commands.plan import PlanReport
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.scenario import Problem
+from prfaas_plan.use_cases.kv import KvReport
+from prfaas_plan.use_cases.plan import PlanReport
 
 if TYPE_CHECKING:
-    from prfaas_plan.commands.sensitivity import Curve
+    from prfaas_plan.use_cases.sensitivity import Curve
 
 PLOT_POINTS = 400
 FORMATS = (".png", ".svg", ".pdf")

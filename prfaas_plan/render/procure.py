@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from prfaas_plan import __version__, units
-from prfaas_plan.commands.procure import ProcureReport, ProcureTtft
-from prfaas_plan.commands.procure_pareto import LOADED_FRONTIER_STEP, ParetoPlan, ParetoReport
 from prfaas_plan.render.views import Document, View, fmt, number
+from prfaas_plan.use_cases.procure import ProcureReport, ProcureTtft
+from prfaas_plan.use_cases.procure_pareto import LOADED_FRONTIER_STEP, ParetoPlan, ParetoReport
 
 
 def _volume_usd_per_hour(report: ProcureReport) -> list[float]:

@@ -6,9 +6,9 @@ import numpy as np
 
 from prfaas_plan import __version__
 from prfaas_plan.analytic.capacity import Bound, Evaluation
-from prfaas_plan.commands.sensitivity import SHADOW_UNITS, Curve, RoutingBound, SensitivityReport
 from prfaas_plan.render.views import Document, View, fmt, number
 from prfaas_plan.solve.relaxation import RoutingOptimum
+from prfaas_plan.use_cases.sensitivity import SHADOW_UNITS, Curve, RoutingBound, SensitivityReport
 
 
 def _plan_text(e: Evaluation) -> str:

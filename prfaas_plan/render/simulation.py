@@ -5,10 +5,10 @@ from collections.abc import Callable
 from typing import Any
 
 from prfaas_plan import __version__, units
-from prfaas_plan.commands.simulate import ComparisonReport, SimulationReport
-from prfaas_plan.commands.simulation_spec import SimulationRequest
 from prfaas_plan.render.views import View, fmt, number
 from prfaas_plan.sim.stats import LatencyStats, SimulationResult
+from prfaas_plan.use_cases.simulate import ComparisonReport, SimulationReport
+from prfaas_plan.use_cases.simulation_spec import SimulationRequest
 
 
 def _stats(s: LatencyStats) -> str:

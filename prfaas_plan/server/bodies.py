@@ -1,5 +1,5 @@
 """Request bodies of the HTTP API: a scenario (the scenario file's schema, inputs/scenario_schema.py)
-plus the command's request (commands/requests.py: the fields the CLI's flags and a sweep's
+plus the command's request (use_cases/requests.py: the fields the CLI's flags and a sweep's
 parameters set, declared once), and the server's own limits. Strict as a scenario file:
 unknown keys, wrong types, NaN/inf refused. Units in every name."""
 
@@ -7,7 +7,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from prfaas_plan.commands.requests import (
+from prfaas_plan.export.build import ExportRequest
+from prfaas_plan.inputs.reading import Strict
+from prfaas_plan.inputs.scenario_schema import Scenario
+from prfaas_plan.use_cases.requests import (
     EvaluateRequest,
     ExplainRequest,
     ParetoRequest,
@@ -16,11 +19,8 @@ from prfaas_plan.commands.requests import (
     SensitivityRequest,
     SimulateRequest,
 )
-from prfaas_plan.export.build import ExportRequest
-from prfaas_plan.inputs.reading import Strict
-from prfaas_plan.inputs.scenario_schema import Scenario
 
-# what one request may ask for (the server's own bounds; the library's are in bounds.py)
+# what one request may ask for (the server's own bounds; the library's are in plausible.py)
 MAX_SIMULATED_REQUESTS = 20_000  # over every load of one /simulate request (~1 s of simulation)
 MAX_LOADS = 8  # loads in one /simulate sweep
 MAX_LENGTHS = 64  # lengths in one /kv request
@@ -41,7 +41,7 @@ class ScenarioBody(Strict):
     bandwidth_gbps: float | None = None  # overrides scenario.link.bandwidth_gbps, as the flag
 
 
-# a command's body: the scenario and the command's request (commands/requests.py), field for
+# a command's body: the scenario and the command's request (use_cases/requests.py), field for
 # field as the CLI's flags and a sweep's parameters build it; the server's own limits on top
 
 

@@ -5,7 +5,7 @@ process never spends a large body's decoding time while other connections wait."
 import json
 from typing import Any
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 
 
 class ApiError(Exception):
@@ -46,7 +46,7 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             if key in seen:
                 raise ApiError(
                     400, "MalformedBody",
-                    f"request: duplicate key {bounds.quoted(key)} in a JSON object; send each "
+                    f"request: duplicate key {plausible.quoted(key)} in a JSON object; send each "
                     "key once",
                 )  # fmt: skip
             seen.add(key)

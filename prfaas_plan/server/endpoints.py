@@ -1,5 +1,5 @@
 """The API's use-cases, one function each: a request body (server/bodies.py) in, the command's
-view and JSON document out (an Answer, each built when asked for), through the same commands/
+view and JSON document out (an Answer, each built when asked for), through the same use_cases/
 and render/ functions as the CLI. An endpoint is registered by `@endpoint(name, Body)`;
 server/app.py serves each at POST /api/v1/<name>. Adding a command is one more such function."""
 
@@ -21,7 +21,7 @@ from prfaas_plan.server import bodies
 from prfaas_plan.server.naming import CASE_STUDY_NAME
 
 if TYPE_CHECKING:
-    from prfaas_plan.commands.plan import PlanReport
+    from prfaas_plan.use_cases.plan import PlanReport
 
 B = TypeVar("B", bound=Strict)
 Handler = Callable[[B, Catalog], "Answer"]
@@ -99,9 +99,9 @@ def problem_of(body: bodies.ScenarioBody, catalog: Catalog) -> Problem:
 
 def plan_report(body: bodies.PlanBody, catalog: Catalog) -> "PlanReport":
     """The PlanReport of `optimize` for this body."""
-    from prfaas_plan.commands import use_cases
+    from prfaas_plan.use_cases import calls
 
-    return use_cases.optimize(problem_of(body, catalog), body, catalog)
+    return calls.optimize(problem_of(body, catalog), body, catalog)
 
 
 @endpoint("optimize", bodies.PlanBody)
@@ -117,18 +117,18 @@ def plan_endpoint(body: bodies.PlanBody, catalog: Catalog) -> Answer:
 @endpoint("evaluate", bodies.EvaluateBody)
 def evaluate_endpoint(body: bodies.EvaluateBody, catalog: Catalog) -> Answer:
     """`evaluate`: one given configuration (t, N_p, the rest of the PD cluster decodes)."""
-    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.plan import evaluation_to_json, evaluation_view
+    from prfaas_plan.use_cases import calls
 
-    report = use_cases.evaluate(problem_of(body, catalog), body, catalog)
+    report = calls.evaluate(problem_of(body, catalog), body, catalog)
     return Answer(lambda: evaluation_view(report), lambda: evaluation_to_json(report))
 
 
 @endpoint("kv", bodies.KvBody)
 def kv_endpoint(body: bodies.KvBody, catalog: Catalog) -> Answer:
     """`kv`: KV footprint of catalog models from their architecture, and Φ_kv."""
-    from prfaas_plan.commands.kv import kv_report
     from prfaas_plan.render.catalog import kv_json, kv_view
+    from prfaas_plan.use_cases.kv import kv_report
 
     report = kv_report(
         catalog, body.models, body.lengths_tokens, kv_dtype=body.kv_dtype,
@@ -140,8 +140,8 @@ def kv_endpoint(body: bodies.KvBody, catalog: Catalog) -> Answer:
 @endpoint("egress", bodies.EgressBody)
 def egress_endpoint(body: bodies.EgressBody, catalog: Catalog) -> Answer:
     """`egress`: the bandwidth wall, the KV egress a saturated prefill cluster needs (eq. 2)."""
-    from prfaas_plan.commands.egress import egress_report
     from prfaas_plan.render.catalog import egress_json, egress_view
+    from prfaas_plan.use_cases.egress import egress_report
 
     report = egress_report(
         catalog, models=body.models, prfaas_gpus=body.prfaas_gpus,
@@ -154,8 +154,8 @@ def egress_endpoint(body: bodies.EgressBody, catalog: Catalog) -> Answer:
 @endpoint("simulate", bodies.SimulateBody)
 def simulate_endpoint(body: bodies.SimulateBody, catalog: Catalog) -> Answer:
     """`simulate` (bounded): the planned deployment under Poisson, gamma or sinusoidal load."""
-    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.simulation import simulation_json, simulation_view
+    from prfaas_plan.use_cases import calls
 
     runs = max(len(body.load) if body.load is not None else 1, 1)
     if body.requests * runs > bodies.MAX_SIMULATED_REQUESTS:
@@ -164,17 +164,17 @@ def simulate_endpoint(body: bodies.SimulateBody, catalog: Catalog) -> Answer:
             f"got {body.requests:,} x {runs} = {body.requests * runs:,}; run the CLI for more",
             parameter="arrivals.requests",
         )
-    report = use_cases.simulate(problem_of(body, catalog), body, catalog)
+    report = calls.simulate(problem_of(body, catalog), body, catalog)
     return Answer(lambda: simulation_view(report), lambda: simulation_json(report))
 
 
 @endpoint("sensitivity", bodies.SensitivityBody)
 def sensitivity_endpoint(body: bodies.SensitivityBody, catalog: Catalog) -> Answer:
     """`sensitivity`: what binds, what the next unit of each resource buys, the routing bound."""
-    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.sensitivity import sensitivity_to_json, sensitivity_view
+    from prfaas_plan.use_cases import calls
 
-    report = use_cases.sensitivity(problem_of(body, catalog), body, catalog)
+    report = calls.sensitivity(problem_of(body, catalog), body, catalog)
     return Answer(lambda: sensitivity_view(report), lambda: sensitivity_to_json(report))
 
 
@@ -201,30 +201,30 @@ def procure_problem(body: bodies.ProcureBody | bodies.ParetoBody, catalog: Catal
 @endpoint("procure", bodies.ProcureBody)
 def procure_endpoint(body: bodies.ProcureBody, catalog: Catalog) -> Answer:
     """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget."""
-    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.procure import procure_to_json, procure_view
+    from prfaas_plan.use_cases import calls
 
-    report = use_cases.procure(procure_problem(body, catalog), body, catalog)
+    report = calls.procure(procure_problem(body, catalog), body, catalog)
     return Answer(lambda: procure_view(report), lambda: procure_to_json(report))
 
 
 @endpoint("procure/pareto", bodies.ParetoBody)
 def procure_pareto_endpoint(body: bodies.ParetoBody, catalog: Catalog) -> Answer:
     """`procure --pareto`: cost against Λ_max and, reaching target_rps, against P90 TTFT."""
-    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.procure import pareto_to_json, pareto_view
+    from prfaas_plan.use_cases import calls
 
-    report = use_cases.pareto(procure_problem(body, catalog), body, catalog)
+    report = calls.pareto(procure_problem(body, catalog), body, catalog)
     return Answer(lambda: pareto_view(report), lambda: pareto_to_json(report))
 
 
 @endpoint("explain", bodies.ExplainBody)
 def explain_endpoint(body: bodies.ExplainBody, catalog: Catalog) -> Answer:
     """`explain`: the model's equations with the scenario's numbers substituted."""
-    from prfaas_plan.commands import use_cases
     from prfaas_plan.render.explain import explain_to_json, explain_view
+    from prfaas_plan.use_cases import calls
 
-    report = use_cases.explain(problem_of(body, catalog), body, catalog)
+    report = calls.explain(problem_of(body, catalog), body, catalog)
     return Answer(lambda: explain_view(report), lambda: explain_to_json(report))
 
 

@@ -14,8 +14,8 @@ then refined with the exact threshold of `optimize` (optimize_fixed_hardware):
   Λ_max(n) never decreases in n, so that n is found by galloping from the MILP's n and bisecting
   (O(log cap) exact evaluations), and a larger cap cannot change it once Λ* is reached.
 
-Sizes are bounded before anything is built: caps and targets by bounds.py, the MILP by
-bounds.MAX_SIZING_MILP_BINARIES. Units: Λ and targets in requests/s.
+Sizes are bounded before anything is built: caps and targets by plausible.py, the MILP by
+plausible.MAX_SIZING_MILP_BINARIES. Units: Λ and targets in requests/s.
 """
 
 import math
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.analytic.capacity import (
     Bound,
     Configuration,
@@ -99,7 +99,7 @@ def _infeasible(
     }[best.bounds[0]]
     if cap is not None:
         within = f"with at most {limit} PrfaaS instances"
-    elif limit == bounds.MAX_INSTANCES and Bound.PRFAAS_COMPUTE in best.bounds:
+    elif limit == plausible.MAX_INSTANCES and Bound.PRFAAS_COMPUTE in best.bounds:
         within = f"with at most {limit} PrfaaS instances (the plausibility bound)"
     else:  # more PrfaaS instances would not lift the binding constraint
         within = "with any PrfaaS cluster size"
@@ -121,8 +121,8 @@ def _check_goal(target_rps: float | None, max_prfaas_instances: int | None) -> N
                 f"target_rps must be a finite number > 0, got {target_rps:g}",
                 parameter="target_rps",
             )
-        bounds.check_in_range(
-            "target_rps", target_rps, bounds.MIN_RATE_RPS, bounds.MAX_RATE_RPS, "req/s"
+        plausible.check_in_range(
+            "target_rps", target_rps, plausible.MIN_RATE_RPS, plausible.MAX_RATE_RPS, "req/s"
         )
     if max_prfaas_instances is not None:
         if max_prfaas_instances < 0:
@@ -130,9 +130,9 @@ def _check_goal(target_rps: float | None, max_prfaas_instances: int | None) -> N
                 f"max_prfaas_instances must allow >= 0 instances, got {max_prfaas_instances}",
                 parameter="max_prfaas_instances",
             )
-        if max_prfaas_instances > bounds.MAX_INSTANCES:
+        if max_prfaas_instances > plausible.MAX_INSTANCES:
             raise ConfigError(
-                f"max_prfaas_instances must be at most {bounds.MAX_INSTANCES} PrfaaS instances "
+                f"max_prfaas_instances must be at most {plausible.MAX_INSTANCES} PrfaaS instances "
                 f"(more than any fleet), got {max_prfaas_instances}",
                 parameter="max_prfaas_instances",
             )
@@ -146,13 +146,13 @@ def _prfaas_upper(
 ) -> int:
     """An upper bound on the PrfaaS instances worth considering: p_k · T_prfaas,k <=
     T_prfaas(max length), so ceil(target · T_prfaas(max)) + 1 always cover the target; the cap
-    if it is lower (or if there is no target); never above bounds.MAX_INSTANCES."""
+    if it is lower (or if there is no target); never above plausible.MAX_INSTANCES."""
     if target_rps is None:
         assert cap is not None  # _check_goal
         return cap
     worst_service_s = float(system.prfaas_prefill_latency(workload.max_tokens))
     needed = target_rps * worst_service_s + 1
-    upper = bounds.MAX_INSTANCES if needed > bounds.MAX_INSTANCES else math.ceil(needed)
+    upper = plausible.MAX_INSTANCES if needed > plausible.MAX_INSTANCES else math.ceil(needed)
     return upper if cap is None else min(upper, cap)
 
 
@@ -160,11 +160,11 @@ def _check_model_size(thresholds: int) -> None:
     """Refuse, before building it, a MILP too large to solve in seconds (the threshold grids of
     solve/sizing_milp.py stay below the bound; this guards a change to them)."""
     size = milp_size(thresholds)
-    if size.binaries > bounds.MAX_SIZING_MILP_BINARIES:
+    if size.binaries > plausible.MAX_SIZING_MILP_BINARIES:
         raise ConfigError(
             f"the sizing MILP would have {size.binaries} binaries ({size.variables} variables, "
             f"{size.constraints} constraints, <= {size.nonzeros} nonzeros), above "
-            f"MAX_SIZING_MILP_BINARIES = {bounds.MAX_SIZING_MILP_BINARIES}"
+            f"MAX_SIZING_MILP_BINARIES = {plausible.MAX_SIZING_MILP_BINARIES}"
         )
 
 

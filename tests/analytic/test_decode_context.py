@@ -15,10 +15,10 @@ from prfaas_plan.analytic.architecture import KvFootprint
 from prfaas_plan.analytic.derive import DecodeRoofline, calibrate_decode_roofline
 from prfaas_plan.analytic.profiles import decode_point_at_context, mean_decode_context_tokens
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.plan import plan
 from prfaas_plan.errors import InfeasibleError, ProfileError, RangeError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import build_problem, load_scenario, open_problem
+from prfaas_plan.use_cases.plan import plan
 from tests.cli.test_cli import data_copy, run
 from tests.conftest import ROOT
 
@@ -75,8 +75,8 @@ def _bs_oracle(roofline: DecodeRoofline, context: float, slo: float) -> int:
 
 @pytest.mark.parametrize("slo", [30.0, 40.0, 50.0])
 def test_case_study_at_slo_30_40_50_follows_the_roofline(tmp_path, slo):
-    from prfaas_plan.commands.check import decode_roofline
     from prfaas_plan.inputs.reading import read_csv_columns
+    from prfaas_plan.use_cases.check import decode_roofline
 
     batch, context, step_s = read_csv_columns(
         ROOT / "data" / DECODE / "decode_calibration.csv",
@@ -271,7 +271,7 @@ def test_from_trace_needs_a_trace(tmp_path):
 
 
 def test_simulate_draws_each_requests_own_output_length(tmp_path):
-    from prfaas_plan.commands.simulate import _output_tokens
+    from prfaas_plan.use_cases.simulate import _output_tokens
 
     path = _scenario(tmp_path, output=SPREAD)
     problem = build_problem(load_scenario(path), path, Catalog.open())
@@ -294,9 +294,9 @@ def _drawn_outputs(spy: list, lengths) -> None:
 def test_compare_policies_draws_each_requests_own_output_length(tmp_path, monkeypatch):
     """Without a trace, the stress runs draw output lengths as `simulate` does (the output
     drift then scales each request's own length)."""
-    from prfaas_plan.commands.simulate import compare_policies_for
-    from prfaas_plan.commands.simulation_spec import ComparisonSpec
     from prfaas_plan.sim import compare
+    from prfaas_plan.use_cases.simulate import compare_policies_for
+    from prfaas_plan.use_cases.simulation_spec import ComparisonSpec
 
     made, spy = compare._scenario_requests, []
 
@@ -315,9 +315,9 @@ def test_compare_policies_draws_each_requests_own_output_length(tmp_path, monkey
 
 
 def test_the_sustainable_rate_draws_each_requests_own_output_length(tmp_path, monkeypatch):
-    from prfaas_plan.commands.simulate import run_simulations
-    from prfaas_plan.commands.simulation_spec import ArrivalSpec, LoadSpec, SimulationRequest
     from prfaas_plan.sim import sustainable
+    from prfaas_plan.use_cases.simulate import run_simulations
+    from prfaas_plan.use_cases.simulation_spec import ArrivalSpec, LoadSpec, SimulationRequest
 
     search, spy = sustainable.sustainable_rate, []
 

@@ -313,7 +313,7 @@ def _scenario_with_hit_rate(tmp_path, spec: str, name: str = "s.yaml"):
 
 
 def test_uniform_bands_plan_as_the_constant_rate(tmp_path):
-    from prfaas_plan.commands.plan import plan
+    from prfaas_plan.use_cases.plan import plan
 
     banded = _scenario_with_hit_rate(tmp_path, "{bands: [{max_input_tokens: 8000, hit_rate: 0.3}, "
                                      "{max_input_tokens: 32000, hit_rate: 0.3}, {hit_rate: 0.3}]}")  # fmt: skip

@@ -186,7 +186,7 @@ def test_check_on_a_copy_without_expectations_fails(tmp_path):
     ],
 )  # fmt: skip
 def test_failures_inside_a_command_under_the_runner(monkeypatch, raised, code, line):
-    import prfaas_plan.commands.plan as use_case
+    import prfaas_plan.use_cases.plan as use_case
 
     def fail(*args, **kwargs):
         raise raised

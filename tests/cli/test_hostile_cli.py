@@ -1,6 +1,6 @@
 """Hostile command-line input (issue 8), table-driven and in process: usage errors as one
 `error:` line and one usage line (exit 2); flags with no effect in their combination, and every
-numeric flag outside bounds.py's plausible range, refused before any work (exit 3); runs that
+numeric flag outside plausible.py's plausible range, refused before any work (exit 3); runs that
 would not fit in memory or time refused up front (exit 3, naming the flag); outputs written only
 onto a regular file or a new path, every OSError one line naming the path, the old file intact;
 numpy floating-point errors never printed on success. What only a real process shows (a memory
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prfaas_plan.commands.numerics import model_numerics
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.use_cases.numerics import model_numerics
 from tests.cli.test_cli import CASE, assert_clean_error, data_copy, run
 
 BIG = "1e300"
@@ -141,7 +141,7 @@ REFUSED = [
      "1e+07 requests would need ~2.48 GiB, more than the 1 GiB a run may use: about 3,871,665 "
      "requests fit per run (--requests/--duration-s)"),
     (["simulate", "--requests", "4000000", "--sustainable"], "4e+06 requests would need"),
-    # time: ~30 s on a 2-core machine (bounds.MAX_SIMULATION_S)
+    # time: ~30 s on a 2-core machine (plausible.MAX_SIMULATION_S)
     (["simulate", "--requests", "1000000", "--sustainable"],
      "13 simulations of 1,000,000 requests would take ~32 s, more than 30 s"),
     (["compare-policies", "--requests", "1000000"],
@@ -265,9 +265,9 @@ def test_a_small_machine_lowers_the_memory_limit_to_half_its_memory(monkeypatch)
 
 def test_the_time_estimate_counts_every_run_of_a_sweep_and_of_the_bisection(monkeypatch):
     """A run takes ~2.2 µs a request; --sustainable adds ~12 bisection runs."""
-    from prfaas_plan import bounds
+    from prfaas_plan import plausible
 
-    monkeypatch.setattr(bounds, "MAX_SIMULATION_S", 0.5)
+    monkeypatch.setattr(plausible, "MAX_SIMULATION_S", 0.5)
     result = run("simulate", "--requests", "20000", "--load", "0.5,0.8", "--sustainable")
     assert_clean_error(result, 3, "14 simulations of 20,000 requests would take ~0.7 s, more "
                        "than 0.5 s; ask for fewer requests (--requests/--duration-s)")  # fmt: skip

@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.plan import evaluate_configuration
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.export import llmd
 from prfaas_plan.export.manifest import label_value, sanitise_name
 from prfaas_plan.export.stack_cost import round_robin_system_rps
 from prfaas_plan.export.workloads import pools
 from prfaas_plan.inputs.scenario import open_problem
+from prfaas_plan.use_cases.plan import evaluate_configuration
 from tests.cli.test_cli import assert_clean_error, run, scenario_with
 
 SCHEMAS = Path(__file__).parents[1] / "data" / "export_schemas"

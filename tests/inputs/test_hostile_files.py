@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from prfaas_plan import bounds, units
+from prfaas_plan import plausible, units
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs import reading
 from prfaas_plan.inputs.reading import parse_yaml_text, read_yaml
@@ -132,9 +132,9 @@ SCENARIOS = [
     ("alias of a number", replaced("instances: 4", "instances: &n 4\n  again: *n"), 3,
      ["line 12", "aliases"]),
     ("nested 10,000 deep", appended("deep: " + "[" * 10_000 + "]" * 10_000 + "\n"), 3,
-     [f"nested deeper than {bounds.MAX_YAML_DEPTH} levels"]),
+     [f"nested deeper than {plausible.MAX_YAML_DEPTH} levels"]),
     ("5 MB scenario", appended("# " + "x" * (5 * 2**20) + "\n"), 3,
-     ["scenario file is", f"over the limit of {bounds.MAX_SCENARIO_BYTES:,} bytes"]),
+     ["scenario file is", f"over the limit of {plausible.MAX_SCENARIO_BYTES:,} bytes"]),
     # YAML 1.1 number forms (octal 010 = 8, base-60 1:40 = 100, 0b100, 1_000) mean something
     # else in YAML 1.2, which the README promises: refused, naming the line and the value
     ("instances: 010 (YAML 1.1 octal)", replaced("instances: 4", "instances: 010"), 3,
@@ -223,7 +223,7 @@ SCENARIOS = [
     ("65 bands", hit_rates("{bands: [" + "".join(f"{{max_input_tokens: {1000 * (i + 1)}, "
                                                  "hit_rate: 0.1}, " for i in range(64))
                            + "{hit_rate: 0.2}]}"), 3,
-     ["prefix_cache_hit_rate.banded.bands", f"at most {bounds.MAX_PREFIX_CACHE_BANDS} items"]),
+     ["prefix_cache_hit_rate.banded.bands", f"at most {plausible.MAX_PREFIX_CACHE_BANDS} items"]),
     ("band edge 1e300", hit_rates("{bands: [{max_input_tokens: 1.0e+300, hit_rate: 0.1}, "
                                   "{hit_rate: 0.2}]}"), 3,
      ["banded.bands.0.max_input_tokens", "less than or equal to 1000000000"]),
@@ -322,8 +322,8 @@ def line(**record: object) -> str:
 TRACES = [
     ("/dev/zero", lambda tmp_path: Path("/dev/zero"), 3, ["/dev/zero", "must be a regular file"]),
     ("a directory", lambda tmp_path: tmp_path, 3, ["is a directory"]),
-    ("2 GiB", sparse(2 * 2**30), 3, [f"over the limit of {bounds.MAX_TRACE_BYTES:,} bytes"]),
-    ("1 GiB without newlines", sparse(bounds.MAX_TRACE_BYTES), 3,
+    ("2 GiB", sparse(2 * 2**30), 3, [f"over the limit of {plausible.MAX_TRACE_BYTES:,} bytes"]),
+    ("1 GiB without newlines", sparse(plausible.MAX_TRACE_BYTES), 3,
      ["trace.jsonl:1: line longer than"]),
     ("hash_id 2^64", write_trace(line(hash_ids=[1, 2**64])), 3,
      ["trace.jsonl:1", "hash_ids must fit in 64 bits", "18446744073709551616"]),
@@ -475,8 +475,12 @@ STRICT_YAML = [  # (case, text, message fragment): every refusal, with either pa
     ("duplicate key, nested", "a:\n  x: 1\n  x: 2\n", "line 3: duplicate key 'x'"),
     ("alias", "a: &n 4\nb: *n\n", "line 2: aliases (*name) are not allowed"),
     ("billion laughs", BILLION_LAUGHS, "aliases (*name) are not allowed"),
-    ("65 deep", "a: " + "[" * 65 + "]" * 65 + "\n", f"nested deeper than {bounds.MAX_YAML_DEPTH}"),
-    ("10,000 deep", "[" * 10_000 + "]" * 10_000, f"nested deeper than {bounds.MAX_YAML_DEPTH}"),
+    (
+        "65 deep",
+        "a: " + "[" * 65 + "]" * 65 + "\n",
+        f"nested deeper than {plausible.MAX_YAML_DEPTH}",
+    ),
+    ("10,000 deep", "[" * 10_000 + "]" * 10_000, f"nested deeper than {plausible.MAX_YAML_DEPTH}"),
     ("octal 010", "a: 010\n", "line 1: integer '010' has a YAML 1.1 form"),
     ("base 60", "a: 1:40\n", "line 1: integer '1:40' has a YAML 1.1 form"),
     ("0b100", "a: 0b100\n", "integer '0b100' has a YAML 1.1 form"),
@@ -613,15 +617,15 @@ def test_an_unordered_trace_keeps_each_request_with_its_prefix_blocks(seed):
 )  # fmt: skip
 def test_a_trace_is_bounded_in_requests_and_hash_ids(tmp_path, monkeypatch, bound, lines, where):
     """The bounds that keep a trace under ~1 GB in memory, at a small scale."""
-    monkeypatch.setattr(bounds, bound, 3)
+    monkeypatch.setattr(plausible, bound, 3)
     path = write_trace("".join(lines))(tmp_path)
     assert_clean_error(run("simulate", "--trace", path), 3, where, "replay a window of it")
 
 
 def test_observed_lengths_are_bounded_in_rows(tmp_path, monkeypatch):
-    """bounds.MAX_OBSERVED_LENGTHS, at a small scale: refused on the row after the limit, while
+    """plausible.MAX_OBSERVED_LENGTHS, at a small scale: refused on the row after the limit, while
     streaming; at the limit the plan is made."""
-    monkeypatch.setattr(bounds, "MAX_OBSERVED_LENGTHS", 3)
+    monkeypatch.setattr(plausible, "MAX_OBSERVED_LENGTHS", 3)
     path = tmp_path / "scenario.yaml"
     path.write_text(observed("l.csv", "input_tokens\n1000\n2000\n3000\n4000\n")(tmp_path))
     assert_clean_error(
@@ -652,7 +656,7 @@ def test_a_subnormal_sigma_log_is_one_error_line_in_a_real_process(tmp_path, com
 
 def test_a_log_normal_the_model_cannot_compute_names_its_field_not_a_warning():
     """Past the schema (built directly), the mass at load time still fails as one ConfigError
-    naming the field: build_workload runs outside commands/numerics.py's guard."""
+    naming the field: build_workload runs outside use_cases/numerics.py's guard."""
     spec = LogNormalLengths.model_construct(
         distribution="truncated_lognormal", mu_log=9.9, sigma_log=5e-324,
         min_tokens=128.0, max_tokens=131072.0,

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from tests.cli.test_cli import Ran, assert_clean_error, run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -476,7 +476,7 @@ def test_hostile_import(tmp_path, monkeypatch, data_dir, row, target):
         shutil.copytree(data_dir, tmp_path / "data")
     before = snapshot(tmp_path)
     for name, value in (limits[0] if limits else {}).items():
-        monkeypatch.setattr(bounds, name, value)
+        monkeypatch.setattr(plausible, name, value)
     result = run("import-profile", fmt, *files, *flags, "--data-dir", tmp_path / "data", "--force")
     assert_clean_error(result, code, *fragments)
     assert snapshot(tmp_path) == before  # nothing created, changed or left behind
@@ -504,7 +504,7 @@ _AS_NOBODY = """
 import os, sys
 # what the command loads, loaded while the interpreter's files are readable (under /root)
 import ctypes, encodings.cp437, encodings.utf_8_sig, json, shutil, tempfile, zipfile  # noqa: F401
-import prfaas_plan.cli.import_profile, prfaas_plan.commands.import_profile  # noqa: F401
+import prfaas_plan.cli.import_profile, prfaas_plan.use_cases.import_profile  # noqa: F401
 import prfaas_plan.render.imports  # noqa: F401
 from prfaas_plan.cli import main
 os.setgroups([])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.analytic.distributions import ObservedLengths
 from prfaas_plan.choices import TraceFormat
 from prfaas_plan.errors import ConfigError
@@ -274,9 +274,9 @@ def test_hostile_traces_get_one_line(tmp_path, maker, options, fragments):
     ],
 )
 def test_size_bounds_refuse(tmp_path, monkeypatch, bound, value, fragment):
-    """Each bound refuses (the real bounds are stated with their reason in bounds.py)."""
+    """Each bound refuses (the real bounds are stated with their reason in plausible.py)."""
     path = _azure(tmp_path, _random_rows(3000))
-    monkeypatch.setattr(bounds, bound, value)
+    monkeypatch.setattr(plausible, bound, value)
     monkeypatch.setattr(trace_stream, "BLOCK_BYTES", 1 << 10)
     if bound == "MAX_TRACE_DISTINCT_LENGTHS":
         monkeypatch.setattr(trace_stream.Selector, "add", _merging_add)
@@ -324,7 +324,7 @@ SCHEMA = [
     ({"window": {"start_s": 0}}, "window.duration_s"),
     ({"window": {"start_s": 0, "duration_s": 5, "end_s": 9}}, "window.end_s"),
     ({"sample": {"requests": 0}}, "sample.requests"),
-    ({"sample": {"requests": bounds.MAX_TRACE_SAMPLE_REQUESTS + 1}}, "sample.requests"),
+    ({"sample": {"requests": plausible.MAX_TRACE_SAMPLE_REQUESTS + 1}}, "sample.requests"),
     ({"sample": {"requests": "100"}}, "sample.requests"),
     ({"sample": {"requests": 10, "seed": -1}}, "sample.seed"),
     ({"sample": {"requests": 10.5}}, "sample.requests"),

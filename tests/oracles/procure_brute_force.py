@@ -82,12 +82,12 @@ from prfaas_plan.analytic.capacity import ServingSystem, rates
 from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.log_normal import truncated_log_normal
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.procure_sites import procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem, open_problem
 from prfaas_plan.solve.procure_space import ProcureSpace, SiteRates
 from prfaas_plan.solve.search import milp_threshold_grid
+from prfaas_plan.use_cases.procure_sites import procure_candidates
 
 DEFAULT_SCAN_POINTS = 2049  # geometric points over [min_tokens, max_tokens], plus 0 and ∞
 FEASIBILITY_RTOL = 1e-12  # a rate X is served when the capacity is >= X (1 − this)

@@ -13,12 +13,12 @@ from numpy.polynomial import Polynomial
 from prfaas_plan import units
 from prfaas_plan.analytic.distributions import Histogram, ObservedLengths
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.procure_sites import procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.solve.procure_milp import solve_procure
 from prfaas_plan.solve.procure_space import brute_force
 from prfaas_plan.solve.search import milp_threshold_grid
+from prfaas_plan.use_cases.procure_sites import procure_candidates
 from tests.conftest import toy_system
 from tests.oracles import procure_brute_force as oracle
 from tests.oracles.procure_brute_force import (

@@ -13,20 +13,20 @@ PACKAGE = Path(__file__).resolve().parents[2] / "prfaas_plan"
 
 # rank of each layer: a module may import only layers of a lower rank, or its own folder
 LAYERS = {
-    "base": 0,  # units, errors, choices, bounds: import only each other
+    "base": 0,  # units, errors, choices, plausible: import only each other
     "analytic": 1,  # the model: distributions, profiles, capacity, TTFT, egress
     "solve": 2,  # optimisers, the only home of solver libraries
     "sim": 2,  # the discrete-event simulator (beside solve, neither imports the other)
     "symbolic": 2,  # sympy closed forms of the model (beside solve and sim)
     "inputs": 3,  # files, bundled resources, catalog, scenario, trace readers
-    "commands": 4,  # one use-case per command
-    "export": 5,  # a plan as a serving stack's manifests: runs commands (evaluate)
+    "use_cases": 4,  # one use-case per command
+    "export": 5,  # a plan as a serving stack's manifests: runs use_cases (evaluate)
     "render": 5,  # views and plots
-    "server": 6,  # the HTTP API and the page: calls commands/ and render/ (cli/serve.py starts it)
-    "study": 6,  # sweeps over many scenarios: runs commands, flattens their JSON (render/)
+    "server": 6,  # the HTTP API and the page: calls use_cases/ and render/ (cli/serve.py starts it)
+    "sweep": 6,  # sweeps over many scenarios: runs use_cases, flattens their JSON (render/)
     "shell": 7,  # cli/, __main__.py
 }
-BASE_MODULES = {"__init__", "units", "errors", "choices", "bounds"}
+BASE_MODULES = {"__init__", "units", "errors", "choices", "plausible"}
 SHELL_MODULES = {"cli", "__main__"}
 SOLVER_LIBRARIES = {"pulp", "cvxpy", "highspy"}  # and scipy.optimize
 HEAVY_LIBRARIES = {"cvxpy", "sympy", "matplotlib", "dask", "fastapi", "uvicorn", "pulp"}
@@ -113,7 +113,7 @@ def test_libraries_stay_in_their_layer(name):
 def test_the_layering_test_sees_lazy_imports():
     """A guard on the guard: the CLI imports its commands inside functions; they are seen."""
     lazy = [m for m, _, top in imports_of(MODULES["prfaas_plan.cli.plan"]) if not top]
-    assert any(m.startswith("prfaas_plan.commands") for m in lazy)
+    assert any(m.startswith("prfaas_plan.use_cases") for m in lazy)
 
 
 def loaded_after(statement: str) -> set[str]:
@@ -136,5 +136,5 @@ def test_cli_startup_does_not_import_numpy_or_solvers():
 
 
 def test_solvers_are_imported_only_when_sizing():
-    loaded = loaded_after("import prfaas_plan.commands.plan, prfaas_plan.render.plan")
+    loaded = loaded_after("import prfaas_plan.use_cases.plan, prfaas_plan.render.plan")
     assert not loaded & {"scipy", "pulp", "cvxpy"}

@@ -25,7 +25,7 @@ with warnings.catch_warnings():  # starlette's TestClient on httpx (deprecated, 
     from fastapi.testclient import TestClient
 
 import prfaas_plan
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs import reading
 from prfaas_plan.inputs.cached_catalog import CachedCatalog
@@ -387,10 +387,10 @@ def test_a_bug_in_a_worker_process_crosses_as_its_class_and_traceback(probe, cap
 
 
 def test_the_librarys_pareto_bound_applies_on_the_server(monkeypatch, client):
-    """procure --pareto refuses a space over bounds.MAX_PARETO_CANDIDATES before computing; the
+    """procure --pareto refuses a space over plausible.MAX_PARETO_CANDIDATES before computing; the
     server's own bounds (64 sites x 64 instances, ~3.5e7 candidates) stay under it, so it is
     shown here with the bound lowered."""
-    monkeypatch.setattr(bounds, "MAX_PARETO_CANDIDATES", 1_000_000)
+    monkeypatch.setattr(plausible, "MAX_PARETO_CANDIDATES", 1_000_000)
     body = {"target_rps": 4, "scenario": scenario(procurement={"sites": sites(8, 64)})}
     response = client.post("/api/v1/procure/pareto", json=body)
     assert response.status_code == 422

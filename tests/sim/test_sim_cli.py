@@ -8,7 +8,8 @@ import pytest
 
 from prfaas_plan.choices import RoutingPolicy
 from prfaas_plan.cli.failures import parameter_flags
-from prfaas_plan.commands.simulation_spec import (
+from prfaas_plan.errors import ConfigError
+from prfaas_plan.use_cases.simulation_spec import (
     ArrivalSpec,
     LoadSpec,
     PolicySpec,
@@ -16,7 +17,6 @@ from prfaas_plan.commands.simulation_spec import (
     StressSpec,
     validate,
 )
-from prfaas_plan.errors import ConfigError
 from tests.cli.test_cli import assert_clean_error, run
 
 

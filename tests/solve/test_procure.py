@@ -1,4 +1,4 @@
-"""`procure` (solve/procure_milp.py, commands/procure.py): the MILP against brute-force
+"""`procure` (solve/procure_milp.py, use_cases/procure.py): the MILP against brute-force
 enumeration of the same small spaces, in target and budget modes, and the CLI's failures."""
 
 import dataclasses
@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan import units
-from prfaas_plan.commands.procure_sites import procure_space
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.resources import default_scenario_file
@@ -21,6 +20,7 @@ from prfaas_plan.inputs.scenario_schema import ProcurementSpec, SiteSpec
 from prfaas_plan.solve.procure_bounds import single_site_budget, single_site_target
 from prfaas_plan.solve.procure_milp import solve_procure, solve_procure_monolithic
 from prfaas_plan.solve.procure_space import ProcureSpace, brute_force, capacity_rps, site_caps
+from prfaas_plan.use_cases.procure_sites import procure_space
 from tests.cli.test_cli import assert_clean_error, run
 
 AWS_LINKS = ("aws-dx-100g", "aws-dx-10g", "aws-internet-egress")

@@ -20,7 +20,6 @@ from prfaas_plan.analytic.capacity import Configuration
 from prfaas_plan.analytic.loaded_ttft import loaded_ttft
 from prfaas_plan.analytic.split_ttft import SiteRoute, split_ttft
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.procure_sites import procure_model
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.scenario import open_problem
@@ -38,6 +37,7 @@ from prfaas_plan.solve.procure_exact import (
 from prfaas_plan.solve.procure_milp import solve_procure
 from prfaas_plan.solve.procure_space import capacity_rps
 from prfaas_plan.solve.search import milp_threshold_grid
+from prfaas_plan.use_cases.procure_sites import procure_model
 from tests.cli.test_cli import run
 
 

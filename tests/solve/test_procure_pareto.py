@@ -1,4 +1,4 @@
-"""`procure --pareto` (commands/procure_pareto.py): the frontiers against brute-force
+"""`procure --pareto` (use_cases/procure_pareto.py): the frontiers against brute-force
 enumeration of a small space, and the CLI's formats and refusals."""
 
 import csv
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from prfaas_plan import units
-from prfaas_plan.commands.procure_pareto import candidate_bound, enumerate_plans, non_dominated
 from prfaas_plan.solve.procure_space import capacity_rps
+from prfaas_plan.use_cases.procure_pareto import candidate_bound, enumerate_plans, non_dominated
 from tests.cli.test_cli import assert_clean_error, run
 from tests.solve.test_procure import case_space, shrink  # noqa: F401  (fixture)
 

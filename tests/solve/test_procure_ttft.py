@@ -1,4 +1,4 @@
-"""`procure --ttft-target-s` (solve/procure_ttft.py, commands/procure.py): the route-separable
+"""`procure --ttft-target-s` (solve/procure_ttft.py, use_cases/procure.py): the route-separable
 search against evaluating every single-site plan's whole TTFT (brute force) on small spaces,
 the route split of the TTFT model against its whole CDF and mean, and the CLI."""
 
@@ -14,9 +14,6 @@ from prfaas_plan.analytic.capacity import Configuration
 from prfaas_plan.analytic.deployment_load import loads
 from prfaas_plan.analytic.loaded_ttft import loaded_ttft
 from prfaas_plan.analytic.ttft_distribution import route_part, ttft_cdf, ttft_mesh
-from prfaas_plan.commands.plan import TtftTarget
-from prfaas_plan.commands.procure import procure
-from prfaas_plan.commands.procure_sites import procure_candidates
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.scenario import open_problem
@@ -24,6 +21,9 @@ from prfaas_plan.solve.procure_milp import solve_procure
 from prfaas_plan.solve.procure_space import capacity_rps
 from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft
 from prfaas_plan.solve.procure_ttft_plans import brute_force_with_ttft
+from prfaas_plan.use_cases.plan import TtftTarget
+from prfaas_plan.use_cases.procure import procure
+from prfaas_plan.use_cases.procure_sites import procure_candidates
 from tests.cli.test_cli import assert_clean_error, run
 from tests.solve.test_procure import aws_problem, shrink
 
@@ -294,9 +294,9 @@ def test_a_site_beaten_on_every_count_is_not_searched():
     """On the shipped sites the 16 km dark fibre (cheaper port, no volume price, same width,
     shorter RTT) beats Direct Connect 100G and the metro wavelength for each GPU; the
     frontier and a TTFT search are the same with or without them."""
-    from prfaas_plan.commands.procure_pareto import procure_pareto
-    from prfaas_plan.commands.procure_sites import procure_pricing
     from prfaas_plan.solve.procure_ttft import dominated_sites
+    from prfaas_plan.use_cases.procure_pareto import procure_pareto
+    from prfaas_plan.use_cases.procure_sites import procure_pricing
 
     catalog, problem = Catalog.open(), open_problem()
     pricing = procure_pricing(catalog, problem)

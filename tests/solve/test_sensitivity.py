@@ -14,10 +14,10 @@ from prfaas_plan import units
 from prfaas_plan.analytic.capacity import Bound
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.sensitivity import Resource, routing_upper_bound, sensitivity_report
 from prfaas_plan.inputs.scenario import open_problem
 from prfaas_plan.solve.relaxation import length_bins, solve_routing_lp
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
+from prfaas_plan.use_cases.sensitivity import Resource, routing_upper_bound, sensitivity_report
 from tests.cli.test_cli import assert_clean_error, run, scenario_with
 
 BINS = 200  # enough for the properties; the command's default is 2,000
@@ -194,7 +194,7 @@ def test_cli_refuses_a_bin_count_out_of_range():
 
 
 def test_curves_are_monotone_and_pass_through_the_plan(case_study):
-    from prfaas_plan.commands.sensitivity import sensitivity_curves
+    from prfaas_plan.use_cases.sensitivity import sensitivity_curves
 
     curves = {c.name: c for c in sensitivity_curves(case_study)}
     plan = optimize_fixed_hardware(
@@ -302,10 +302,10 @@ def test_the_link_step_is_priced_once(tmp_path, gbps, bought, wider):
     10G port is replaced, not paid 10% more)."""
     import shutil
 
-    from prfaas_plan.commands.cost import price_deployment
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.pricing import resolve_pricing
     from prfaas_plan.inputs.resources import default_data_dir
+    from prfaas_plan.use_cases.cost import price_deployment
 
     data = tmp_path / "data"  # the AWS offerings alone: the figures below are theirs
     shutil.copytree(default_data_dir(), data)
@@ -347,9 +347,9 @@ def test_sensitivity_prices_the_steps_from_the_command_line():
 def test_the_mean_length_curve_rereads_the_decode_point(case_study):
     """Shorter prompts leave a shorter decode context: the curve's plans decode faster there
     than the case study's (batch and step re-read from the table), not at its decode point."""
-    from prfaas_plan.commands.sensitivity import sensitivity_curves
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.scenario import decode_point
+    from prfaas_plan.use_cases.sensitivity import sensitivity_curves
 
     curve = {c.name: c for c in sensitivity_curves(case_study)}["mean_input_length"]
     shortest = curve.plans[0]

@@ -12,7 +12,7 @@ split and the exact threshold); and, for the MILP's own choice, every split × g
 import numpy as np
 import pytest
 
-from prfaas_plan import bounds
+from prfaas_plan import plausible
 from prfaas_plan.analytic.capacity import Bound, ServingSystem, rates
 from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal
@@ -164,7 +164,7 @@ def test_no_prfaas_and_one_pd_instance_serves_nothing():
     "kwargs, parameter, fragment",
     [
         (dict(max_prfaas_instances=10**12), "max_prfaas_instances", "at most 100000 PrfaaS"),
-        (dict(max_prfaas_instances=bounds.MAX_INSTANCES + 1), "max_prfaas_instances", "100000"),
+        (dict(max_prfaas_instances=plausible.MAX_INSTANCES + 1), "max_prfaas_instances", "100000"),
         (dict(target_rps=1e12), "target_rps", "target_rps must be in [1e-06, 1e+06] req/s"),
         (dict(target_rps=1e-300), "target_rps", "got 1e-300"),
         (dict(target_rps=4.0, max_prfaas_instances=10**9), "max_prfaas_instances", "100000"),
@@ -180,7 +180,7 @@ def test_sizing_refuses_implausible_goals_before_building(
     assert "--" not in str(e.value)
 
 
-@pytest.mark.parametrize("cap", [16, 64, bounds.MAX_INSTANCES])
+@pytest.mark.parametrize("cap", [16, 64, plausible.MAX_INSTANCES])
 def test_case_study_cap_beyond_the_decode_plateau(case_problem, cap):
     """The case study: 8 PD instances decode 6.25 req/s at most, reached with 11 PrfaaS
     instances (brute force). The old MILP answered 64 instances for a cap of 64 (HiGHS; CBC
@@ -222,7 +222,7 @@ def test_unreachable_target_beyond_the_instance_bound(case_problem):
 
 
 def test_a_milp_too_large_is_refused_before_it_is_built(case_problem, monkeypatch):
-    monkeypatch.setattr(bounds, "MAX_SIZING_MILP_BINARIES", 100)  # the case study's grid: 131
+    monkeypatch.setattr(plausible, "MAX_SIZING_MILP_BINARIES", 100)  # the case study's grid: 131
     with pytest.raises(ConfigError, match=r"131 binaries \(265 variables, 920 constraints"):
         size_prfaas_cluster(case_problem.system, case_problem.workload, 8, target_rps=4.0)
 

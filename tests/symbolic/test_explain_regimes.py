@@ -24,12 +24,12 @@ from scipy.optimize import minimize_scalar
 
 from prfaas_plan.analytic.capacity import Bound, rates
 from prfaas_plan.choices import Mode
-from prfaas_plan.commands.explain import explain
 from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.resources import default_data_dir, default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, scenario_from_data
 from prfaas_plan.render.explain import explain_view
 from prfaas_plan.symbolic.terms import NAMES
+from prfaas_plan.use_cases.explain import explain
 
 # Relative step of the central differences. Λ is computed to ~1e-14 (bisection to the last
 # bits of t, double arithmetic), so rounding costs ~1e-14 / 1e-5 = 1e-9 of a derivative and the

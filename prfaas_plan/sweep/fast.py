@@ -1,0 +1,57 @@
+"""The batched path of an `optimize` sweep: the scenarios of a chunk that share a system and a
+workload (they differ only in instance counts and link bandwidth) are planned together by the
+use-case's batched form (use_cases/calls.py optimize_many: one search for all of them), and
+each row is `optimize`'s JSON document flattened, exactly as the per-scenario path writes it.
+"""
+
+from typing import Any
+
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.scenario import Problem
+from prfaas_plan.inputs.scenario_schema import Scenario
+
+# the fields a group's scenarios may differ in: everything else decides system and workload
+BATCHED_FIELDS = (
+    ("prfaas_cluster", "instances"),
+    ("pd_cluster", "instances"),
+    ("link", "bandwidth_gbps"),
+)
+
+Columns = dict[str, list[Any]]
+
+# scenarios planned by one search. The optimiser's arrays hold scenarios x PD splits x 65 grid
+# thresholds values: a whole chunk of 5,000 scenarios of up to 20 instances is 6.5 million per
+# array (52 MB), above the 32 MB up to which glibc reuses freed heap, so each of the hundreds of
+# arrays was a fresh mmap, page-faulted and zeroed, and streamed from main memory. 1,000 keep
+# them near 10 MB (heap reused, within the shared cache) and cost little Python per array.
+BLOCK = 1000
+
+
+def group_key(point: dict[str, Any], parameters: dict[str, Any]) -> tuple[Any, ...]:
+    """Scenarios of one sweep (one base scenario) share system and workload when their axis
+    values outside BATCHED_FIELDS and their parameters agree."""
+    batched = {f"{section}.{field}" for section, field in BATCHED_FIELDS}
+    fixed = tuple(sorted((k, v) for k, v in point.items() if k not in batched))
+    return fixed, tuple(sorted(parameters.items()))
+
+
+def optimize_block(
+    problems: list[Problem], parameters: dict[str, Any], catalog: Catalog
+) -> Columns:
+    """`optimize`'s flattened document for each problem of one block of a group, as columns."""
+    from prfaas_plan.render.plan import plan_to_json
+    from prfaas_plan.sweep.flat import columns_of, flatten
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import PlanRequest, build
+
+    request = build(PlanRequest, **parameters)
+    rows = [flatten(plan_to_json(r)) for r in calls.optimize_many(problems, request, catalog)]
+    return columns_of(rows)
+
+
+def block_problems(first: Problem, scenarios: list[Scenario]) -> list[Problem]:
+    """The problems of a block's scenarios, from the group's first problem (inputs/scenario.py
+    problem_like: no catalog read per scenario)."""
+    from prfaas_plan.inputs.scenario import problem_like
+
+    return [problem_like(first, scenario) for scenario in scenarios]

@@ -1,0 +1,322 @@
+"""A chunk's rows: each scenario of the chunk run by its command (`chunk_table`), the fast path's
+groups planned together, the rows flattened and turned into one Arrow table, a few blocks of rows
+in memory at a time whatever the chunk's size; the task's allocator tuned while it runs.
+
+One row per scenario: `scenario_id`, the axis values (`axis.<name>`), `error_class` and
+`error_message` (null when it ran), then every output of the command's JSON flattened with dots
+(`plan.throughput_rps.system`; lists of names joined by commas, other lists as JSON). A failure
+is a row, never the end of the study.
+"""
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from prfaas_plan.inputs.cached_catalog import CachedCatalog
+from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.scenario import Problem, build_problem
+from prfaas_plan.inputs.scenario_schema import Scenario
+from prfaas_plan.sweep import fast
+from prfaas_plan.sweep.commands import command
+from prfaas_plan.sweep.flat import flatten
+from prfaas_plan.sweep.spec import Sweep, Value, scenario_of
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+Columns = dict[str, list[Any]]
+Chunk = list[tuple[int, dict[str, Value]]]
+
+
+@cache
+def _catalog(data_dir: str | None) -> Catalog:
+    return CachedCatalog.open(Path(data_dir) if data_dir else None)
+
+
+def _error_row(exc: BaseException) -> dict[str, Any]:
+    return {"error_class": type(exc).__name__, "error_message": str(exc).splitlines()[0][:500]}
+
+
+def _problem(sweep: Sweep, scenario: Scenario, data_dir: str | None) -> Problem:
+    return build_problem(
+        scenario, Path(sweep.base_dir) / Path(sweep.source).name, _catalog(data_dir)
+    )
+
+
+def _one(
+    sweep: Sweep, scenario: Scenario, parameters: dict[str, Any], data_dir: str | None
+) -> dict[str, Any]:
+    try:
+        problem = _problem(sweep, scenario, data_dir)
+        document = command(sweep.spec.command).run(problem, parameters, _catalog(data_dir))
+        return {"error_class": None, "error_message": None, **flatten(document)}
+    except Exception as exc:
+        return _error_row(exc)
+
+
+# rows of a chunk turned into Arrow at once (fast.BLOCK for the fast path's blocks), and groups
+# of the fast path pending at once: a task's memory is a few blocks of Python objects and its
+# rows as Arrow (~550 bytes a row for optimize), whatever the chunk size (up to 10^5)
+ROW_BLOCK = 1000
+
+
+MAX_PENDING_GROUPS = 1000
+
+
+# scenarios of the fast path waiting in their groups at once (~5 KB each): beyond, the group
+# waiting longest is planned now
+MAX_PENDING_SCENARIOS = 10_000
+
+
+@dataclass
+class _Group:
+    """Fast-path scenarios of one group not yet planned: the parameters, the block's ids and
+    scenarios (the first one's problem is built when the block is planned)."""
+
+    parameters: dict[str, Any]
+    ids: list[int]
+    scenarios: list[Scenario]
+
+
+class _ChunkRows:
+    """The rows of one chunk, collected as Arrow tables of at most ROW_BLOCK rows each, with the
+    chunk positions of their rows; `table()` puts them in chunk order. Column order is that of
+    the fast path's columns, then of the per-scenario rows in the order they were made."""
+
+    def __init__(self, sweep: Sweep, chunk: Chunk, data_dir: str | None) -> None:
+        self.sweep, self.chunk, self.data_dir = sweep, chunk, data_dir
+        self.position = {scenario_id: i for i, (scenario_id, _) in enumerate(chunk)}
+        self.points = dict(chunk)
+        self.parts: list[tuple[list[int], pa.Table]] = []
+        self.block_names: dict[str, None] = {}
+        self.row_names: dict[str, None] = {}
+        self.fallback_names: dict[str, None] = {}
+        self.rows: list[tuple[int, dict[str, Any]]] = []
+
+    def add_row(self, scenario_id: int, row: dict[str, Any], fallback: bool = False) -> None:
+        (self.fallback_names if fallback else self.row_names).update(dict.fromkeys(row))
+        self.rows.append((scenario_id, row))
+        if len(self.rows) >= ROW_BLOCK:
+            self.flush_rows()
+
+    def flush_rows(self) -> None:
+        if not self.rows:
+            return
+        names: dict[str, None] = {}
+        for _, row in self.rows:
+            names.update(dict.fromkeys(row))
+        columns = {n: [row.get(n) for _, row in self.rows] for n in names}
+        self._part([scenario_id for scenario_id, _ in self.rows], columns)
+        self.rows = []
+
+    def plan(self, group: _Group) -> list[int]:
+        """Plan a fast-path block; if it fails, each of its scenarios on its own. Its ids."""
+        sweep, data_dir = self.sweep, self.data_dir
+        try:
+            first = _problem(sweep, group.scenarios[0], data_dir)
+            columns = fast.optimize_block(
+                fast.block_problems(first, group.scenarios), group.parameters, _catalog(data_dir)
+            )
+        except Exception:
+            for scenario_id, scenario in zip(group.ids, group.scenarios, strict=True):
+                self.add_row(
+                    scenario_id, _one(sweep, scenario, group.parameters, data_dir), fallback=True
+                )
+            return group.ids
+        none: list[Any] = [None] * len(group.ids)
+        columns = {"error_class": none, "error_message": none, **columns}
+        self.block_names.update(dict.fromkeys(columns))
+        self._part(group.ids, columns)
+        return group.ids
+
+    def _part(self, ids: list[int], columns: Columns) -> None:
+        import pyarrow as pa
+
+        try:
+            table = pa.table(columns)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            table = pa.table({name: _arrow_column(values) for name, values in columns.items()})
+        self.parts.append(([self.position[i] for i in ids], table))
+
+    def table(self) -> "pa.Table":
+        import pyarrow as pa
+
+        self.flush_rows()
+        positions = np.concatenate([np.asarray(p, dtype=np.int64) for p, _ in self.parts])
+        outputs = _concat([table for _, table in self.parts]).take(np.argsort(positions))
+        sweep, chunk = self.sweep, self.chunk
+        base = {"scenario_id": pa.array([scenario_id for scenario_id, _ in chunk])}
+        for axis in sweep.spec.axes:
+            base[f"axis.{axis}"] = _arrow_column([point[axis] for _, point in chunk])
+        names = dict.fromkeys(["error_class", "error_message"])
+        for more in (self.block_names, self.row_names, self.fallback_names):
+            names.update(more)
+        columns = {**base, **{n: outputs.column(n) for n in names if n not in base}}
+        return pa.table(columns)
+
+
+def _concat(tables: list["pa.Table"]) -> "pa.Table":
+    """Tables of one chunk as one, types unified (an int and a float column: float); a column
+    whose types cannot be unified (a number in one block, a string in another) becomes JSON
+    text in every block, as `_arrow_column` makes it within one."""
+    import pyarrow as pa
+
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        kinds: dict[str, set[str]] = {}
+        for table in tables:
+            for f in table.schema:
+                if not pa.types.is_null(f.type):
+                    kinds.setdefault(f.name, set()).add(str(f.type))
+        mixed = {name for name, types in kinds.items() if len(types) > 1}
+        return pa.concat_tables(
+            [_as_text(table, mixed) for table in tables], promote_options="permissive"
+        )
+
+
+def _as_text(table: "pa.Table", names: set[str]) -> "pa.Table":
+    """`table` with its columns `names` as JSON text."""
+    import pyarrow as pa
+
+    columns = {}
+    for name in table.column_names:
+        column = table.column(name)
+        if name in names:
+            values = column.to_pylist()
+            column = pa.chunked_array(
+                [pa.array([None if v is None else json.dumps(v) for v in values], pa.string())]
+            )
+        columns[name] = column
+    return pa.table(columns)
+
+
+def chunk_table(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> "pa.Table":
+    """The rows of one chunk as an Arrow table (the task a worker runs; a table crosses
+    processes as a few buffers, not as one Python object per cell). Scenarios the fast path
+    takes are planned a block (fast.BLOCK) of a group at a time; every other is run on its
+    own; results become Arrow ROW_BLOCK rows at a time, so memory does not grow with the chunk
+    beyond its Arrow rows."""
+    with _array_allocator():
+        rows = _ChunkRows(sweep, chunk, data_dir)
+        groups: dict[Any, _Group] = {}
+        pending = 0  # scenarios waiting in `groups`
+        entry = command(sweep.spec.command)
+        for scenario_id, point in chunk:
+            parameters = sweep.parameters(point)
+            try:
+                scenario = scenario_of(sweep, point, scenario_id)
+            except Exception as exc:
+                rows.add_row(scenario_id, _error_row(exc))
+                continue
+            if not (sweep.spec.fast_path and entry.vectorised(parameters)):
+                rows.add_row(scenario_id, _one(sweep, scenario, parameters, data_dir))
+                continue
+            key = fast.group_key(point, parameters)
+            group = groups.get(key)
+            if group is None:
+                if len(groups) >= MAX_PENDING_GROUPS:  # the oldest planned now, as a block
+                    pending -= len(rows.plan(groups.pop(next(iter(groups)))))
+                group = groups[key] = _Group(parameters, [], [])
+            group.ids.append(scenario_id)
+            group.scenarios.append(scenario)
+            pending += 1
+            if len(group.ids) == fast.BLOCK:
+                pending -= len(rows.plan(groups.pop(key)))
+            elif pending > MAX_PENDING_SCENARIOS:
+                pending -= len(rows.plan(groups.pop(next(iter(groups)))))
+        for group in groups.values():
+            rows.plan(group)
+        return rows.table()
+
+
+# glibc's mallopt parameters (malloc.h) and its defaults on 64-bit Linux
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+_DEFAULT_THRESHOLD_BYTES = 128 * 1024
+
+
+_TASK_MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024  # the most glibc's own adaptive threshold reaches
+
+
+_TASK_TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
+
+
+_ENVIRONMENT_THRESHOLDS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
+
+
+@contextmanager
+def _array_allocator() -> Iterator[None]:
+    """Array-friendly malloc thresholds for one task where the environment fixed them.
+
+    A Dask nanny starts its workers with MALLOC_TRIM_THRESHOLD_=65536 (to hand freed memory back
+    to the OS). Setting it also freezes glibc's mmap threshold at 128 KiB, so every numpy array
+    of the fast path above that is a fresh mmap, page-faulted and zeroed, and freed by munmap:
+    the worker ran at half the speed of a local process. During the task the thresholds are
+    those glibc adapts to on its own; afterwards the environment's are restored and the freed
+    memory is trimmed, as the nanny intends. Elsewhere (not glibc, no such variable): nothing."""
+    mallopt = _mallopt()
+    if mallopt is None or not any(name in os.environ for name in _ENVIRONMENT_THRESHOLDS):
+        yield
+        return
+    mallopt(_M_MMAP_THRESHOLD, _TASK_MMAP_THRESHOLD_BYTES)
+    mallopt(_M_TRIM_THRESHOLD, _TASK_TRIM_THRESHOLD_BYTES)
+    try:
+        yield
+    finally:
+        for parameter, name in zip(
+            (_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD), _ENVIRONMENT_THRESHOLDS, strict=True
+        ):
+            try:
+                value = int(os.environ.get(name, _DEFAULT_THRESHOLD_BYTES))
+            except ValueError:
+                value = _DEFAULT_THRESHOLD_BYTES
+            mallopt(parameter, value)
+        mallopt.trim()
+
+
+class _Mallopt:
+    def __init__(self, libc: Any) -> None:
+        self._libc = libc
+
+    def __call__(self, parameter: int, value: int) -> None:
+        self._libc.mallopt(parameter, value)
+
+    def trim(self) -> None:
+        self._libc.malloc_trim(0)
+
+
+@cache
+def _mallopt() -> _Mallopt | None:
+    """glibc's mallopt and malloc_trim, or None (another C library or system)."""
+    import ctypes
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+    return _Mallopt(libc) if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+
+
+def _arrow_column(values: list[Any]) -> "pa.Array":
+    """A column as Arrow infers it, or, where its rows disagree in type (a number in one, a
+    string in another) or hold an integer beyond 64 bits, every value as JSON text: the study
+    goes on and the value survives."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([None if v is None else json.dumps(v) for v in values], pa.string())

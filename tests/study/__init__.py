@@ -1,1 +1,0 @@
-"""Tests of sweeps (prfaas_plan/study/)."""

@@ -1,0 +1,1 @@
+"""Tests of sweeps (prfaas_plan/sweep/)."""

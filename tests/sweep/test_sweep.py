@@ -1,0 +1,349 @@
+"""Sweeps: the vectorised optimize path equals per-scenario plan(), a local sweep equals the same
+sweep on a Dask LocalCluster of processes, a killed study resumed equals an uninterrupted one,
+and sweep files are refused with one line."""
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.choices import CostModel, Mode
+from prfaas_plan.inputs.scenario import build_problem
+from prfaas_plan.render.plan import plan_to_json
+from prfaas_plan.sweep import fast
+from prfaas_plan.sweep.commands import parameter_names
+from prfaas_plan.sweep.flat import flatten
+from prfaas_plan.sweep.results import read_results
+from prfaas_plan.sweep.rows import _catalog
+from prfaas_plan.sweep.spec import load_sweep, scenario_of
+from tests.cli.test_cli import assert_clean_error, run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SMALL = """
+name: small
+scenario: {root}/examples/case_study.yaml
+command: optimize
+axes:
+  link.bandwidth_gbps: {{values: [5, 50, 400]}}
+  prfaas_cluster.instances: {{start: 0, stop: 6, step: 2, integer: true}}
+  pd_cluster.instances: {{values: [3, 8]}}
+  mode: {{values: [paper, exact]}}
+filters: ["prfaas_cluster.instances <= 2 * pd_cluster.instances"]
+chunk_size: 10
+"""
+
+
+def _sweep_file(tmp_path: Path, text: str = SMALL, name: str = "sweep.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text.format(root=ROOT))
+    return path
+
+
+def _frame(results: Path) -> list[dict]:
+    return read_results(results).to_pylist()
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    link=st.lists(st.floats(1, 800), min_size=1, max_size=6),
+    prfaas=st.integers(0, 12),
+    pd=st.integers(1, 14),
+    mu=st.floats(8.0, 11.0),
+    sigma=st.floats(0.4, 1.6),
+    mode=st.sampled_from(["paper", "exact"]),
+)
+@pytest.mark.slow
+def test_vectorised_optimize_equals_plan_per_scenario(
+    tmp_path_factory, link, prfaas, pd, mu, sigma, mode
+):
+    text = f"""
+name: v
+scenario: {ROOT}/examples/case_study.yaml
+command: optimize
+parameters: {{mode: {mode}}}
+axes:
+  link.bandwidth_gbps: {{values: {link}}}
+  prfaas_cluster.instances: {{values: [0, {prfaas}]}}
+  pd_cluster.instances: {{values: [1, {pd}]}}
+  workload.input_tokens.mu_log: {{values: [{mu}]}}
+  workload.input_tokens.sigma_log: {{values: [{sigma}]}}
+"""
+    path = tmp_path_factory.mktemp("v") / "v.yaml"
+    path.write_text(text)
+    sweep = load_sweep(path, parameter_names)
+    points = list(sweep.points())
+    scenarios = [scenario_of(sweep, p, i) for i, p in points]
+    catalog = _catalog(None)
+    problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", catalog)
+    columns = fast.optimize_block(fast.block_problems(problem, scenarios), {"mode": mode}, catalog)
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import PlanRequest
+
+    for i, scenario in enumerate(scenarios):  # to the last bit: one search each or together
+        one = build_problem(scenario, ROOT / "examples/case_study.yaml", catalog)
+        report = calls.optimize(one, PlanRequest(mode=Mode(mode)), catalog)
+        expected = flatten(plan_to_json(report))
+        assert _rows(columns)[i] == {k: v for k, v in expected.items() if v is not None}
+
+
+@pytest.mark.slow
+def test_fast_path_rows_equal_the_per_scenario_path(tmp_path):
+    """The whole study both ways: the fast path's columns are the generic path's values."""
+    path = _sweep_file(tmp_path)
+    slow_file = _sweep_file(tmp_path, SMALL + "fast_path: false\n", "slow.yaml")
+    assert run("sweep", str(path), str(tmp_path / "fast"), "--workers", "1").returncode == 0
+    assert run("sweep", str(slow_file), str(tmp_path / "slow"), "--workers", "1").returncode == 0
+    fast_rows, slow_rows = _frame(tmp_path / "fast"), _frame(tmp_path / "slow")
+    assert len(fast_rows) == len(slow_rows) > 0
+    for f, s in zip(fast_rows, slow_rows, strict=True):  # to the last bit; each names its file
+        assert f.pop("inputs.scenario_file").endswith("/sweep.yaml")
+        assert s.pop("inputs.scenario_file").endswith("/slow.yaml")
+        assert f == s
+    assert "inputs.mean_input_tokens" in slow_rows[0]  # the generic path keeps every output
+
+
+@pytest.mark.slow
+def test_local_sweep_equals_the_same_sweep_on_a_dask_cluster(tmp_path):
+    from dask.distributed import LocalCluster
+
+    path = _sweep_file(tmp_path)
+    assert run("sweep", str(path), str(tmp_path / "local"), "--workers", "1").returncode == 0
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address=None,
+    ) as cluster:  # fmt: skip
+        result = run(
+            "sweep",
+            str(path),
+            str(tmp_path / "dask"),
+            "--dask-scheduler",
+            cluster.scheduler_address,
+        )
+        assert result.returncode == 0, result.stderr
+    assert _frame(tmp_path / "local") == _frame(tmp_path / "dask")
+
+
+@pytest.mark.slow
+def test_a_killed_study_resumes_to_the_uninterrupted_dataset(tmp_path):
+    text = SMALL.replace("chunk_size: 10", "chunk_size: 4").replace("fast_path", "x")
+    path = _sweep_file(tmp_path, text + "fast_path: false\n")
+    results = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "prfaas_plan", "sweep", str(path), str(results), "--workers", "1"]
+    process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not list(results.glob("chunk-*.parquet")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    landed = len(list(results.glob("chunk-*.parquet")))
+    total = -(-len(list(load_sweep(path, parameter_names).points())) // 4)
+    assert 1 <= landed < total  # killed mid-study
+    assert run("sweep", str(path), str(results), "--workers", "1").returncode == 3  # not empty
+    assert run("sweep", str(path), str(results), "--resume", "--workers", "1").returncode == 0
+    assert run("sweep", str(path), str(tmp_path / "whole"), "--workers", "1").returncode == 0
+    resumed, whole = _frame(results), _frame(tmp_path / "whole")
+    assert [r["scenario_id"] for r in resumed] == sorted({r["scenario_id"] for r in resumed})
+    assert resumed == whole
+
+
+def test_failures_are_rows_and_the_report_summarises(tmp_path):
+    text = SMALL.replace("values: [3, 8]", "values: [0, 8]")  # pd_cluster.instances 0 is refused
+    path = _sweep_file(tmp_path, text)
+    assert run("sweep", str(path), str(tmp_path / "r"), "--workers", "1").returncode == 0
+    rows = _frame(tmp_path / "r")
+    failed = [r for r in rows if r["error_class"] is not None]
+    assert failed and all(r["axis.pd_cluster.instances"] == 0 for r in failed)
+    assert all("pd_cluster.instances must be >= 1" in r["error_message"] for r in failed)
+    import pandas
+
+    frame = pandas.read_parquet(tmp_path / "r")
+    assert len(frame) == len(rows)
+    report = run("sweep-report", str(tmp_path / "r"), "--format", "json", "--plot", str(tmp_path / "f.png"),
+                 "--x", "link.bandwidth_gbps", "--y", "prfaas_cluster.instances")  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "f.png").stat().st_size > 0
+    beats = sum(1 for r in rows if (r.get("speedup_vs_homogeneous") or 0) > 1)
+    assert f'"beats": {beats}' in report.stdout
+
+
+@pytest.mark.parametrize(
+    ("edit", "fragment"),
+    [
+        (
+            ("link.bandwidth_gbps", "link.bandwidth_mbps"),
+            "axes.link.bandwidth_mbps: neither a field",
+        ),
+        (("command: optimize", "command: procure2"), "cannot be swept"),
+        (("<= 2 *", "<= __import__('os') and 2 *"), "filters take names"),
+        (("{values: [5, 50, 400]}", "{values: [5], low: 1}"), "exactly one of"),
+        (("chunk_size: 10", "chunk_size: 0"), "chunk_size"),
+    ],
+)
+def test_bad_sweep_files_are_refused_in_one_line(tmp_path, edit, fragment):
+    path = _sweep_file(tmp_path, SMALL.replace(*edit))
+    assert_clean_error(run("sweep", str(path), str(tmp_path / "r")), 3, fragment)
+
+
+STUDY = re.search(r"```bash\n(.*?)```", (ROOT / "docs" / "sweeps.md").read_text(), re.S).group(1)
+
+
+@pytest.mark.slow
+def test_the_readme_study_runs(tmp_path):
+    """The study of docs/sweeps.md, with its results and figure redirected into tmp_path."""
+    (tmp_path / "docs").mkdir()
+    for line in STUDY.splitlines():
+        args = shlex.split(line)
+        assert args[0] == "prfaas-plan"
+        args = [str(tmp_path / a) if a.startswith(("results/", "docs/")) else a for a in args[1:]]
+        result = run(*args, cwd=ROOT)
+        assert result.returncode == 0, result.stderr
+    assert (tmp_path / "docs/sweep_link_prfaas.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "examples/sweeps").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_every_example_sweep_is_valid(path):
+    sweep = load_sweep(path, parameter_names)
+    points = list(sweep.points())
+    assert points and all(set(p) == set(sweep.spec.axes) for _, p in points)
+
+
+@pytest.mark.slow
+def test_a_sensitivity_sweep_row_is_the_sensitivity_report(tmp_path):
+    """Each row of a `sensitivity` study is the command's JSON for that scenario, flattened."""
+    from prfaas_plan.inputs.pricing import resolve_pricing
+    from prfaas_plan.render.sensitivity import sensitivity_to_json
+    from prfaas_plan.use_cases.sensitivity import sensitivity_report
+
+    text = (
+        "name: s\nscenario: {root}/examples/case_study.yaml\ncommand: sensitivity\n"
+        "parameters: {{bins: 100}}\naxes:\n  link.bandwidth_gbps: {{values: [5, 100]}}\n"
+    )
+    path = _sweep_file(tmp_path, text)
+    assert run("sweep", str(path), str(tmp_path / "out"), "--workers", "1").returncode == 0
+    rows = _frame(tmp_path / "out")
+    sweep = load_sweep(path, parameter_names)
+    catalog = _catalog(None)
+    for row in rows:
+        assert row["error_class"] is None
+        scenario = scenario_of(
+            sweep, {"link.bandwidth_gbps": row["axis.link.bandwidth_gbps"]}, row["scenario_id"]
+        )
+        problem = build_problem(scenario, ROOT / "examples" / "case_study.yaml", catalog)
+        expected = flatten(
+            sensitivity_to_json(
+                sensitivity_report(
+                    problem,
+                    Mode.PAPER,
+                    100,
+                    catalog,
+                    resolve_pricing(catalog, problem.scenario, problem.source),
+                )
+            )
+        )
+        assert {k: row[k] for k in expected} == pytest.approx(expected)
+    gains = {
+        r["axis.link.bandwidth_gbps"]: r["marginal_gains.link_bandwidth_10pct.gain_rps"]
+        for r in rows
+    }
+    assert gains[5] > 0 == gains[100]  # the link binds at 5 Gbps, not at 100
+
+
+def _procure_study(tmp_path, parameters: str, axes: str):
+    """Run a `procure` study of the case study; its rows, the catalog and the problem."""
+    text = (
+        "name: p\nscenario: {root}/examples/case_study.yaml\ncommand: procure\n"
+        f"parameters: {{{{{parameters}}}}}\naxes:\n{axes}"
+    )
+    path = _sweep_file(tmp_path, text)
+    assert run("sweep", str(path), str(tmp_path / "out"), "--workers", "1").returncode == 0
+    catalog = _catalog(None)
+    scenario = scenario_of(load_sweep(path, parameter_names), {}, 0)  # no scenario axis
+    problem = build_problem(scenario, ROOT / "examples" / "case_study.yaml", catalog)
+    return _frame(tmp_path / "out"), catalog, problem
+
+
+def test_a_procure_sweep_row_is_the_procure_report(tmp_path):
+    """Each row of a `procure` study is the command's JSON for that scenario, flattened."""
+    from prfaas_plan.inputs.pricing import resolve_pricing
+    from prfaas_plan.render.procure import procure_to_json
+    from prfaas_plan.use_cases.procure import procure
+
+    rows, catalog, problem = _procure_study(
+        tmp_path, "max_instances_per_site: 8",
+        "  target_rps: {{values: [2, 4]}}\n  cost_model: {{values: [on-demand, tco]}}\n",
+    )  # fmt: skip
+    assert len(rows) == 4
+    for row in rows:
+        assert row["error_class"] is None
+        model = CostModel(row["axis.cost_model"])
+        pricing = resolve_pricing(catalog, problem.scenario, problem.source, cost_model=model)
+        assert pricing is not None
+        report = procure(catalog, problem, pricing, target_rps=row["axis.target_rps"],
+                         max_instances_per_site=8)  # fmt: skip
+        expected = flatten(procure_to_json(report))
+        assert {k: row[k] for k in expected} == pytest.approx(expected)
+        # HiGHS meets Λ >= target to its feasibility tolerance: 3.9999999999999973 for 4 req/s
+        # at TCO prices on the cross-connect sites (solve/procure_milp.py point_from_solution
+        # reports the solver's Λ, not the target)
+        assert row["served_rps"] >= row["axis.target_rps"] * (1 - 1e-9)
+
+
+@pytest.mark.slow
+def test_a_procure_sweep_takes_a_ttft_target(tmp_path):
+    """`procure` rows with a TTFT target equal the command's JSON with the same target (its
+    load defaulting to the target rate, as on the command line)."""
+    from prfaas_plan.inputs.pricing import resolve_pricing
+    from prfaas_plan.render.procure import procure_to_json
+    from prfaas_plan.use_cases.plan import TtftTarget
+    from prfaas_plan.use_cases.procure import procure
+
+    rows, catalog, problem = _procure_study(
+        tmp_path, "max_instances_per_site: 4, target_rps: 2",
+        "  ttft_target_s: {{values: [8, 30]}}\n",
+    )  # fmt: skip
+    pricing = resolve_pricing(catalog, problem.scenario, problem.source)
+    assert len(rows) == 2
+    tight, loose = sorted(rows, key=lambda r: r["axis.ttft_target_s"])
+    assert tight["ttft.binds"] and tight["usd_per_hour_total"] > loose["usd_per_hour_total"]
+    for row in rows:
+        assert row["error_class"] is None
+        report = procure(catalog, problem, pricing, target_rps=2.0, max_instances_per_site=4,
+                         ttft=TtftTarget(row["axis.ttft_target_s"], load_fraction=1.0))  # fmt: skip
+        expected = flatten(procure_to_json(report))
+        assert {k: row[k] for k in expected} == pytest.approx(expected)
+
+
+def test_planning_a_group_in_blocks_equals_one_pass(tmp_path, monkeypatch):
+    """`optimize_group` plans BLOCK scenarios at a time: blocks of 3 give the one-pass columns."""
+    sweep = load_sweep(_sweep_file(tmp_path), parameter_names)
+    points = [(i, p) for i, p in sweep.points() if p["mode"] == "exact"]
+    scenarios = [scenario_of(sweep, p, i) for i, p in points]
+    problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", _catalog(None))
+    problems = fast.block_problems(problem, scenarios)
+    whole = _rows(fast.optimize_block(problems, {"mode": "exact"}, _catalog(None)))
+    blocks = [
+        row
+        for start in range(0, len(problems), 3)
+        for row in _rows(
+            fast.optimize_block(problems[start : start + 3], {"mode": "exact"}, _catalog(None))
+        )
+    ]
+    assert len(scenarios) > 3 and blocks == whole
+
+
+def _rows(columns: dict[str, list]) -> list[dict]:
+    """Columns as rows, without the keys a row does not have (a column other rows brought)."""
+    count = len(next(iter(columns.values())))
+    return [{k: v[i] for k, v in columns.items() if v[i] is not None} for i in range(count)]
