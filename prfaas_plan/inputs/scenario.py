@@ -26,10 +26,8 @@ from prfaas_plan.analytic.profiles import (
     decode_point_for_slo,
     mean_decode_context_tokens,
 )
-from prfaas_plan.choices import TraceFormat
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog, DecodeTable
-from prfaas_plan.inputs.prom_metrics import MetricsWorkload, read_metrics_workload
 from prfaas_plan.inputs.reading import parse, read_yaml
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario_schema import (
@@ -43,15 +41,7 @@ from prfaas_plan.inputs.scenario_schema import (
     Scenario,
     WorkloadSpec,
 )
-from prfaas_plan.inputs.trace_select import TraceLengths
-from prfaas_plan.inputs.trace_stream import read_trace_lengths, select_prefix_trace
-from prfaas_plan.inputs.traces import prefix_hit_rates_by_band, read_observed_trace
-from prfaas_plan.inputs.workload_files import (
-    MetricsLengths,
-    OutputFromMetrics,
-    selection_of,
-)
-from prfaas_plan.sim.arrivals import MOONCAKE_BLOCK_TOKENS
+from prfaas_plan.inputs.workload_files import MetricsLengths, OutputFromMetrics
 
 
 @dataclass(frozen=True)
@@ -122,7 +112,9 @@ def build_output_lengths(
                 f"{where}workload.output_tokens: from_metrics needs workload.input_tokens to be "
                 f"`distribution: metrics`, found {input_spec.distribution}"
             )
-        return OutputLengths.of(_metrics(input_spec, base_dir).outputs)
+        from prfaas_plan.inputs import file_workloads
+
+        return OutputLengths.of(file_workloads.metrics_workload(input_spec, base_dir).outputs)
     if not isinstance(spec, OutputFromTrace):
         return OutputLengths.of(build_workload(spec, base_dir, where, "output_tokens"))
     if not isinstance(input_spec, ObservedLengthsFile):
@@ -131,34 +123,10 @@ def build_output_lengths(
             "`distribution: observed` with a trace (Mooncake JSONL, Azure or BurstGPT CSV), found "
             f"{input_spec.distribution}"
         )
-    trace = _trace_lengths(input_spec, base_dir)
-    if trace.outputs is None or trace.mean_input_times_output_tokens is None:
-        raise ConfigError(
-            f"{where}workload.output_tokens: from_trace: {input_spec.file} holds input lengths "
-            "only (a CSV length table); give a trace with output lengths"
-        )
-    outputs = trace.outputs
-    if not outputs.min_tokens >= plausible.MIN_TOKENS:
-        raise ConfigError(
-            f"{where}workload.output_tokens: from_trace: every output_length in {input_spec.file} "
-            f"must be >= {plausible.MIN_TOKENS:g} token, found {outputs.min_tokens:g}"
-        )
-    m = outputs.partial_moments(-math.inf, math.inf, max_order=2)
-    return OutputLengths(
-        float(m[1] / m[0]), float(m[2] / m[0]), outputs, trace.mean_input_times_output_tokens
-    )
+    from prfaas_plan.inputs import file_workloads
 
-
-def _trace_lengths(spec: ObservedLengthsFile, base_dir: Path) -> TraceLengths:
-    selection = selection_of(spec.window, spec.sample, spec.model, spec.log_type)
-    return read_trace_lengths((base_dir / spec.file).resolve(), TraceFormat(spec.format), selection)
-
-
-def _metrics(spec: MetricsLengths, base_dir: Path) -> MetricsWorkload:
-    baseline = None if spec.baseline_file is None else (base_dir / spec.baseline_file).resolve()
-    return read_metrics_workload(
-        (base_dir / spec.file).resolve(), baseline, spec.interval_s, spec.model_name
-    )
+    mean, mean_square, outputs, joint = file_workloads.outputs_of_trace(input_spec, base_dir, where)
+    return OutputLengths(mean, mean_square, outputs, joint)
 
 
 def build_workload(
@@ -187,9 +155,11 @@ def build_workload(
         return d
     if isinstance(spec, HistogramLengths):
         return Histogram(tuple(spec.bin_edges_tokens), tuple(spec.weights))
+    from prfaas_plan.inputs import file_workloads  # the file-backed kinds: off the plan's path
+
     if isinstance(spec, MetricsLengths):
-        return _metrics(spec, base_dir).inputs
-    return _trace_lengths(spec, base_dir).inputs
+        return file_workloads.metrics_workload(spec, base_dir).inputs
+    return file_workloads.trace_lengths(spec, base_dir).inputs
 
 
 def _hit_rates(
@@ -203,31 +173,9 @@ def _hit_rates(
         return (float(spec),), ()
     if isinstance(spec, BandedHitRates):
         return tuple(b.hit_rate for b in spec.bands), spec.band_max_tokens
-    edges = () if spec == "from_trace" else tuple(spec.from_trace_band_max_input_tokens)
-    field = f"{where}workload.prefix_cache_hit_rate: " + (
-        "from_trace" if spec == "from_trace" else "from_trace_band_max_input_tokens"
-    )
-    need = "needs workload.input_tokens to be an observed trace with hash_ids (Mooncake JSONL)"
-    if not isinstance(inputs, ObservedLengthsFile):
-        raise ConfigError(f"{field} {need}, found {inputs.distribution}")
-    if inputs.sample is not None:
-        raise ConfigError(
-            f"{field} measures prefix reuse between consecutive requests, which a sample "
-            "breaks; use a window, or give the hit-rate"
-        )
-    trace = read_observed_trace((base_dir / inputs.file).resolve(), TraceFormat(inputs.format))
-    trace = select_prefix_trace(trace, inputs.window, str(base_dir / inputs.file))
-    if trace.prefix_blocks.values.size == 0:
-        raise ConfigError(f"{field} {need}, found {inputs.file} without hash_ids")
-    rates = prefix_hit_rates_by_band(trace, MOONCAKE_BLOCK_TOKENS, edges)
-    for i, rate in enumerate(rates):
-        if rate > plausible.MAX_PREFIX_CACHE_HIT_RATE:
-            band = f" in band {i}" if edges else ""
-            raise ConfigError(
-                f"{field}: {inputs.file} gives {rate:.4f}{band}, expected <= "
-                f"{plausible.MAX_PREFIX_CACHE_HIT_RATE:g} (the closed form's bound)"
-            )
-    return rates, edges
+    from prfaas_plan.inputs import file_workloads
+
+    return file_workloads.trace_hit_rates(spec, inputs, base_dir, where)
 
 
 def decode_point(

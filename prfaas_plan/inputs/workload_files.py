@@ -12,7 +12,6 @@ from pydantic import AfterValidator, Field
 
 from prfaas_plan import plausible
 from prfaas_plan.inputs.reading import Strict
-from prfaas_plan.inputs.trace_select import TraceSelection
 
 
 def _printable(text: str) -> str:
@@ -44,22 +43,6 @@ class TraceSample(Strict):
 
 # BurstGPT's Log Type, by the kind of traffic (its cells read "API log", "Conversation log")
 LogType = Literal["api", "conversation"]
-
-
-def selection_of(
-    window: TraceWindow | None,
-    sample: TraceSample | None,
-    model: str | None,
-    log_type: str | None,
-) -> TraceSelection:
-    return TraceSelection(
-        model=model,
-        log_type=log_type,
-        window_start_s=None if window is None else window.start_s,
-        window_duration_s=None if window is None else window.duration_s,
-        sample_requests=None if sample is None else sample.requests,
-        sample_seed=0 if sample is None else sample.seed,
-    )
 
 
 class MetricsLengths(Strict):
