@@ -37,7 +37,9 @@ class Strict(BaseModel):
     """Base of every file schema: unknown keys refused, values frozen, no NaN/inf, and no
     coercion (`true` or `"100"` is not a number; 100 is a float)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, allow_inf_nan=False, strict=True, defer_build=True
+    )
 
 
 def format_validation_error(where: str, error: ValidationError) -> str:
