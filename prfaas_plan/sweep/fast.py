@@ -32,7 +32,14 @@ def group_key(point: dict[str, Any], parameters: dict[str, Any]) -> tuple[Any, .
     values outside BATCHED_FIELDS and their parameters agree."""
     batched = {f"{section}.{field}" for section, field in BATCHED_FIELDS}
     fixed = tuple(sorted((k, v) for k, v in point.items() if k not in batched))
-    return fixed, tuple(sorted(parameters.items()))
+    return fixed, tuple(sorted((k, _hashable(v)) for k, v in parameters.items()))
+
+
+def _hashable(value: Any) -> Any:
+    """A parameter as a key: a mapping as its sorted items, a list as a tuple."""
+    if isinstance(value, dict):
+        return tuple(sorted(value.items()))
+    return tuple(value) if isinstance(value, list) else value
 
 
 def optimize_block(

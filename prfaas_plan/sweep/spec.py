@@ -28,6 +28,9 @@ from prfaas_plan.sweep import sampling
 from prfaas_plan.sweep.filters import Filter, Kind, kind_of_range, kind_of_values
 
 Value = float | int | str
+# a command parameter: a value, or a list (simulate's `load`) or mapping of numbers
+# (`gpu_prices_usd_per_gpu_hour`); the command's request checks it (use_cases/requests.py)
+Parameter = Value | list[float] | dict[str, float]
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -140,7 +143,7 @@ class SweepFile(Strict):
     description: str = ""
     scenario: str | dict[str, Any] = "case_study"  # a path (relative to the sweep file) or inline
     command: str
-    parameters: dict[str, Value | None] = Field(default_factory=dict)
+    parameters: dict[str, Parameter | None] = Field(default_factory=dict)
     sampling: Literal["grid", "random", "latin_hypercube"] = "grid"
     samples: int | None = Field(default=None, ge=1, le=plausible.MAX_SWEEP_SCENARIOS)
     seed: int = Field(default=0, ge=0, le=plausible.MAX_SEED)
@@ -221,7 +224,7 @@ class Sweep:
                 node[last] = value
         return data
 
-    def parameters(self, point: dict[str, Value]) -> dict[str, Value | None]:
+    def parameters(self, point: dict[str, Value]) -> dict[str, Parameter | None]:
         out = dict(self.spec.parameters)
         out.update({n: v for n, v in point.items() if n in self.parameter_axes})
         return out

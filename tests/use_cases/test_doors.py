@@ -50,10 +50,10 @@ def api(client: TestClient, endpoint: str, body: dict[str, Any]) -> dict[str, An
 
 
 def sweep_row(
-    tmp: Path, command: str, parameters: dict[str, Any], fast_path: bool
+    tmp: Path, command: str, parameters: dict[str, Any], fast_path: bool, refused: bool = False
 ) -> dict[str, Any]:
     """The one row of a sweep of `command` over the case study alone (one axis, one value: the
-    case study's own link)."""
+    case study's own link); with `refused`, a row that carries the request's error."""
     tmp.mkdir(parents=True, exist_ok=True)
     spec = {
         "name": "doors", "scenario": str(CASE), "command": command, "parameters": parameters,
@@ -65,7 +65,7 @@ def sweep_row(
     rows = read_results(tmp / "results").to_pylist()
     assert len(rows) == 1
     row: dict[str, Any] = rows[0]
-    assert row.get("error_class") is None, row.get("error_message")
+    assert (row.get("error_class") is not None) == refused, row.get("error_message")
     return row
 
 
