@@ -51,6 +51,7 @@ def reference() -> str:
     import typer
 
     from prfaas_plan.cli import app
+    from prfaas_plan.cli.failures import flagged
 
     group = typer.main.get_command(app)
     out: list[str] = []
@@ -79,7 +80,7 @@ def reference() -> str:
                 label = ", ".join(param.opts + list(param.secondary_opts))
             required = " (required)" if param.required and param.param_type_name == "option" else ""
             out.append(
-                f"| `{label}`{required} | {_values(param, ctx)} | {_cell(getattr(param, 'help', None) or '')} |"
+                f"| `{label}`{required} | {_values(param, ctx)} | {_cell(flagged(getattr(param, 'help', None) or ''))} |"
             )
         out.append("")
     return "\n".join(out)

@@ -1,7 +1,6 @@
 """The `explain` command: the model's equations with the scenario's numbers substituted, and the
 elasticities of Λ_max (sympy, imported only when the command runs)."""
 
-from prfaas_plan.choices import Mode
 from prfaas_plan.cli.app import app
 from prfaas_plan.cli.failures import PlanCommand
 from prfaas_plan.cli.options import (
@@ -19,7 +18,7 @@ from prfaas_plan.cli.output import emit, load_problem
 @app.command("explain", cls=PlanCommand)
 def explain(
     scenario: ScenarioArg = None,
-    mode: ModeOpt = Mode.PAPER,
+    mode: ModeOpt = None,
     bandwidth_gbps: BandwidthOpt = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,

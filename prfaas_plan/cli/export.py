@@ -8,13 +8,14 @@ import typer
 from prfaas_plan.choices import Mode
 from prfaas_plan.cli.app import app
 from prfaas_plan.cli.failures import PlanCommand
-from prfaas_plan.cli.options import DataDirOpt, FormatOpt, ModeOpt, OutputFormat, source
+from prfaas_plan.cli.options import DataDirOpt, FormatOpt, OutputFormat, source
 from prfaas_plan.cli.output import emit, note_inputs
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.use_cases.field_docs import describe
 
 TargetOpt = Annotated[
     str | None,
-    typer.Option("--target", "-t", help="Stack: llm-d, dynamo or kubernetes."),
+    typer.Option("--target", "-t", help=describe("ExportRequest", "target")),
 ]
 
 
@@ -50,24 +51,28 @@ def export_command(
     ] = None,
     name: Annotated[
         str | None,
-        typer.Option("--name", help="Object name prefix (default: the scenario's name)."),
+        typer.Option("--name", help=describe("ExportRequest", "name")),
     ] = None,
     namespace: Annotated[
-        str | None, typer.Option("--namespace", help="Kubernetes namespace.")
+        str | None, typer.Option("--namespace", help=describe("ExportRequest", "namespace"))
     ] = None,
-    image: Annotated[str | None, typer.Option("--image", help="Container image.")] = None,
+    image: Annotated[
+        str | None, typer.Option("--image", help=describe("ExportRequest", "image"))
+    ] = None,
     model_id: Annotated[
         str | None,
-        typer.Option("--model-id", help="Model the engine loads (default: the scenario's)."),
+        typer.Option("--model-id", help=describe("ExportRequest", "model_id")),
     ] = None,
     prompt_chars_per_token: Annotated[
         int | None,
         typer.Option(
             "--prompt-chars-per-token",
-            help="llm-d: prompt characters a token, to write the threshold in characters (default: 4).",
+            help=describe("ExportRequest", "prompt_chars_per_token"),
         ),
     ] = None,
-    mode: ModeOpt = Mode.PAPER,
+    mode: Annotated[
+        Mode | None, typer.Option("--mode", help=describe("ExportRequest", "mode"))
+    ] = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     data_dir: DataDirOpt = None,
 ) -> None:

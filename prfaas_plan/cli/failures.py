@@ -126,12 +126,19 @@ _CODE = re.compile(r"`([\w.]+)`")
 _ABOUT_A_FILE = re.compile(r"^\S*(/|\.(yaml|yml|csv|jsonl|json))\S*?(:\d+)?: ")
 
 
+def flagged(text: str) -> str:
+    """`text` with the request fields it names as code (`ttft_load`) written as their flags
+    (--ttft-load): a library message, or an option's help (use_cases/field_docs.py)."""
+    flags = parameter_flags()
+    return _CODE.sub(lambda m: flags.get(m.group(1), m.group(0)), text)
+
+
 def error_message(exc: PlanError) -> str:
     """The one-line message for the terminal: the library's, with the parameters it names
     written as their flags. A message about a file that is not about a parameter is left as it
     is: its words are the file's fields (`meta.yaml: gpus_per_instance must be 8`)."""
     flags = parameter_flags()
-    text = _CODE.sub(lambda m: flags.get(m.group(1), m.group(0)), str(exc))
+    text = flagged(str(exc))
     if exc.parameter in flags:
         own = _name_pattern(exc.parameter, field_guard=False)
         # a plain word (`output`) is the flag where the message names it first, English after
@@ -169,6 +176,14 @@ class PlanCommand(TyperCommand):
     (`multiple`, like `check --scenario`): click would keep only the last, so
     `--bandwidth-gbps 100 --bandwidth-gbps 1` would plan for 1 Gbps without a word, and
     `--load 0.5 --load 0.8` read as a sweep would run 0.8 alone."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """--help, each option's help naming the other options as flags (cli/failures.py
+        `flagged`): the help is the request field's meaning, written in field names."""
+        for param in self.params:
+            if getattr(param, "help", None):
+                param.help = flagged(param.help)  # type: ignore[attr-defined]
+        super().format_help(ctx, formatter)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         from prfaas_plan.cli.output import INPUTS

@@ -4,15 +4,13 @@ comma-separated flag values (option types only: no command here)."""
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from prfaas_plan.choices import Mode, RangePolicy
 from prfaas_plan.errors import ConfigError
-
-if TYPE_CHECKING:
-    pass
+from prfaas_plan.use_cases.field_docs import SHARED
 
 
 class Sets:
@@ -52,14 +50,9 @@ ScenarioArg = Annotated[
         callback=source("scenario file"),
     ),
 ]
-ModeOpt = Annotated[
-    Mode,
-    typer.Option(
-        "--mode",
-        help="paper: service time at the representative length (as the paper); "
-        "exact: conditional mean service time.",
-    ),
-]
+# an option that sets a request field takes the field's meaning (use_cases/field_docs.py) as its
+# help and None as its default: the request's default stands (stated in the meaning)
+ModeOpt = Annotated[Mode | None, typer.Option("--mode", help=SHARED["mode"])]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")]
 
 
@@ -117,11 +110,7 @@ BandwidthOpt = Annotated[
     typer.Option("--bandwidth-gbps", help="Override link.bandwidth_gbps (10^9 bit/s)."),
 ]
 RangeOpt = Annotated[
-    RangePolicy,
-    typer.Option(
-        "--out-of-range",
-        help="Lengths outside a profile table: extrapolate the fit (reported) or refuse.",
-    ),
+    RangePolicy | None, typer.Option("--out-of-range", help=SHARED["out_of_range"])
 ]
 
 
@@ -132,21 +121,13 @@ def percentile(text: str) -> int | str:
 
 
 TtftTargetOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--ttft-target-s",
-        help="TTFT target under load (s): the best plan that meets "
-        "it (M/G/c prefill pools + processor-sharing link approximation).",
-    ),
+    float | None, typer.Option("--ttft-target-s", help=SHARED["ttft_target_s"])
 ]
 TtftPercentileOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--ttft-percentile", help="Which TTFT the target bounds: mean, 50, 90 or 99 (default: 90)."
-    ),
+    str | None, typer.Option("--ttft-percentile", help=SHARED["ttft_percentile"])
 ]
 TtftLoadRpsOpt = Annotated[
-    float | None, typer.Option("--ttft-load-rps", help="Load for the target (req/s).")
+    float | None, typer.Option("--ttft-load-rps", help=SHARED["ttft_load_rps"])
 ]
 
 

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from prfaas_plan.choices import Mode, RangePolicy, Solver
+from prfaas_plan.choices import Solver
 from prfaas_plan.cli.app import app
 from prfaas_plan.cli.failures import PlanCommand
 from prfaas_plan.cli.options import (
@@ -33,17 +33,18 @@ from prfaas_plan.cli.pricing import (
     UtilizationOpt,
     gpu_prices,
 )
+from prfaas_plan.use_cases.field_docs import describe
 
 
 @app.command(cls=PlanCommand)
 def optimize(
     scenario: ScenarioArg = None,
-    mode: ModeOpt = Mode.PAPER,
+    mode: ModeOpt = None,
     threshold_tokens: Annotated[
         float | None,
         typer.Option(
             "--threshold-tokens",
-            help="Fix the routing threshold t (tokens); only the PD split is optimised.",
+            help=describe("PlanRequest", "threshold_tokens"),
         ),
     ] = None,
     bandwidth_gbps: BandwidthOpt = None,
@@ -51,22 +52,21 @@ def optimize(
         float | None,
         typer.Option(
             "--target-rps",
-            help="Size the PrfaaS cluster: fewest instances reaching this Λ_max (req/s).",
+            help=describe("PlanRequest", "target_rps"),
         ),
     ] = None,
     max_prfaas_gpus: Annotated[
         int | None,
         typer.Option(
             "--max-prfaas-gpus",
-            help="Size the PrfaaS cluster: at most this many "
-            "GPUs (best Λ_max under the cap, or the cap on a --target-rps search).",
+            help=describe("PlanRequest", "max_prfaas_gpus"),
         ),
         Sets("max_prfaas_instances"),
     ] = None,
     solver: Annotated[
-        Solver | None, typer.Option("--solver", help="MILP solver for sizing (default: highs).")
+        Solver | None, typer.Option("--solver", help=describe("PlanRequest", "solver"))
     ] = None,
-    out_of_range: RangeOpt = RangePolicy.EXTRAPOLATE,
+    out_of_range: RangeOpt = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
     plot: Annotated[
@@ -84,7 +84,7 @@ def optimize(
         float | None,
         typer.Option(
             "--ttft-load",
-            help="Load for the target, as a fraction of the unconstrained plan's exact-mode Λ_max.",
+            help=describe("PlanRequest", "ttft_load"),
         ),
     ] = None,
     ttft_load_rps: TtftLoadRpsOpt = None,
@@ -125,18 +125,23 @@ def optimize(
 @app.command(cls=PlanCommand)
 def evaluate(
     threshold_tokens: Annotated[
-        float, typer.Option("--threshold-tokens", help="Routing threshold t (tokens).")
+        float,
+        typer.Option("--threshold-tokens", help=describe("EvaluateRequest", "threshold_tokens")),
     ],
     pd_prefill_instances: Annotated[
-        int, typer.Option("--pd-prefill-instances", help="N_p; the other PD instances decode.")
+        int,
+        typer.Option(
+            "--pd-prefill-instances", help=describe("EvaluateRequest", "pd_prefill_instances")
+        ),
     ],
     scenario: ScenarioArg = None,
     prfaas_instances: Annotated[
-        int | None, typer.Option("--prfaas-instances", help="Override prfaas_cluster.instances.")
+        int | None,
+        typer.Option("--prfaas-instances", help=describe("EvaluateRequest", "prfaas_instances")),
     ] = None,
-    mode: ModeOpt = Mode.PAPER,
+    mode: ModeOpt = None,
     bandwidth_gbps: BandwidthOpt = None,
-    out_of_range: RangeOpt = RangePolicy.EXTRAPOLATE,
+    out_of_range: RangeOpt = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
     gpu_prices_usd_per_gpu_hour: GpuPriceOpt = None,

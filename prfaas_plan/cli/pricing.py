@@ -2,43 +2,24 @@
 --link-offering, --cost-model, --utilization; `procure` takes the first and the third) and the
 parser of --gpu-price's GPU=USD syntax (the request takes a mapping)."""
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from prfaas_plan.choices import CostModel
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.plausible import quoted
-
-if TYPE_CHECKING:
-    pass
+from prfaas_plan.use_cases.field_docs import SHARED
 
 GpuPriceOpt = Annotated[
     list[str] | None,
-    typer.Option(
-        "--gpu-price",
-        help="Price a GPU type: GPU=USD_PER_GPU_HOUR (repeatable), over the GPU file and scenario.",
-    ),
+    typer.Option("--gpu-price", help=SHARED["gpu_prices_usd_per_gpu_hour"]),
 ]
 LinkOfferingOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--link-offering",
-        help="Link offering of data/links/ to price the link with (default: cheapest wide enough).",
-    ),
+    str | None, typer.Option("--link-offering", help=SHARED["link_offering"])
 ]
-CostModelOpt = Annotated[
-    CostModel | None,
-    typer.Option(
-        "--cost-model", help="How GPU-hours are priced: on-demand or tco (default: on-demand)."
-    ),
-]
-UtilizationOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--utilization", help="Share of Λ_max the deployment is priced at ($/token) (default: 0.7)."
-    ),
-]
+CostModelOpt = Annotated[CostModel | None, typer.Option("--cost-model", help=SHARED["cost_model"])]
+UtilizationOpt = Annotated[float | None, typer.Option("--utilization", help=SHARED["utilization"])]
 
 
 def gpu_prices(values: list[str] | None) -> dict[str, float] | None:

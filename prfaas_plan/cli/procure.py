@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from prfaas_plan.choices import Mode
 from prfaas_plan.cli.app import app
 from prfaas_plan.cli.failures import PlanCommand
 from prfaas_plan.cli.options import (
@@ -25,6 +24,7 @@ from prfaas_plan.cli.options import (
 )
 from prfaas_plan.cli.output import emit, load_problem, spinner
 from prfaas_plan.cli.pricing import CostModelOpt, GpuPriceOpt, gpu_prices
+from prfaas_plan.use_cases.field_docs import describe
 
 if TYPE_CHECKING:
     from prfaas_plan.inputs.scenario import Problem
@@ -43,20 +43,22 @@ def procure_command(
     scenario: ScenarioArg = None,
     target_rps: Annotated[
         float | None,
-        typer.Option("--target-rps", help="Cheapest deployment reaching this Λ (req/s)."),
+        typer.Option("--target-rps", help=describe("ProcureRequest", "target_rps")),
     ] = None,
     budget_usd_per_hour: Annotated[
         float | None,
-        typer.Option("--budget-usd-per-hour", help="Highest Λ within this budget ($/h)."),
+        typer.Option(
+            "--budget-usd-per-hour", help=describe("ProcureRequest", "budget_usd_per_hour")
+        ),
     ] = None,
     max_instances_per_site: Annotated[
         int | None,
         typer.Option(
             "--max-instances-per-site",
-            help="Instances a site may hold (default: 32, or the scenario's).",
+            help=describe("ProcureRequest", "max_instances_per_site"),
         ),
     ] = None,
-    mode: ModeOpt = Mode.PAPER,
+    mode: ModeOpt = None,
     gpu_prices_usd_per_gpu_hour: GpuPriceOpt = None,
     cost_model: CostModelOpt = None,
     export_model: Annotated[
@@ -72,7 +74,7 @@ def procure_command(
         float | None,
         typer.Option(
             "--ttft-load",
-            help="Load for the TTFT target, as a fraction of --target-rps (default: 1).",
+            help=describe("ProcureRequest", "ttft_load"),
         ),
     ] = None,
     ttft_load_rps: TtftLoadRpsOpt = None,

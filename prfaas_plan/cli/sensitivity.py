@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from prfaas_plan.choices import Mode
 from prfaas_plan.cli.app import app
 from prfaas_plan.cli.failures import PlanCommand
 from prfaas_plan.cli.options import (
@@ -31,6 +30,7 @@ from prfaas_plan.cli.pricing import (
     gpu_prices,
 )
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.use_cases.field_docs import describe
 
 CURVE_SUFFIXES = (".json", ".csv")
 
@@ -58,12 +58,11 @@ def _curves_target(value: Path | None) -> Path | None:
 @app.command("sensitivity", cls=PlanCommand)
 def sensitivity(
     scenario: ScenarioArg = None,
-    mode: ModeOpt = Mode.PAPER,
+    mode: ModeOpt = None,
     bandwidth_gbps: BandwidthOpt = None,
     bins: Annotated[
-        int,
-        typer.Option("--bins", help="Length bins of the routing LP (2 to 20,000)."),
-    ] = 2000,
+        int | None, typer.Option("--bins", help=describe("SensitivityRequest", "bins"))
+    ] = None,
     curves: Annotated[
         Path | None,
         typer.Option(
@@ -110,7 +109,7 @@ def sensitivity(
     with spinner(fmt is OutputFormat.TABLE and output is None, "solving the routing LPs…"):
         catalog = Catalog.open(data_dir)
         report = calls.sensitivity(problem, request, catalog)
-        lines = sensitivity_curves(problem, mode, catalog) if curves or plot else ()
+        lines = sensitivity_curves(problem, request.mode, catalog) if curves or plot else ()
     if curves is not None:
         from prfaas_plan.inputs.files import write_atomically, write_text
         from prfaas_plan.render.sensitivity import curves_to_csv, curves_to_json

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from prfaas_plan.choices import ArrivalProcess, Mode, RoutingPolicy
+from prfaas_plan.choices import ArrivalProcess, RoutingPolicy
 from prfaas_plan.cli.app import app
 from prfaas_plan.cli.failures import PlanCommand
 from prfaas_plan.cli.options import (
@@ -21,13 +21,9 @@ from prfaas_plan.cli.options import (
     source,
 )
 from prfaas_plan.cli.output import emit, load_problem, progress_bar
+from prfaas_plan.use_cases.field_docs import describe
 from prfaas_plan.use_cases.simulation_spec import (
-    ArrivalSpec,
     ComparisonSpec,
-    LoadSpec,
-    PolicySpec,
-    SimulationRequest,
-    StressSpec,
 )
 
 
@@ -38,36 +34,35 @@ def simulate(
         str | None,
         typer.Option(
             "--load",
-            help="Arrival rate as fractions of the plan's exact-mode Λ_max, "
-            f"comma-separated for a sweep (default: {LoadSpec.fractions[0]:g}).",
+            help=describe("SimulateRequest", "load"),
         ),
         Sets("load.fractions"),
     ] = None,
     rate_rps: Annotated[
         float | None,
-        typer.Option("--rate-rps", help="Absolute arrival rate (req/s) instead of --load."),
+        typer.Option("--rate-rps", help=describe("SimulateRequest", "rate_rps")),
         Sets("load.rate_rps"),
     ] = None,
     requests: Annotated[
         int | None,
-        typer.Option("--requests", help=f"Requests per run (default: {ArrivalSpec.requests})."),
+        typer.Option("--requests", help=describe("SimulateRequest", "requests")),
         Sets("arrivals.requests"),
     ] = None,
     duration_s: Annotated[
         float | None,
-        typer.Option("--duration-s", help="Simulated arrival window (s) instead of --requests."),
+        typer.Option("--duration-s", help=describe("SimulateRequest", "duration_s")),
         Sets("arrivals.duration_s"),
     ] = None,
     seed: Annotated[
-        int,
-        typer.Option("--seed", help="Random seed (same seed, same result)."),
+        int | None,
+        typer.Option("--seed", help=describe("SimulateRequest", "seed")),
         Sets("arrivals.seed"),
-    ] = ArrivalSpec.seed,
+    ] = None,
     arrivals: Annotated[
         ArrivalProcess | None,
         typer.Option(
             "--arrivals",
-            help=f"Arrival process (default: {ArrivalSpec.process}; with --trace: trace).",
+            help=describe("SimulateRequest", "arrivals"),
         ),
         Sets("arrivals.process"),
     ] = None,
@@ -75,22 +70,20 @@ def simulate(
         float | None,
         typer.Option(
             "--burst-cv",
-            help=f"gamma: coefficient of variation of inter-arrivals (default: {ArrivalSpec.burst_cv:g}).",
+            help=describe("SimulateRequest", "burst_cv"),
         ),
         Sets("arrivals.burst_cv"),
     ] = None,
     period_s: Annotated[
         float | None,
-        typer.Option(
-            "--period-s", help=f"sinusoidal: period (s) (default: {ArrivalSpec.period_s:g})."
-        ),
+        typer.Option("--period-s", help=describe("SimulateRequest", "period_s")),
         Sets("arrivals.period_s"),
     ] = None,
     amplitude: Annotated[
         float | None,
         typer.Option(
             "--amplitude",
-            help=f"sinusoidal: rate swing as a fraction of the mean (default: {ArrivalSpec.amplitude:g}).",
+            help=describe("SimulateRequest", "amplitude"),
         ),
         Sets("arrivals.amplitude"),
     ] = None,
@@ -98,48 +91,48 @@ def simulate(
         Path | None,
         typer.Option(
             "--trace",
-            help="Replay a trace: Mooncake JSONL (timestamp, input_length, output_length, "
-            "hash_ids), or an Azure LLM inference or BurstGPT CSV (told by its header); with "
-            "--load/--rate-rps it is sped up to that rate.",
+            help=describe("SimulateRequest", "trace"),
             callback=source("arrivals.trace"),
         ),
         Sets("arrivals.trace"),
     ] = None,
     policy: Annotated[
-        RoutingPolicy, typer.Option("--policy", help="Routing policy."), Sets("policy.kind")
-    ] = PolicySpec.kind,
+        RoutingPolicy | None,
+        typer.Option("--policy", help=describe("SimulateRequest", "policy")),
+        Sets("policy.kind"),
+    ] = None,
     link_latency_s: Annotated[
-        float, typer.Option("--link-latency-s", help="Extra latency per KV transfer (s).")
-    ] = SimulationRequest.link_latency_s,
+        float | None,
+        typer.Option("--link-latency-s", help=describe("SimulateRequest", "link_latency_s")),
+    ] = None,
     dip_start_s: Annotated[
         float | None,
-        typer.Option("--dip-start-s", help="Bandwidth dip: start (s)."),
+        typer.Option("--dip-start-s", help=describe("SimulateRequest", "dip_start_s")),
         Sets("stress.dip_start_s"),
     ] = None,
     dip_duration_s: Annotated[
         float | None,
-        typer.Option("--dip-duration-s", help="Bandwidth dip: duration (s)."),
+        typer.Option("--dip-duration-s", help=describe("SimulateRequest", "dip_duration_s")),
         Sets("stress.dip_duration_s"),
     ] = None,
     dip_fraction: Annotated[
         float | None,
         typer.Option(
             "--dip-fraction",
-            help=f"Bandwidth dip: remaining share of the link (default: {StressSpec.dip_fraction:g}).",
+            help=describe("SimulateRequest", "dip_fraction"),
         ),
         Sets("stress.dip_fraction"),
     ] = None,
-    mode: ModeOpt = Mode.PAPER,
+    mode: ModeOpt = None,
     threshold_tokens: Annotated[
         float | None,
-        typer.Option("--threshold-tokens", help="Simulate this t instead of the planned one."),
+        typer.Option("--threshold-tokens", help=describe("SimulateRequest", "threshold_tokens")),
     ] = None,
     sustainable: Annotated[
         bool,
         typer.Option(
             "--sustainable",
-            help="Also find the highest rate the simulated deployment "
-            "sustains and compare it with the exact- and paper-mode Λ_max (~10 runs).",
+            help=describe("SimulateRequest", "sustainable"),
         ),
     ] = False,
     bandwidth_gbps: BandwidthOpt = None,
@@ -194,7 +187,7 @@ def compare_policies_command(
         ),
         Sets("arrivals.trace"),
     ] = None,
-    mode: ModeOpt = Mode.PAPER,
+    mode: ModeOpt = None,
     bandwidth_gbps: BandwidthOpt = None,
     fmt: FormatOpt = OutputFormat.TABLE,
     output: OutputOpt = None,
@@ -208,5 +201,6 @@ def compare_policies_command(
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
     spec = ComparisonSpec(load_fraction=load, requests=requests, seed=seed, trace=trace)
     with progress_bar("comparing policies") as step:
-        report = compare_policies_for(problem, spec, plan_mode=mode, progress=step)
+        planned = {} if mode is None else {"plan_mode": mode}  # else the use-case's default
+        report = compare_policies_for(problem, spec, progress=step, **planned)
     emit(comparison_view(report), comparison_json(report), fmt, output)

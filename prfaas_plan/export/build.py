@@ -16,6 +16,7 @@ from prfaas_plan.export.note import Note, note_files
 from prfaas_plan.export.plan_source import ExportPlan
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.scenario import Problem
+from prfaas_plan.use_cases.field_docs import describe
 from prfaas_plan.use_cases.requests import ModeChoice
 
 MAX_CHARS_PER_TOKEN = 64  # a plausibility bound on --prompt-chars-per-token
@@ -42,19 +43,15 @@ class ExportRequest(Strict):
     fields; server/bodies.py adds the scenario). The plan is the scenario's, planned in `mode`,
     or (the CLI) a reviewed `optimize -f json` document, which keeps its own mode."""
 
-    target: TargetChoice = Field(description="Stack: llm-d, dynamo or kubernetes.")
-    mode: ModeChoice = Field(
-        Mode.PAPER, description="The plan's mode when planned from the scenario: paper or exact."
-    )
-    name: str | None = Field(
-        None, description="Object name prefix, a Kubernetes name [the scenario's, sanitised]."
-    )
-    namespace: str | None = Field(None, description="Kubernetes namespace [none written].")
-    image: str | None = Field(None, description="Container image [the target's default].")
-    model_id: str | None = Field(None, description="Model the engine loads [the scenario's].")
+    target: TargetChoice = Field(description=describe("ExportRequest", "target"))
+    mode: ModeChoice = Field(Mode.PAPER, description=describe("ExportRequest", "mode"))
+    name: str | None = Field(None, description=describe("ExportRequest", "name"))
+    namespace: str | None = Field(None, description=describe("ExportRequest", "namespace"))
+    image: str | None = Field(None, description=describe("ExportRequest", "image"))
+    model_id: str | None = Field(None, description=describe("ExportRequest", "model_id"))
     prompt_chars_per_token: int = Field(
         llmd.DEFAULT_CHARS_PER_TOKEN,
-        description="llm-d only: prompt characters a token, to write the threshold in characters.",
+        description=describe("ExportRequest", "prompt_chars_per_token"),
     )
 
 

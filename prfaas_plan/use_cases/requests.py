@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, field_validator
 from prfaas_plan.choices import ArrivalProcess, CostModel, Mode, RangePolicy, RoutingPolicy, Solver
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import Strict, format_validation_error
+from prfaas_plan.use_cases.field_docs import describe
 
 if TYPE_CHECKING:
     from prfaas_plan.use_cases.simulation_spec import SimulationRequest
@@ -30,26 +31,16 @@ SolverChoice = Annotated[Solver, Field(strict=False)]
 CostModelChoice = Annotated[CostModel, Field(strict=False)]
 
 
-def _doc(text: str) -> str:
-    return " ".join(text.split())
-
-
 class TtftFields(Strict):
     """A TTFT target under load."""
 
-    ttft_target_s: float | None = Field(
-        None, description=_doc("TTFT target in seconds at ttft_percentile, under load.")
-    )
+    ttft_target_s: float | None = Field(None, description=describe("TtftFields", "ttft_target_s"))
     ttft_percentile: Percentile | None = Field(
         None,
-        description=_doc("The TTFT statistic the target bounds: mean, 50, 90 or 99 (default: 90)."),
+        description=describe("TtftFields", "ttft_percentile"),
     )
-    ttft_load: float | None = Field(
-        None, description=_doc("Load of the TTFT target as a fraction of Λ_max.")
-    )
-    ttft_load_rps: float | None = Field(
-        None, description=_doc("Load of the TTFT target in req/s (instead of ttft_load).")
-    )
+    ttft_load: float | None = Field(None, description=describe("TtftFields", "ttft_load"))
+    ttft_load_rps: float | None = Field(None, description=describe("TtftFields", "ttft_load_rps"))
 
     @field_validator("ttft_percentile", mode="before")
     @classmethod
@@ -66,72 +57,68 @@ class TtftFields(Strict):
 class GpuPrices(Strict):
     gpu_prices_usd_per_gpu_hour: dict[str, float] | None = Field(
         None,
-        description=_doc(
-            "USD per GPU-hour by GPU type, over the GPU files and the scenario's cost block."
-        ),
+        description=describe("GpuPrices", "gpu_prices_usd_per_gpu_hour"),
     )
     cost_model: CostModelChoice | None = Field(
-        None, description=_doc("How GPU-hours are priced: on-demand or tco (default: on-demand).")
+        None, description=describe("GpuPrices", "cost_model")
     )
 
 
 class Prices(GpuPrices):
     """How a deployment is priced (default: the scenario's `cost:` block, else the catalog)."""
 
-    link_offering: str | None = Field(
-        None, description=_doc("Link offering of data/links/ to price the link with.")
-    )
+    link_offering: str | None = Field(None, description=describe("Prices", "link_offering"))
     utilization: float | None = Field(
         None,
-        description=_doc("Share of Λ_max the deployment is priced at ($/token) (default: 0.7)."),
+        description=describe("Prices", "utilization"),
     )
 
 
 class PlanRequest(Prices, TtftFields):
     """`optimize`: the threshold and the PD split (or the PrfaaS size) against both baselines."""
 
-    mode: ModeChoice = Field(
-        Mode.PAPER, description="paper: representative lengths; exact: E[T(L)]."
-    )
+    mode: ModeChoice = Field(Mode.PAPER, description=describe("PlanRequest", "mode"))
     threshold_tokens: float | None = Field(
-        None, description=_doc("Fix the routing threshold t (tokens) instead of optimising it.")
+        None, description=describe("PlanRequest", "threshold_tokens")
     )
-    target_rps: float | None = Field(
-        None, description=_doc("Size the PrfaaS cluster: the fewest GPUs reaching this req/s.")
-    )
+    target_rps: float | None = Field(None, description=describe("PlanRequest", "target_rps"))
     max_prfaas_gpus: int | None = Field(
-        None, description=_doc("Size the PrfaaS cluster: the most req/s with this many GPUs.")
+        None, description=describe("PlanRequest", "max_prfaas_gpus")
     )
-    solver: SolverChoice | None = Field(
-        None, description="MILP solver of the sizing: highs or cbc."
-    )
+    solver: SolverChoice | None = Field(None, description=describe("PlanRequest", "solver"))
     out_of_range: RangeChoice = Field(
         RangePolicy.EXTRAPOLATE,
-        description=_doc("A length outside a profiled range: extrapolate or error."),
+        description=describe("PlanRequest", "out_of_range"),
     )
 
 
 class EvaluateRequest(Prices):
     """`evaluate`: one given configuration (t, N_p; the rest of the PD cluster decodes)."""
 
-    threshold_tokens: float = Field(description="Routing threshold t (tokens).")
-    pd_prefill_instances: int = Field(description="N_p; the other PD instances decode.")
-    prfaas_instances: int | None = Field(None, description="Override prfaas_cluster.instances.")
-    mode: ModeChoice = Mode.PAPER
-    out_of_range: RangeChoice = RangePolicy.EXTRAPOLATE
+    threshold_tokens: float = Field(description=describe("EvaluateRequest", "threshold_tokens"))
+    pd_prefill_instances: int = Field(
+        description=describe("EvaluateRequest", "pd_prefill_instances")
+    )
+    prfaas_instances: int | None = Field(
+        None, description=describe("EvaluateRequest", "prfaas_instances")
+    )
+    mode: ModeChoice = Field(Mode.PAPER, description=describe("EvaluateRequest", "mode"))
+    out_of_range: RangeChoice = Field(
+        RangePolicy.EXTRAPOLATE, description=describe("EvaluateRequest", "out_of_range")
+    )
 
 
 class SensitivityRequest(Prices):
     """`sensitivity`: what binds, what the next unit of each resource buys, the routing bound."""
 
-    mode: ModeChoice = Mode.PAPER
-    bins: int = Field(2000, description="Length bins of the routing LP (its bound's resolution).")
+    mode: ModeChoice = Field(Mode.PAPER, description=describe("SensitivityRequest", "mode"))
+    bins: int = Field(2000, description=describe("SensitivityRequest", "bins"))
 
 
 class ExplainRequest(Strict):
     """`explain`: the model's equations with the scenario's numbers substituted."""
 
-    mode: ModeChoice = Mode.PAPER
+    mode: ModeChoice = Field(Mode.PAPER, description=describe("ExplainRequest", "mode"))
 
 
 class ProcureSpaceFields(GpuPrices):
@@ -140,28 +127,27 @@ class ProcureSpaceFields(GpuPrices):
 
     max_instances_per_site: int | None = Field(
         None,
-        description=_doc(
-            "Instances each candidate site may get (default: procurement's, else 32)."
-        ),
+        description=describe("ProcureSpaceFields", "max_instances_per_site"),
     )
-    mode: ModeChoice = Mode.PAPER
+    mode: ModeChoice = Field(Mode.PAPER, description=describe("ProcureSpaceFields", "mode"))
 
 
 class ProcureRequest(ProcureSpaceFields, TtftFields):
     """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget."""
 
-    target_rps: float | None = Field(None, description="The rate to reach at least cost (req/s).")
+    target_rps: float | None = Field(None, description=describe("ProcureRequest", "target_rps"))
+    ttft_load: float | None = Field(None, description=describe("ProcureRequest", "ttft_load"))
     budget_usd_per_hour: float | None = Field(
-        None, description="The most to spend ($/hour): the most Λ_max within it."
+        None, description=describe("ProcureRequest", "budget_usd_per_hour")
     )
 
 
 class ParetoRequest(ProcureSpaceFields):
     """`procure --pareto`: cost against Λ_max and, reaching target_rps, against P90 TTFT."""
 
-    target_rps: float = Field(description="The rate every plan of the latency frontier reaches.")
+    target_rps: float = Field(description=describe("ParetoRequest", "target_rps"))
     ttft_load_rps: float | None = Field(
-        None, description="The latency frontier at this Poisson load (req/s; else unloaded)."
+        None, description=describe("ParetoRequest", "ttft_load_rps")
     )
 
 
@@ -196,38 +182,36 @@ class SimulateRequest(Strict):
     """`simulate`: the planned deployment under load, event by event (`spec` gives the
     simulator's SimulationRequest, its defaults and checks: use_cases/simulation_spec.py)."""
 
-    load: list[float] | None = Field(
-        None, description="Arrival rates as fractions of the plan's exact-mode Λ_max (a run each)."
-    )
-    rate_rps: float | None = Field(None, description="Absolute arrival rate (req/s) instead.")
-    requests: int | None = Field(None, description="Requests per run (default: 100,000).")
-    duration_s: float | None = Field(None, description="Arrival window (s) instead of requests.")
-    seed: int = Field(0, description="Random seed (same seed, same result).")
+    load: list[float] | None = Field(None, description=describe("SimulateRequest", "load"))
+    rate_rps: float | None = Field(None, description=describe("SimulateRequest", "rate_rps"))
+    requests: int | None = Field(None, description=describe("SimulateRequest", "requests"))
+    duration_s: float | None = Field(None, description=describe("SimulateRequest", "duration_s"))
+    seed: int = Field(0, description=describe("SimulateRequest", "seed"))
     arrivals: ArrivalChoice | None = Field(
-        None, description="Arrival process: poisson, gamma, sinusoidal or trace (default: poisson)."
+        None, description=describe("SimulateRequest", "arrivals")
     )
-    burst_cv: float | None = Field(None, description="gamma: CV of inter-arrivals (default: 3).")
-    period_s: float | None = Field(None, description="sinusoidal: period (s) (default: 600).")
-    amplitude: float | None = Field(
-        None, description="sinusoidal: ±share of the mean (default: 0.5)."
-    )
+    burst_cv: float | None = Field(None, description=describe("SimulateRequest", "burst_cv"))
+    period_s: float | None = Field(None, description=describe("SimulateRequest", "period_s"))
+    amplitude: float | None = Field(None, description=describe("SimulateRequest", "amplitude"))
     trace: Annotated[Path, Field(strict=False)] | None = Field(
-        None, description="A Mooncake JSONL trace replayed (its own lengths and times)."
+        None, description=describe("SimulateRequest", "trace")
     )
-    policy: PolicyChoice = Field(RoutingPolicy.STATIC, description="Routing policy.")
-    link_latency_s: float = Field(0.0, description="Extra latency per KV transfer (s).")
-    dip_start_s: float | None = Field(None, description="Bandwidth dip: start (s).")
-    dip_duration_s: float | None = Field(None, description="Bandwidth dip: duration (s).")
+    policy: PolicyChoice = Field(
+        RoutingPolicy.STATIC, description=describe("SimulateRequest", "policy")
+    )
+    link_latency_s: float = Field(0.0, description=describe("SimulateRequest", "link_latency_s"))
+    dip_start_s: float | None = Field(None, description=describe("SimulateRequest", "dip_start_s"))
+    dip_duration_s: float | None = Field(
+        None, description=describe("SimulateRequest", "dip_duration_s")
+    )
     dip_fraction: float | None = Field(
-        None, description="Bandwidth dip: remaining share of the link (default: 0.1)."
+        None, description=describe("SimulateRequest", "dip_fraction")
     )
-    mode: ModeChoice = Mode.PAPER
+    mode: ModeChoice = Field(Mode.PAPER, description=describe("SimulateRequest", "mode"))
     threshold_tokens: float | None = Field(
-        None, description="Simulate this threshold t instead of the planned one (tokens)."
+        None, description=describe("SimulateRequest", "threshold_tokens")
     )
-    sustainable: bool = Field(
-        False, description="Also find the highest rate the deployment sustains (~10 runs)."
-    )
+    sustainable: bool = Field(False, description=describe("SimulateRequest", "sustainable"))
 
     @field_validator("load", mode="before")
     @classmethod

@@ -65,5 +65,8 @@ def test_no_help_text_holds_what_rich_takes_for_markup(name):
 
 def test_the_two_cuts_the_issue_found_now_read_whole():
     optimize = " ".join(help_lines(rendered_help("optimize")))
-    assert "to price the link with (default: cheapest wide enough)." in optimize
+    assert (
+        "to price the link with (default: the cheapest wide enough; owned: already paid for)."
+        in optimize
+    )
     assert "on-demand or tco (default: on-demand)." in optimize
