@@ -217,7 +217,7 @@ def procure_ttft_target(
     load_rps: float | None = None,
     load_fraction: float | None = None,
 ) -> TtftTarget | None:
-    """`commands.plan.ttft_target` with procure's default load: the target rate itself
+    """use_cases/plan.py `ttft_target` with procure's default load: the target rate itself
     (load_fraction 1 of target_rps) when neither load is given."""
     if target_s is not None and load_rps is None and load_fraction is None:
         load_fraction = 1.0
