@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.failures import CHECK_FAILED_EXIT_CODE, PlanCommand
 from prfaas_plan.cli.options import (
     FormatOpt,
     OutputFormat,
@@ -71,7 +71,6 @@ def check_command(
 ) -> None:
     """CI regression check: validate every table against schema and physics, re-plan the golden
     scenarios and compare with the committed expectations. Exits 8 when anything fails."""
-    from prfaas_plan.cli.failures import CHECK_FAILED_EXIT_CODE
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.resources import is_installed_copy
     from prfaas_plan.render.catalog import check_json, check_view

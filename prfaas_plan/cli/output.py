@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from prfaas_plan.inputs.scenario import Problem
     from prfaas_plan.render.views import Document, View
 
+import errno
+
 from prfaas_plan.cli.options import OutputFormat, same_file
 from prfaas_plan.errors import ConfigError
 
@@ -73,7 +75,6 @@ def emit(view: "View", document: "Document", fmt: OutputFormat, output: Path | N
 def _stdout_errors() -> Iterator[None]:
     """A failing write to stdout (a full device, ...) as one line; a closed pipe stays typer's
     (exit 1, silent). The unwritable rest is dropped so that Python's exit does not retry it."""
-    import errno
     import os
 
     try:

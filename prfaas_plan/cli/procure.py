@@ -24,6 +24,7 @@ from prfaas_plan.cli.options import (
 )
 from prfaas_plan.cli.output import emit, load_problem, spinner
 from prfaas_plan.cli.pricing import CostModelOpt, GpuPriceOpt, gpu_prices
+from prfaas_plan.errors import ConfigError
 from prfaas_plan.use_cases.field_docs import describe
 
 if TYPE_CHECKING:
@@ -105,7 +106,6 @@ def procure_command(
     threshold) reaching --target-rps, or the highest throughput within --budget-usd-per-hour.
     Each site brings its own link offering (procurement.sites), so there is no --link-offering.
     --pareto: the cost frontiers instead (needs --target-rps for the latency frontier)."""
-    from prfaas_plan.errors import ConfigError
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.procure import procure_to_json, procure_view
     from prfaas_plan.use_cases import calls

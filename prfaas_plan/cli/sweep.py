@@ -4,7 +4,7 @@ dataset) and `prfaas-plan sweep-report` (its summary and a figure over two axes)
 import os
 import sys
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -141,7 +141,6 @@ def _progress(total: int, logged: bool = False):  # type: ignore[no-untyped-def]
     filters drop included, so the total is known before the study), scenarios/s and ETA. On a
     stderr that is not a terminal, an announced (`logged`) study writes one line instead at
     most every LOG_EVERY_S: the points covered, the time spent and the time left at that pace."""
-    from contextlib import contextmanager
 
     from rich.console import Console
     from rich.progress import (

@@ -14,6 +14,7 @@ from typing import Any
 from prfaas_plan import __version__, plausible
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.inputs.reading import read_text
 from prfaas_plan.inputs.scenario import Problem
 
 # a re-evaluated plan agrees with its JSON to the printed digits of a float (JSON keeps 17)
@@ -89,7 +90,6 @@ def looks_like_plan_json(path: Path) -> bool:
 
 def read_plan_json(path: Path) -> dict[str, Any]:
     """The plan document at `path` (bounded read, finite numbers, each key once), or one line."""
-    from prfaas_plan.inputs.reading import read_text
 
     text = read_text(path, "plan JSON")
 

@@ -18,6 +18,7 @@ from prfaas_plan.export.manifest import (
     ROLE_PRFAAS,
     label_value,
 )
+from prfaas_plan.inputs.reading import parse_yaml_text, read_text
 from prfaas_plan.inputs.scenario import Problem
 
 MAX_FILES = 64
@@ -42,7 +43,6 @@ class ReadBack:
 
 
 def _documents(directory: Path) -> list[tuple[str, dict[str, Any]]]:
-    from prfaas_plan.inputs.reading import parse_yaml_text, read_text
 
     if not directory.is_dir():
         raise ConfigError(f"{directory}: not a directory (expected an exported directory)")

@@ -2,11 +2,13 @@
 the cost split, the binding limit; JSON with units in every key; `--pareto`'s frontiers as a
 view, JSON, CSV and a figure."""
 
+import csv
 from pathlib import Path
 
 import numpy as np
 
 from prfaas_plan import __version__, units
+from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.render.views import Document, View, fmt, number
 from prfaas_plan.use_cases.procure import ProcureReport, ProcureTtft
 from prfaas_plan.use_cases.procure_pareto import LOADED_FRONTIER_STEP, ParetoPlan, ParetoReport
@@ -250,7 +252,6 @@ def pareto_to_json(report: ParetoReport) -> Document:
 
 def pareto_to_csv(report: ParetoReport) -> str:
     """Both frontiers, one plan a row (column `frontier`: capacity or ttft)."""
-    import csv
     import io
 
     out = io.StringIO()
@@ -321,7 +322,6 @@ def plot_pareto(report: ParetoReport, plot_path: Path) -> None:
     """Left: cost against Λ_max; right: cost against P90 TTFT, unloaded or at the report's load
     (plans reaching the
     target); the reference deployments marked on both."""
-    from prfaas_plan.inputs.files import write_atomically
     from prfaas_plan.render.plot import _check_suffix, _pyplot
 
     _check_suffix(plot_path)

@@ -2,6 +2,8 @@
 prices and the routing bound, as a table/Markdown view and as JSON (SI, units in the keys); the
 curves as JSON or CSV."""
 
+import csv
+
 import numpy as np
 
 from prfaas_plan import __version__
@@ -219,7 +221,6 @@ def curves_to_json(curves: tuple[Curve, ...]) -> Document:
 
 def curves_to_csv(curves: tuple[Curve, ...]) -> str:
     """One row per point of every curve (long format); an empty cell for t = inf."""
-    import csv
     import io
 
     buffer = io.StringIO()

@@ -10,13 +10,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from prfaas_plan.errors import ConfigError
+from prfaas_plan.export.build import build_export
+from prfaas_plan.export.manifest import file_texts
+from prfaas_plan.export.plan_source import plan_from_scenario
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import Problem, build_problem, load_scenario
 from prfaas_plan.inputs.scenario_schema import ObservedLengthsFile, Scenario
 from prfaas_plan.inputs.workload_files import MetricsLengths
-from prfaas_plan.render.views import Document, View
+from prfaas_plan.render.views import Document, View, render_markdown
 from prfaas_plan.server import bodies
 from prfaas_plan.server.naming import CASE_STUDY_NAME
 
@@ -231,9 +234,6 @@ def explain_endpoint(body: bodies.ExplainBody, catalog: Catalog) -> Answer:
 @endpoint("export", bodies.ExportBody, formats=(*FORMATS, ZIP))
 def export_endpoint(body: bodies.ExportBody, catalog: Catalog) -> Answer:
     """`export`: the plan as a stack's manifests (llm-d, Dynamo, Kubernetes) and its note."""
-    from prfaas_plan.export.build import build_export
-    from prfaas_plan.export.manifest import file_texts
-    from prfaas_plan.export.plan_source import plan_from_scenario
 
     problem = problem_of(body, catalog)
     result = build_export(problem, plan_from_scenario(problem, body.mode), body)
@@ -257,7 +257,6 @@ def whatif(body: bodies.PlanBody, catalog: Catalog) -> Document:
     threshold-balance curve."""
     from prfaas_plan.render.balance import balance_json
     from prfaas_plan.render.plan import plan_to_json, plan_view
-    from prfaas_plan.render.views import render_markdown
 
     report = plan_report(body, catalog)
     view = plan_view(report)

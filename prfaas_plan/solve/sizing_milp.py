@@ -22,6 +22,7 @@ Units: Λ in requests/s, instance counts, thresholds in tokens.
 """
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -266,7 +267,6 @@ def to_pulp(
 
 
 def _solve_cbc(m: Milp, rel_gap: float = MILP_REL_GAP) -> FloatArray | None:
-    import warnings
 
     import pulp
 

@@ -22,6 +22,7 @@ from pydantic import Field, model_validator
 from prfaas_plan import plausible
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import Strict, parse, read_yaml
+from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import check_scenario
 from prfaas_plan.inputs.scenario_schema import Scenario
 from prfaas_plan.sweep import sampling
@@ -342,7 +343,6 @@ def _described(value: Any) -> str:
 
 
 def _base_scenario(spec: SweepFile, path: Path) -> tuple[dict[str, Any], str]:
-    from prfaas_plan.inputs.resources import default_scenario_file
 
     if isinstance(spec.scenario, dict):
         base, base_dir = spec.scenario, path.parent

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from prfaas_plan import units
+from prfaas_plan import plausible, units
 from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import ServingSystem
 from prfaas_plan.analytic.loaded_ttft import Metric, loaded_ttft
@@ -94,7 +94,6 @@ def candidate_bound(space: ProcureSpace) -> int:
 
 def _check_size(space: ProcureSpace) -> None:
     """Refuse, before enumerating, a space larger than plausible.MAX_PARETO_CANDIDATES."""
-    from prfaas_plan import plausible
 
     n = space.max_pd_instances
     thresholds = space.thresholds_tokens.size
@@ -197,7 +196,6 @@ def procure_pareto(
     """The two frontiers of the module docstring and the three reference deployments. With
     `ttft_load_rps` the TTFT frontier is the P90 at that Poisson load instead, found by
     solve/procure_ttft.ttft_frontier (plans a step of 2% apart in P90)."""
-    from prfaas_plan import plausible
 
     plausible.check_in_range(
         "target_rps", target_rps, plausible.MIN_RATE_RPS, plausible.MAX_RATE_RPS, "req/s"
