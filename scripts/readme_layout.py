@@ -1,6 +1,8 @@
 """Generate the Layout section of docs/architecture.md from the package itself: one line per folder
-and module, each with the first sentence of its docstring. tests/project/test_readme_layout.py fails when
-the page's block differs, so the section cannot drift; refresh it with
+and module, each with the first sentence of its docstring; and the README's Layout section, one
+entry per folder (its docstring's first paragraph), lowest layer first.
+tests/project/test_readme_layout.py fails when either block differs, so neither can drift;
+refresh them with
 
     python scripts/readme_layout.py
 """
@@ -13,6 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "prfaas_plan"
 PAGE = ROOT / "docs" / "architecture.md"
 START, END = "<!-- layout -->\n", "<!-- /layout -->"
+README = ROOT / "README.md"
+FOLDERS_START, FOLDERS_END = "<!-- folders -->\n", "<!-- /folders -->"
+# the folders in the order of their layers (tests/project/test_layering.py ranks them)
+LAYER_ORDER = ("analytic", "solve", "sim", "symbolic", "inputs", "use_cases", "render", "export",
+               "server", "sweep", "cli")  # fmt: skip
 NAME_WIDTH = 24
 
 
@@ -42,10 +49,28 @@ def layout() -> str:
     return "```\n" + "\n".join(lines) + "\n```\n"
 
 
+def folders() -> str:
+    """One entry per folder, lowest layer first: its docstring's first paragraph."""
+    found = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+    missing = sorted(set(found) - set(LAYER_ORDER))
+    if missing:
+        raise SystemExit(f"scripts/readme_layout.py: LAYER_ORDER lacks {missing}")
+    base = ", ".join(f"`{p.name}`" for p in sorted(PACKAGE.glob("*.py")) if p.name[0] != "_")
+    lines = [f"- {base}: units, errors, choices and plausibility bounds, imported by every layer."]
+    for name in LAYER_ORDER:
+        doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())) or ""
+        lines.append(f"- `{name}/`: " + " ".join(doc.split("\n\n")[0].split()))
+    return "\n".join(lines) + "\n"
+
+
+def _replace(path: Path, start: str, end: str, block: str) -> None:
+    pattern = re.escape(start) + ".*?" + re.escape(end)
+    path.write_text(re.sub(pattern, lambda _: start + block + end, path.read_text(), flags=re.S))
+
+
 def main() -> None:
-    text = PAGE.read_text()
-    pattern = re.escape(START) + ".*?" + re.escape(END)
-    PAGE.write_text(re.sub(pattern, lambda _: START + layout() + END, text, flags=re.S))
+    _replace(PAGE, START, END, layout())
+    _replace(README, FOLDERS_START, FOLDERS_END, folders())
 
 
 if __name__ == "__main__":

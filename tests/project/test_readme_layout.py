@@ -1,4 +1,5 @@
-"""The Layout section of docs/architecture.md is generated from the package, so it cannot drift."""
+"""The Layout sections of docs/architecture.md and README.md are generated from the package, so
+they cannot drift."""
 
 import importlib.util
 from pathlib import Path
@@ -22,6 +23,13 @@ def test_layout_section_matches_the_package():
     assert block == gen.layout(), (
         "docs/architecture.md Layout is stale: run python scripts/readme_layout.py"
     )
+
+
+def test_the_readmes_layout_lists_every_folder_as_its_docstring_says():
+    gen = _generator()
+    readme = gen.README.read_text()
+    block = readme.split(gen.FOLDERS_START, 1)[1].split(gen.FOLDERS_END, 1)[0]
+    assert block == gen.folders(), "README.md Layout is stale: run python scripts/readme_layout.py"
 
 
 def test_every_module_and_folder_says_what_it_owns():
