@@ -42,7 +42,8 @@ class ReadBack:
 
 
 def _documents(directory: Path) -> list[tuple[str, dict[str, Any]]]:
-    from prfaas_plan.inputs.reading import parse_yaml_text, read_text
+    from prfaas_plan.inputs.reading import read_text
+    from prfaas_plan.inputs.strict_yaml import parse_yaml_text
 
     if not directory.is_dir():
         raise ConfigError(f"{directory}: not a directory (expected an exported directory)")
