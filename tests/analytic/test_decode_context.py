@@ -76,7 +76,7 @@ def _bs_oracle(roofline: DecodeRoofline, context: float, slo: float) -> int:
 @pytest.mark.parametrize("slo", [30.0, 40.0, 50.0])
 def test_case_study_at_slo_30_40_50_follows_the_roofline(tmp_path, slo):
     from prfaas_plan.inputs.reading import read_csv_columns
-    from prfaas_plan.use_cases.check import decode_roofline
+    from prfaas_plan.use_cases.table_checks import decode_roofline
 
     batch, context, step_s = read_csv_columns(
         ROOT / "data" / DECODE / "decode_calibration.csv",
