@@ -271,11 +271,11 @@ def test_from_trace_needs_a_trace(tmp_path):
 
 
 def test_simulate_draws_each_requests_own_output_length(tmp_path):
-    from prfaas_plan.use_cases.simulate import _output_tokens
+    from prfaas_plan.use_cases.simulation_inputs import draw_output_tokens
 
     path = _scenario(tmp_path, output=SPREAD)
     problem = build_problem(load_scenario(path), path, Catalog.open())
-    drawn = _output_tokens(problem, np.random.default_rng(1), 20000)
+    drawn = draw_output_tokens(problem, np.random.default_rng(1), 20000)
     assert drawn.min() >= 512 and drawn.max() <= 1536 and np.unique(drawn).size > 1000
     assert drawn.mean() == pytest.approx(1024, rel=0.02)
 
