@@ -15,7 +15,7 @@ import numpy as np
 from prfaas_plan.analytic.profiles import mean_decode_context_tokens
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import build_workload, load_scenario
-from prfaas_plan.use_cases.check import DECODE_CALIBRATION, decode_roofline
+from prfaas_plan.use_cases.table_checks import DECODE_CALIBRATION, decode_roofline
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL, GPU, GPUS = "internal-1t-hybrid", "h20", 8

@@ -18,8 +18,9 @@ from prfaas_plan.export.manifest import (
     ROLE_PRFAAS,
     label_value,
 )
-from prfaas_plan.inputs.reading import parse_yaml_text, read_text
+from prfaas_plan.inputs.reading import read_text
 from prfaas_plan.inputs.scenario import Problem
+from prfaas_plan.inputs.strict_yaml import parse_yaml_text
 
 MAX_FILES = 64
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from prfaas_plan import plausible, units
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs.bounded_json import NumberLists, Shape
+from prfaas_plan.inputs.json_terms import NumberLists, Shape
 
 
 @dataclass(frozen=True)

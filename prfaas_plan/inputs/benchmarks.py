@@ -42,7 +42,8 @@ from prfaas_plan.inputs.benchmark_run import (
 from prfaas_plan.inputs.benchmark_run import (
     BenchmarkRun as BenchmarkRun,  # import_profile.py: bench.BenchmarkRun
 )
-from prfaas_plan.inputs.bounded_json import Budget, read_object, skip_whitespace
+from prfaas_plan.inputs.bounded_json import read_object, skip_whitespace
+from prfaas_plan.inputs.json_terms import Budget
 from prfaas_plan.inputs.reading import bounded_lines, open_bounded, open_bounded_binary, read_text
 
 

@@ -30,7 +30,8 @@ from prfaas_plan.inputs.benchmarks import (
     dynamo_prefill,
     import_budget,
 )
-from prfaas_plan.inputs.bounded_json import Shape, read_object, skip_whitespace
+from prfaas_plan.inputs.bounded_json import read_object, skip_whitespace
+from prfaas_plan.inputs.json_terms import Shape
 from prfaas_plan.inputs.reading import read_text
 
 ESTIMATE_MARK = "aiconfigurator"

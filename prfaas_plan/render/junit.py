@@ -10,7 +10,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from prfaas_plan.use_cases.check import TOLERANCES, CheckReport, Drift, Finding
+from prfaas_plan.use_cases.check import TOLERANCES, CheckReport, Drift
+from prfaas_plan.use_cases.table_checks import Finding
 
 SUITE = "prfaas-plan check"
 TABLES_CLASS = "prfaas-plan.check.tables"

@@ -23,8 +23,9 @@ from prfaas_plan.errors import ConfigError, PlanError
 from prfaas_plan.export.manifest import zip_archive
 from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.catalog import Catalog
-from prfaas_plan.inputs.reading import parse, parse_yaml_text
+from prfaas_plan.inputs.reading import parse
 from prfaas_plan.inputs.scenario import scenario_from_data
+from prfaas_plan.inputs.strict_yaml import parse_yaml_text
 from prfaas_plan.render.views import dumps, render_markdown
 from prfaas_plan.server import endpoints
 from prfaas_plan.server.bodies import PlanBody

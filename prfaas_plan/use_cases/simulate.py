@@ -3,37 +3,42 @@ loads and put the result next to the closed-form model (capacity and unloaded TT
 
 Load is given as a fraction of the **exact-mode** Λ_max of the simulated configuration (what its
 pools can actually sustain; the paper-mode figure overstates it) or as an absolute rate. Every
-load uses the same random stream (same seed), so rows differ only by the load.
+load uses the same random stream (same seed), so rows differ only by the load; what each run is
+fed (its requests, the link's bandwidth) is drawn by use_cases/simulation_inputs.py.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from prfaas_plan import plausible, units
-from prfaas_plan.analytic.capacity import Configuration, ServingSystem, evaluate
-from prfaas_plan.analytic.length_distribution import LengthDistribution
+from prfaas_plan.analytic.capacity import Configuration, evaluate
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttft
-from prfaas_plan.choices import ArrivalProcess, Mode, RoutingPolicy
+from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.inputs.traces import read_mooncake_trace
-from prfaas_plan.sim.arrivals import PrefixBlocks, RequestTrace
+from prfaas_plan.sim.arrivals import RequestTrace
 from prfaas_plan.sim.compare import PolicyComparison
-from prfaas_plan.sim.queues import BandwidthTrace
 from prfaas_plan.sim.stats import SimulationResult
 from prfaas_plan.sim.sustainable import SustainableRate
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 from prfaas_plan.use_cases.numerics import model_numerics
 from prfaas_plan.use_cases.plan import check_threshold
+from prfaas_plan.use_cases.simulation_inputs import (
+    bandwidth_trace,
+    draw_output_tokens,
+    empty_window_error,
+    output_distribution,
+    read_replay_trace,
+    run_requests,
+    with_trace_workload,
+)
 from prfaas_plan.use_cases.simulation_spec import (
     DEFAULT_REQUESTS,
-    ArrivalSpec,
     ComparisonSpec,
     SimulationRequest,
-    StressSpec,
     validate,
     validate_comparison,
 )
@@ -154,63 +159,6 @@ def check_span(requests: int, rate_rps: float, parameter: str) -> None:
         )
 
 
-def _requests(
-    problem: Problem,
-    spec: ArrivalSpec,
-    rate_rps: float | None,
-    rng: np.random.Generator,
-    trace: RequestTrace | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, PrefixBlocks | None]:
-    """(arrival_s, input_tokens, output_tokens, prefix_blocks) for one run."""
-    from prfaas_plan.sim import arrivals
-
-    if trace is not None:
-        speedup = 1.0 if rate_rps is None else rate_rps / (trace.requests / trace.arrival_s[-1])
-        replay = trace.with_speedup(speedup) if speedup != 1.0 else trace
-        return replay.arrival_s, replay.input_tokens, replay.output_tokens, replay.prefix_blocks
-    assert rate_rps is not None  # only a trace is replayed at its own rate
-    count, duration_s = spec.requests, spec.duration_s
-    if spec.process is ArrivalProcess.POISSON:
-        arrival_s = arrivals.poisson_arrivals(rate_rps, rng=rng, count=count, duration_s=duration_s)
-    elif spec.process is ArrivalProcess.GAMMA:
-        arrival_s = arrivals.gamma_arrivals(
-            rate_rps, spec.burst_cv, rng=rng, count=count, duration_s=duration_s
-        )
-    else:
-        arrival_s = arrivals.sinusoidal_arrivals(
-            rate_rps, spec.amplitude, spec.period_s, rng=rng, count=count, duration_s=duration_s
-        )
-    if arrival_s.size == 0:  # a short window, drawn empty
-        raise _empty_window(spec, rate_rps)
-    input_tokens = problem.workload.sample(rng, arrival_s.size)
-    return arrival_s, input_tokens, _output_tokens(problem, rng, arrival_s.size), None
-
-
-def _output_tokens(
-    problem: Problem, rng: np.random.Generator, count: int, *, stratified: bool = False
-) -> np.ndarray:
-    """Each request's own output length: drawn from workload.output_tokens when it is a
-    distribution (independently of the input length), else the constant."""
-    distribution = _output_distribution(problem)
-    if distribution is None:
-        return np.full(count, problem.system.output_tokens)
-    return distribution.sample(rng, count, stratified=stratified)
-
-
-def _output_distribution(problem: Problem) -> LengthDistribution | None:
-    """The scenario's output-length distribution, None where every request has the mean."""
-    return None if problem.output_lengths is None else problem.output_lengths.distribution
-
-
-def _empty_window(spec: ArrivalSpec, rate_rps: float) -> ConfigError:
-    return ConfigError(
-        f"arrivals.duration_s of {spec.duration_s:g} s holds no request at {rate_rps:.3g} req/s; "
-        f"give a window of at least a few times 1 / rate = {1 / rate_rps:.3g} s, or "
-        "arrivals.requests",
-        parameter="arrivals.duration_s",
-    )
-
-
 def _sustainable(
     problem: Problem,
     configuration: Configuration,
@@ -233,38 +181,11 @@ def _sustainable(
         input_tokens, output_tokens = trace.input_tokens[drawn], trace.output_tokens[drawn]
     else:
         input_tokens = problem.workload.sample(rng, count, stratified=True)
-        output_tokens = _output_tokens(problem, rng, count, stratified=True)
+        output_tokens = draw_output_tokens(problem, rng, count, stratified=True)
     return sustainable_rate(
         problem.system, configuration, unit_arrival_s, input_tokens, output_tokens,
         low_rps=0.9 * exact_rps, high_rps=1.1 * exact_rps, link_latency_s=request.link_latency_s,
     )  # fmt: skip
-
-
-def _with_trace_workload(problem: Problem, trace: RequestTrace, path: Path) -> Problem:
-    import dataclasses
-
-    from prfaas_plan.analytic.distributions import ObservedLengths
-
-    system = dataclasses.replace(problem.system, output_tokens=float(np.mean(trace.output_tokens)))
-    workload = ObservedLengths(trace.input_tokens, source=str(path))
-    return dataclasses.replace(problem, system=system, workload=workload)
-
-
-def _read_trace(request: SimulationRequest) -> RequestTrace | None:
-    path = request.arrivals.trace
-    if path is None:
-        return None
-    trace = read_mooncake_trace(path)
-    if trace.requests < 2 or not trace.arrival_s[-1] > 0:
-        raise ConfigError(
-            f"{path}: a replay needs at least two distinct timestamps", parameter="arrivals.trace"
-        )
-    if request.policy.kind is RoutingPolicy.PREFIX and trace.prefix_blocks.values.size == 0:
-        raise ConfigError(
-            f"{path}: policy.kind prefix needs hash_ids in the trace, found none",
-            parameter="policy.kind",
-        )
-    return trace
 
 
 def _loads(
@@ -287,7 +208,7 @@ def _loads(
         min(load.fractions, default=0) * exact_rps if load.rate_rps is None else load.rate_rps
     )
     if arrivals.duration_s is not None and arrivals.duration_s * slowest_rps < 1:
-        raise _empty_window(arrivals, slowest_rps)  # less than one request expected
+        raise empty_window_error(arrivals, slowest_rps)  # less than one request expected
     for f in load.fractions:
         rate_rps = f * exact_rps
         if not plausible.MIN_RATE_RPS <= rate_rps <= plausible.MAX_RATE_RPS:
@@ -308,15 +229,6 @@ def _loads(
     return [(f, f * exact_rps) for f in load.fractions]
 
 
-def _bandwidth(system: ServingSystem, stress: StressSpec) -> BandwidthTrace | None:
-    if stress.dip_start_s is None or stress.dip_duration_s is None:
-        return None
-    return BandwidthTrace.dip(
-        system.link_bandwidth_bytes_per_s, stress.dip_start_s, stress.dip_duration_s,
-        stress.dip_fraction,
-    )  # fmt: skip
-
-
 @model_numerics("simulate")
 def run_simulations(
     problem: Problem,
@@ -335,10 +247,10 @@ def run_simulations(
 
     validate(request)
     check_threshold(threshold_tokens)
-    trace = _read_trace(request)
+    trace = read_replay_trace(request)
     if trace is not None:  # plan and measure capacity on the trace's own requests
         assert request.arrivals.trace is not None
-        problem = _with_trace_workload(problem, trace, request.arrivals.trace)
+        problem = with_trace_workload(problem, trace, request.arrivals.trace)
     system, workload = problem.system, problem.workload
     space = SearchSpace(problem.prfaas_instances, problem.pd_instances, threshold_tokens)
     configuration = optimize_fixed_hardware(system, workload, space, plan_mode).configuration
@@ -347,14 +259,14 @@ def run_simulations(
     if not exact > 0:
         raise ConfigError("the planned configuration serves no requests; nothing to simulate")
     loads = _loads(request, exact, trace, find_sustainable)
-    bandwidth = _bandwidth(system, request.stress)
+    bandwidth = bandwidth_trace(system, request.stress)
     sustainable = None
     if find_sustainable:
         sustainable = _sustainable(problem, configuration, request, exact, trace)
     runs = []
     for i, (fraction, rate_rps) in enumerate(loads):
         rng = np.random.default_rng(request.arrivals.seed)
-        arrival_s, input_tokens, output_tokens, prefix = _requests(
+        arrival_s, input_tokens, output_tokens, prefix = run_requests(
             problem, request.arrivals, rate_rps, rng, trace
         )
 
@@ -425,6 +337,6 @@ def compare_policies_for(
     comparison = compare_policies(
         problem.system, problem.workload, configuration, load_fraction=spec.load_fraction,
         requests=spec.requests, seed=spec.seed,
-        trace=trace, output_lengths=_output_distribution(problem), progress=progress,
+        trace=trace, output_lengths=output_distribution(problem), progress=progress,
     )  # fmt: skip
     return ComparisonReport(problem, plan_mode, comparison)

@@ -76,7 +76,7 @@ def _bs_oracle(roofline: DecodeRoofline, context: float, slo: float) -> int:
 @pytest.mark.parametrize("slo", [30.0, 40.0, 50.0])
 def test_case_study_at_slo_30_40_50_follows_the_roofline(tmp_path, slo):
     from prfaas_plan.inputs.reading import read_csv_columns
-    from prfaas_plan.use_cases.check import decode_roofline
+    from prfaas_plan.use_cases.table_checks import decode_roofline
 
     batch, context, step_s = read_csv_columns(
         ROOT / "data" / DECODE / "decode_calibration.csv",
@@ -271,11 +271,11 @@ def test_from_trace_needs_a_trace(tmp_path):
 
 
 def test_simulate_draws_each_requests_own_output_length(tmp_path):
-    from prfaas_plan.use_cases.simulate import _output_tokens
+    from prfaas_plan.use_cases.simulation_inputs import draw_output_tokens
 
     path = _scenario(tmp_path, output=SPREAD)
     problem = build_problem(load_scenario(path), path, Catalog.open())
-    drawn = _output_tokens(problem, np.random.default_rng(1), 20000)
+    drawn = draw_output_tokens(problem, np.random.default_rng(1), 20000)
     assert drawn.min() >= 512 and drawn.max() <= 1536 and np.unique(drawn).size > 1000
     assert drawn.mean() == pytest.approx(1024, rel=0.02)
 

@@ -10,7 +10,7 @@ import pytest
 
 from prfaas_plan import cli
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs import reading
+from prfaas_plan.inputs import strict_yaml
 from tests.cli.test_cli import assert_clean_error, data_copy, run, scenario_with
 
 
@@ -222,7 +222,7 @@ def test_main_is_the_console_script(monkeypatch, capsys):
         (
             '"bad\\ud800name"',
             "malformed YAML: found invalid Unicode character escape code"
-            if reading._CParser
+            if strict_yaml._CParser
             else "unable to parse raw data as a unicode string",
         ),
         ("'" + "x" * 2001 + "'", "name: string should have at most 2000 characters"),

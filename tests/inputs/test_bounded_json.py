@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs import bounded_json
-from prfaas_plan.inputs.bounded_json import Budget, NumberLists, Omitted, Shape, read_object
+from prfaas_plan.inputs.bounded_json import read_object
+from prfaas_plan.inputs.json_terms import Budget, NumberLists, Omitted, Shape
 
 SHAPES = {"n": Shape.NUMBERS, "ll": Shape.NUMBER_LISTS, "t": Shape.TEXTS}
 

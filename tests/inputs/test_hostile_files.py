@@ -19,10 +19,11 @@ import yaml
 
 from prfaas_plan import plausible, units
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs import reading
-from prfaas_plan.inputs.reading import parse_yaml_text, read_yaml
+from prfaas_plan.inputs import strict_yaml
+from prfaas_plan.inputs.reading import read_yaml
 from prfaas_plan.inputs.scenario import build_workload
 from prfaas_plan.inputs.scenario_schema import LogNormalLengths
+from prfaas_plan.inputs.strict_yaml import parse_yaml_text
 from prfaas_plan.inputs.traces import parse_mooncake_trace
 from tests.cli.test_cli import CASE, assert_clean_error, data_copy, run
 
@@ -493,7 +494,7 @@ STRICT_YAML = [  # (case, text, message fragment): every refusal, with either pa
 ]
 
 
-@pytest.mark.parametrize("loader", reading._LOADERS, ids=lambda loader: loader.__name__)
+@pytest.mark.parametrize("loader", strict_yaml._LOADERS, ids=lambda loader: loader.__name__)
 @pytest.mark.parametrize(("case", "text", "fragment"), STRICT_YAML, ids=[r[0] for r in STRICT_YAML])
 def test_strict_yaml_with_either_parser(loader, case, text, fragment):
     """libyaml's C parser (the default when PyYAML has it) refuses what the pure one does."""
@@ -502,7 +503,7 @@ def test_strict_yaml_with_either_parser(loader, case, text, fragment):
     assert fragment in str(refused.value)
 
 
-@pytest.mark.parametrize("loader", reading._LOADERS, ids=lambda loader: loader.__name__)
+@pytest.mark.parametrize("loader", strict_yaml._LOADERS, ids=lambda loader: loader.__name__)
 def test_yaml_1_2_numbers_with_either_parser(loader):
     text = "a: 1.0e12\nb: '1.0e12'\nc: 0x1F\nd: 10\ne: -.inf\nf: [1, {g: 2.5}]\nh: 1e3\n"
     assert parse_yaml_text(text, "f.yaml", loader=loader) == {
@@ -518,7 +519,7 @@ def test_every_bundled_yaml_file_reads_the_same_with_either_parser():
     for path in files:
         text = path.read_text()
         results = []
-        for loader in reading._LOADERS:
+        for loader in strict_yaml._LOADERS:
             try:
                 results.append(parse_yaml_text(text, str(path), loader=loader))
             except ConfigError as exc:

@@ -27,7 +27,7 @@ with warnings.catch_warnings():  # starlette's TestClient on httpx (deprecated, 
 import prfaas_plan
 from prfaas_plan import plausible
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.inputs import reading
+from prfaas_plan.inputs import strict_yaml
 from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.resources import default_scenario_file, resource_root
@@ -156,7 +156,7 @@ ROWS = [
      "request: scenario.procurement.sites.0.name: input should be a valid string"),
     ("lone surrogate in an upload", "POST", "/api/v1/scenario", {}, b'name: "\\ud800"\n', 422,
      # libyaml's scanner refuses the escape; the pure-Python one reads it, the schema refuses
-     "upload: line 1: malformed YAML: found invalid Unicode" if reading._CParser else "upload: name"),
+     "upload: line 1: malformed YAML: found invalid Unicode" if strict_yaml._CParser else "upload: name"),
     ("surrogate pair is text", "POST", "/api/v1/plan?format=markdown", {},
      escaped({"scenario": scenario(name="@@")}, "\\ud83d\\ude00"), 200,
      "## prfaas-plan · \U0001f600"),

@@ -20,7 +20,7 @@ from prfaas_plan.analytic.egress import (
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.resources import default_data_dir, default_scenario_file
-from prfaas_plan.use_cases.check import KV_TOLERANCE
+from prfaas_plan.use_cases.table_checks import KV_TOLERANCE
 from tests.cli.test_cli import assert_clean_error, data_copy, run
 from tests.conftest import ROOT
 

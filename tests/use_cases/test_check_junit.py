@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from prfaas_plan.render.junit import check_junit_xml, tolerance_text
-from prfaas_plan.use_cases.check import TOLERANCES, CheckReport, Drift, Finding
+from prfaas_plan.use_cases.check import TOLERANCES, CheckReport, Drift
+from prfaas_plan.use_cases.table_checks import Finding
 from tests.cli.test_cli import assert_clean_error, data_copy, run
 from tests.conftest import ROOT
 from tests.use_cases.test_catalog import KV_TABLE, PREFILL_H20, rewrite_csv, scale_column, write
