@@ -35,7 +35,9 @@ def wall_seconds(args: list[str], runs: int) -> list[float]:
     for _ in range(runs):
         start = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "prfaas_plan", *args], check=True, stdout=subprocess.DEVNULL,
+            [sys.executable, "-m", "prfaas_plan", *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
             env=BYTECODE_ENV,
         )
         times.append(time.perf_counter() - start)

@@ -7,7 +7,7 @@ its name in `parameter`, and the CLI alone rewrites that name into its flag.
 """
 
 
-class PlanError(Exception):
+class PrfaasPlanError(Exception):
     """Base of all expected failures; never shown with a traceback."""
 
     def __init__(self, message: str, *, parameter: str | None = None) -> None:
@@ -15,27 +15,27 @@ class PlanError(Exception):
         self.parameter = parameter  # the library parameter the message is about, if any
 
 
-class ConfigError(PlanError):
+class ConfigError(PrfaasPlanError):
     """A scenario, catalog or command-line value is malformed, unknown or impossible."""
 
 
-class ProfileError(PlanError):
+class ProfileError(PrfaasPlanError):
     """A profile table (prefill latency, KV size, decode) breaks its contract."""
 
 
-class RangeError(PlanError):
+class RangeError(PrfaasPlanError):
     """A length falls outside a profiled range and the range policy forbids extrapolation."""
 
 
-class InfeasibleError(PlanError):
+class InfeasibleError(PrfaasPlanError):
     """No plan meets the requested target; the message names the binding constraint."""
 
 
-class SolverError(PlanError):
+class SolverError(PrfaasPlanError):
     """An optimisation solver failed or returned an unexpected status."""
 
 
-class ResourceLimitError(PlanError):
+class ResourceLimitError(PrfaasPlanError):
     """The machine ran out of a resource during a run: memory (MemoryError) or space on the
     device an output is written to. A run that would need too much is refused up front instead,
     as a ConfigError naming the parameter to change."""

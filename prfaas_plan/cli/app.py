@@ -3,10 +3,10 @@
 
 import typer
 
-from prfaas_plan.cli.failures import PlanGroup
+from prfaas_plan.cli.failures import CliGroup
 
 app = typer.Typer(
-    cls=PlanGroup,
+    cls=CliGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -7,7 +7,7 @@ import typer
 
 from prfaas_plan.choices import Mode
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import (
     DataDirOpt,
     FormatOpt,
@@ -22,7 +22,7 @@ from prfaas_plan.cli.options import (
 from prfaas_plan.cli.output import emit
 
 
-@app.command(cls=PlanCommand)
+@app.command(cls=CliCommand)
 def kv(
     models: Annotated[
         list[str] | None, typer.Argument(help="Catalog models (default: every model).")
@@ -67,7 +67,7 @@ def kv(
     emit(kv_view(report), kv_json(report), fmt, output)
 
 
-@app.command(cls=PlanCommand)
+@app.command(cls=CliCommand)
 def egress(
     models: Annotated[
         list[str] | None,

@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import CHECK_FAILED_EXIT_CODE, PlanCommand
+from prfaas_plan.cli.failures import CHECK_FAILED_EXIT_CODE, CliCommand
 from prfaas_plan.cli.options import (
     FormatOpt,
     OutputFormat,
@@ -33,7 +33,7 @@ def _junit_target(value: Path | None) -> Path | None:
     return value
 
 
-@app.command("check", cls=PlanCommand)
+@app.command("check", cls=CliCommand)
 def check_command(
     data_dir: Annotated[
         Path | None,

@@ -2,7 +2,7 @@
 elasticities of Λ_max (sympy, imported only when the command runs)."""
 
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import (
     BandwidthOpt,
     DataDirOpt,
@@ -15,7 +15,7 @@ from prfaas_plan.cli.options import (
 from prfaas_plan.cli.output import emit, load_problem
 
 
-@app.command("explain", cls=PlanCommand)
+@app.command("explain", cls=CliCommand)
 def explain(
     scenario: ScenarioArg = None,
     mode: ModeOpt = None,

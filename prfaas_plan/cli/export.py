@@ -7,7 +7,7 @@ import typer
 
 from prfaas_plan.choices import Mode
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import DataDirOpt, FormatOpt, OutputFormat, source
 from prfaas_plan.cli.output import emit, note_inputs
 from prfaas_plan.errors import ConfigError
@@ -19,7 +19,7 @@ TargetOpt = Annotated[
 ]
 
 
-@app.command("export", cls=PlanCommand)
+@app.command("export", cls=CliCommand)
 def export_command(
     source_file: Annotated[
         Path | None,

@@ -17,7 +17,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 from prfaas_plan.errors import (
     ConfigError,
     InfeasibleError,
-    PlanError,
+    PrfaasPlanError,
     ProfileError,
     RangeError,
     ResourceLimitError,
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # Exit codes: 0 ok, 1 unexpected bug, 2 command-line usage (one `error:` line and a usage hint),
 # the library's failures by class below, 8 `check` found a broken table or a moved golden plan,
 # 130 interrupted. Documented in docs/errors.md (a test checks its table against these).
-EXIT_CODES: dict[type[PlanError], int] = {
+EXIT_CODES: dict[type[PrfaasPlanError], int] = {
     ConfigError: 3,
     ProfileError: 4,
     RangeError: 5,
@@ -42,7 +42,7 @@ EXIT_CODES: dict[type[PlanError], int] = {
 CHECK_FAILED_EXIT_CODE = 8
 
 
-def exit_code(exc: PlanError) -> int:
+def exit_code(exc: PrfaasPlanError) -> int:
     """The process exit code of a library failure: its class's (or its nearest base's)."""
     return next((code for cls, code in EXIT_CODES.items() if isinstance(exc, cls)), 1)
 
@@ -133,7 +133,7 @@ def flagged(text: str) -> str:
     return _CODE.sub(lambda m: flags.get(m.group(1), m.group(0)), text)
 
 
-def error_message(exc: PlanError) -> str:
+def error_message(exc: PrfaasPlanError) -> str:
     """The one-line message for the terminal: the library's, with the parameters it names
     written as their flags. A message about a file that is not about a parameter is left as it
     is: its words are the file's fields (`meta.yaml: gpus_per_instance must be 8`)."""
@@ -171,7 +171,7 @@ def _is_help(exc: UsageError) -> bool:
     return type(exc).__name__ == "NoArgsIsHelpError"
 
 
-class PlanCommand(TyperCommand):
+class CliCommand(TyperCommand):
     """A command that refuses any option given more than once, unless it is declared a list
     (`multiple`, like `check --scenario`): click would keep only the last, so
     `--bandwidth-gbps 100 --bandwidth-gbps 1` would plan for 1 Gbps without a word, and
@@ -219,7 +219,7 @@ class PlanCommand(TyperCommand):
             raise
 
 
-class PlanGroup(TyperGroup):
+class CliGroup(TyperGroup):
     """Every command's expected failure becomes one stderr line and its exit code, also under
     typer's CliRunner (which calls `app`, not `main`); so does a usage error."""
 
@@ -238,7 +238,7 @@ class PlanGroup(TyperGroup):
             if _is_help(exc):
                 raise
             raise _usage_error(exc) from None
-        except PlanError as exc:
+        except PrfaasPlanError as exc:
             raise _fail(error_message(exc), exit_code(exc)) from None
         except MemoryError:
             raise _fail(

@@ -9,7 +9,7 @@ import typer
 
 from prfaas_plan.choices import ProfileFormat, ProfileKind
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import FormatOpt, OutputFormat, OutputOpt, source
 from prfaas_plan.cli.output import emit, guard_output, note_inputs
 
@@ -21,7 +21,7 @@ class Provenance(StrEnum):
     ESTIMATED = "estimated"
 
 
-@app.command("import-profile", cls=PlanCommand)
+@app.command("import-profile", cls=CliCommand)
 def import_profile_command(
     fmt_in: Annotated[
         ProfileFormat, typer.Argument(metavar="FORMAT", help="vllm, sglang or dynamo.")

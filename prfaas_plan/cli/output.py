@@ -17,7 +17,7 @@ from prfaas_plan.cli.options import OutputFormat, same_file
 from prfaas_plan.errors import ConfigError
 
 # the files the running command reads as its inputs (a scenario, benchmark results): --output
-# must not replace one. Cleared as each command starts (cli/failures.py PlanCommand)
+# must not replace one. Cleared as each command starts (cli/failures.py CliCommand)
 INPUTS: list[Path] = []
 
 

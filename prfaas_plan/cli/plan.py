@@ -7,7 +7,7 @@ import typer
 
 from prfaas_plan.choices import Solver
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import (
     BandwidthOpt,
     DataDirOpt,
@@ -36,7 +36,7 @@ from prfaas_plan.cli.pricing import (
 from prfaas_plan.use_cases.field_docs import describe
 
 
-@app.command(cls=PlanCommand)
+@app.command(cls=CliCommand)
 def optimize(
     scenario: ScenarioArg = None,
     mode: ModeOpt = None,
@@ -122,7 +122,7 @@ def optimize(
     emit(plan_view(report), plan_to_json(report), fmt, output)
 
 
-@app.command(cls=PlanCommand)
+@app.command(cls=CliCommand)
 def evaluate(
     threshold_tokens: Annotated[
         float,

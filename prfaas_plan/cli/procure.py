@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import (
     DataDirOpt,
     ModeOpt,
@@ -39,7 +39,7 @@ class ProcureFormat(StrEnum):
     CSV = "csv"  # --pareto only: its frontiers, one plan a row
 
 
-@app.command("procure", cls=PlanCommand)
+@app.command("procure", cls=CliCommand)
 def procure_command(
     scenario: ScenarioArg = None,
     target_rps: Annotated[

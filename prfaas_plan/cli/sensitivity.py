@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import (
     BandwidthOpt,
     DataDirOpt,
@@ -55,7 +55,7 @@ def _curves_target(value: Path | None) -> Path | None:
     return value
 
 
-@app.command("sensitivity", cls=PlanCommand)
+@app.command("sensitivity", cls=CliCommand)
 def sensitivity(
     scenario: ScenarioArg = None,
     mode: ModeOpt = None,

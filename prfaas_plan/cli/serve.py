@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import DataDirOpt
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.server.limits import Limits
@@ -16,7 +16,7 @@ from prfaas_plan.server.limits import Limits
 GRACE_S = 5  # what a stopping server gives the requests still computing
 
 
-@app.command("serve", cls=PlanCommand)
+@app.command("serve", cls=CliCommand)
 def serve(
     host: Annotated[
         str,

@@ -7,7 +7,7 @@ import typer
 
 from prfaas_plan.choices import ArrivalProcess, RoutingPolicy
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import (
     BandwidthOpt,
     DataDirOpt,
@@ -27,7 +27,7 @@ from prfaas_plan.use_cases.simulation_spec import (
 )
 
 
-@app.command(cls=PlanCommand)
+@app.command(cls=CliCommand)
 def simulate(
     scenario: ScenarioArg = None,
     load: Annotated[
@@ -162,7 +162,7 @@ def simulate(
     emit(simulation_view(report), simulation_json(report), fmt, output)
 
 
-@app.command("compare-policies", cls=PlanCommand)
+@app.command("compare-policies", cls=CliCommand)
 def compare_policies_command(
     scenario: ScenarioArg = None,
     load: Annotated[

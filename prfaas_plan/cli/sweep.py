@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import PlanCommand
+from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import (
     DataDirOpt,
     FormatOpt,
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from prfaas_plan.sweep.spec import Sweep
 
 
-@app.command("sweep", cls=PlanCommand)
+@app.command("sweep", cls=CliCommand)
 def sweep_command(
     sweep_file: Annotated[
         Path,
@@ -185,7 +185,7 @@ def _progress(total: int, logged: bool = False):  # type: ignore[no-untyped-def]
     return bar()
 
 
-@app.command("sweep-report", cls=PlanCommand)
+@app.command("sweep-report", cls=CliCommand)
 def sweep_report_command(
     results: Annotated[Path, typer.Argument(help="A results directory written by `sweep`.")],
     group: Annotated[

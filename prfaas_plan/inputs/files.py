@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from prfaas_plan import plausible
-from prfaas_plan.errors import ConfigError, PlanError, ResourceLimitError
+from prfaas_plan.errors import ConfigError, PrfaasPlanError, ResourceLimitError
 
 # a write that failed for lack of space is a resource limit, not a wrong path
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -98,7 +98,7 @@ def _check_target(path: Path, parameter: str) -> None:
         )
 
 
-def write_error(path: Path | str, exc: OSError, parameter: str) -> PlanError:
+def write_error(path: Path | str, exc: OSError, parameter: str) -> PrfaasPlanError:
     """The one-line error for an OSError writing `path` (lack of space: ResourceLimitError)."""
     reason = exc.strerror or type(exc).__name__
     message = f"{parameter}: cannot write {shown(path)}: {reason}"

@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from prfaas_plan import plausible
-from prfaas_plan.errors import ConfigError, PlanError, ProfileError
+from prfaas_plan.errors import ConfigError, PrfaasPlanError, ProfileError
 from prfaas_plan.inputs.strict_yaml import parse_yaml_text
 
 M = TypeVar("M", bound=BaseModel)
@@ -60,7 +60,7 @@ def format_validation_error(where: str, error: ValidationError) -> str:
 
 
 def open_bounded(
-    path: Path, what: str, limit_bytes: int, error: type[PlanError] = ConfigError
+    path: Path, what: str, limit_bytes: int, error: type[PrfaasPlanError] = ConfigError
 ) -> IO[str]:
     """`path` opened as UTF-8 text (a leading BOM skipped) if it is a regular file of at most
     `limit_bytes`, else one line saying why not. The caller closes the handle."""
@@ -68,13 +68,13 @@ def open_bounded(
 
 
 def open_bounded_binary(
-    path: Path, what: str, limit_bytes: int, error: type[PlanError] = ConfigError
+    path: Path, what: str, limit_bytes: int, error: type[PrfaasPlanError] = ConfigError
 ) -> IO[bytes]:
     """`path` opened for reading bytes, on the terms of `open_bounded`."""
     return open(_open_regular(path, what, limit_bytes, error), "rb")
 
 
-def _open_regular(path: Path, what: str, limit_bytes: int, error: type[PlanError]) -> int:
+def _open_regular(path: Path, what: str, limit_bytes: int, error: type[PrfaasPlanError]) -> int:
     """A blocking descriptor of `path` if it is a regular file of at most `limit_bytes`."""
     try:  # non-blocking: opening a FIFO without a writer must not hang
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -102,7 +102,7 @@ def _open_regular(path: Path, what: str, limit_bytes: int, error: type[PlanError
 def read_text(
     path: Path,
     what: str,
-    error: type[PlanError] = ConfigError,
+    error: type[PrfaasPlanError] = ConfigError,
     limit_bytes: int = plausible.MAX_SCENARIO_BYTES,
 ) -> str:
     """A UTF-8 text file of at most `limit_bytes`, or one line saying why not."""
@@ -120,12 +120,12 @@ def read_text(
     return text
 
 
-def read_yaml(path: Path, what: str, error: type[PlanError] = ConfigError) -> Any:
+def read_yaml(path: Path, what: str, error: type[PrfaasPlanError] = ConfigError) -> Any:
     """The YAML document in `path` (a bounded read, strict loader), or one line saying why not."""
     return parse_yaml_text(read_text(path, what, error), str(path), error)
 
 
-def parse(schema: type[M], data: Any, where: str, error: type[PlanError] = ConfigError) -> M:
+def parse(schema: type[M], data: Any, where: str, error: type[PrfaasPlanError] = ConfigError) -> M:
     """`data` validated against `schema`, or one line naming `where` and the first problem."""
     if not isinstance(data, dict):
         raise error(f"{where}: expected a mapping of fields, found {type(data).__name__}")
@@ -139,7 +139,7 @@ def bounded_lines(
     handle: IO[str],
     path: Path,
     what: str,
-    error: type[PlanError] = ConfigError,
+    error: type[PrfaasPlanError] = ConfigError,
     limit_chars: int | None = None,
 ) -> Iterator[str]:
     """The lines of `handle`, each at most `limit_chars` (default plausible.MAX_LINE_CHARS)
@@ -188,7 +188,7 @@ def read_csv_columns(
     columns: tuple[str, ...],
     *,
     what: str = "profile table",
-    error: type[PlanError] = ProfileError,
+    error: type[PrfaasPlanError] = ProfileError,
     limit_bytes: int = plausible.MAX_SCENARIO_BYTES,
     max_rows: int | None = None,
 ) -> tuple[np.ndarray, ...]:
@@ -232,7 +232,7 @@ def _append_row(
     r: int,
     columns: tuple[str, ...],
     path: Path,
-    error: type[PlanError],
+    error: type[PrfaasPlanError],
 ) -> None:
     if len(row) != len(columns):
         raise error(f"{path}: data row {r} has {len(row)} cells, expected {len(columns)}")

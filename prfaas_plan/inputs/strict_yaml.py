@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from prfaas_plan import plausible
-from prfaas_plan.errors import ConfigError, PlanError
+from prfaas_plan.errors import ConfigError, PrfaasPlanError
 
 
 class _YamlRefusedError(Exception):
@@ -176,7 +176,10 @@ for _loader in _LOADERS:
 
 
 def parse_yaml_text(
-    text: str, where: str, error: type[PlanError] = ConfigError, loader: type[Any] | None = None
+    text: str,
+    where: str,
+    error: type[PrfaasPlanError] = ConfigError,
+    loader: type[Any] | None = None,
 ) -> Any:
     """The YAML document in `text` (strict loader; `where` names it in messages, as a path
     does), or one line saying why not. For text that did not come from a file (an upload).

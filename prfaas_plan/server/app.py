@@ -51,7 +51,7 @@ from prfaas_plan import __version__
 from prfaas_plan.errors import (
     ConfigError,
     InfeasibleError,
-    PlanError,
+    PrfaasPlanError,
     ProfileError,
     RangeError,
     ResourceLimitError,
@@ -111,11 +111,11 @@ LOG = logging.getLogger("uvicorn.error")  # where uvicorn writes its own errors
 
 
 def failure_response(exc: Exception) -> JSONResponse:
-    """A failure's answer: an ApiError's or a PlanError's status by class and its one line; any
+    """A failure's answer: an ApiError's or a PrfaasPlanError's status by class and its one line; any
     other exception is a bug, a 500 with one line and no traceback."""
     if isinstance(exc, ApiError):
         return error_response(exc.status, exc.kind, str(exc))
-    if isinstance(exc, PlanError):
+    if isinstance(exc, PrfaasPlanError):
         status = next((code for cls, code in STATUS.items() if isinstance(exc, cls)), 422)
         return error_response(status, type(exc).__name__, str(exc), parameter=exc.parameter)
     kind = exc.kind if isinstance(exc, WorkerBugError) else type(exc).__name__
@@ -191,7 +191,7 @@ def create_app(
     async def _failure(_: Request, exc: Exception) -> JSONResponse:
         return failure_response(exc)
 
-    for failure in (ApiError, PlanError, Exception):
+    for failure in (ApiError, PrfaasPlanError, Exception):
         app.add_exception_handler(failure, _failure)
 
     @app.exception_handler(StarletteHTTPException)
@@ -227,7 +227,7 @@ def create_app(
             if isinstance(exc, WorkerBugError):  # a bug in a worker process: its traceback there
                 LOG.error("%s %s failed in a worker process\n%s", request.method,
                           request.url.path, exc.details.rstrip())  # fmt: skip
-            elif not isinstance(exc, ApiError | PlanError):  # a bug: its traceback in the log
+            elif not isinstance(exc, ApiError | PrfaasPlanError):  # a bug: its traceback in the log
                 LOG.error("%s %s failed", request.method, request.url.path, exc_info=exc)
             return failure_response(exc)
         if format == "markdown":

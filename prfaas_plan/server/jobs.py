@@ -19,7 +19,7 @@ import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from prfaas_plan.errors import ConfigError, PlanError
+from prfaas_plan.errors import ConfigError, PrfaasPlanError
 from prfaas_plan.export.manifest import zip_archive
 from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.catalog import Catalog
@@ -79,7 +79,7 @@ def job(
     naming = Naming.of(catalog.data_dir, catalog.models_file)
     try:
         text = _compute(name, raw, format, max_json_depth, catalog, naming)
-    except (PlanError, ApiError) as exc:
+    except (PrfaasPlanError, ApiError) as exc:
         raise naming.error(exc) from None
     if format == endpoints.ZIP:  # its files were renamed one by one before archiving
         return text
@@ -132,11 +132,11 @@ def _compute(
 
 def outcome(arguments: tuple[object, ...]) -> tuple[str, object]:
     """What a worker sends back for `job(*arguments)`: ("ok", text), or ("error", the
-    exception) for a client's error (PlanError, ApiError) or running out of memory, or
+    exception) for a client's error (PrfaasPlanError, ApiError) or running out of memory, or
     ("error", WorkerBugError) for anything else."""
     try:
         return "ok", job(*arguments)  # type: ignore[arg-type]
-    except (PlanError, ApiError, MemoryError) as exc:
+    except (PrfaasPlanError, ApiError, MemoryError) as exc:
         return "error", exc
     except BaseException as exc:  # a bug: its traceback goes to the server's log
         return "error", WorkerBugError(type(exc).__name__, "".join(traceback.format_exception(exc)))
@@ -147,7 +147,7 @@ def serve_jobs(connection: Connection, data_dir: str | None) -> None:
     each answered with its `outcome` on the same pipe."""
     try:
         start_worker(data_dir)
-    except PlanError as exc:  # its one line, then the server says a worker did not start
+    except PrfaasPlanError as exc:  # its one line, then the server says a worker did not start
         sys.stderr.write(f"prfaas-plan serve: worker process: {exc}\n")
         sys.exit(1)
     while True:

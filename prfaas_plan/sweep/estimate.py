@@ -9,7 +9,7 @@ a resumable batch job: nothing is refused for its length)."""
 
 from typing import Any
 
-from prfaas_plan.errors import PlanError
+from prfaas_plan.errors import PrfaasPlanError
 from prfaas_plan.sweep.spec import Sweep
 
 # seconds a scenario (see the module docstring); evaluate is optimize's search without it
@@ -39,7 +39,7 @@ def seconds_per_scenario(sweep: Sweep) -> float | None:
         params["requests"] = _largest(sweep, "requests")
     try:
         spec = SimulateRequest(**params).spec()
-    except (PlanError, ValueError):  # a bad parameter: each scenario reports its error row
+    except (PrfaasPlanError, ValueError):  # a bad parameter: each scenario reports its error row
         return None
     requests, load = spec.arrivals.requests, spec.load
     if requests is None or spec.arrivals.duration_s is not None:

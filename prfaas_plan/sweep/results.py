@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prfaas_plan import plausible
-from prfaas_plan.errors import ConfigError, PlanError
+from prfaas_plan.errors import ConfigError, PrfaasPlanError
 from prfaas_plan.inputs.files import shown, write_atomically, write_text
 from prfaas_plan.inputs.reading import read_text
 from prfaas_plan.sweep.rows import Chunk
@@ -162,7 +162,7 @@ def prepare(sweep: Sweep, results: Path, resume: bool) -> Found:
         raise ConfigError(
             f"results: cannot read {shown(results)}: {_reason(exc)}", parameter="results"
         ) from None
-    except PlanError:
+    except PrfaasPlanError:
         _remove(created)
         raise
     return Found(results, files)

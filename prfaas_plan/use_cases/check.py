@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from prfaas_plan.choices import Mode
-from prfaas_plan.errors import ConfigError, PlanError
+from prfaas_plan.errors import ConfigError, PrfaasPlanError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.files import write_text as _write_text
@@ -208,7 +208,7 @@ def check(
     for scenario in scenarios:
         try:
             found[scenario.name] = golden_values(catalog, scenario)
-        except PlanError as exc:
+        except PrfaasPlanError as exc:
             findings.append(Finding(
                 scenario.name, f"golden scenario no longer plans: {exc}", scenario.name
             ))  # fmt: skip
@@ -218,7 +218,7 @@ def check(
     if expectations_file.is_file():
         try:
             previous = _read_expectations(expectations_file)
-        except PlanError as exc:
+        except PrfaasPlanError as exc:
             findings.append(Finding("", str(exc)))
     update_refused = False
     if update:

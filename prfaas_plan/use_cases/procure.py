@@ -19,7 +19,7 @@ from prfaas_plan.analytic.capacity import ServingSystem
 from prfaas_plan.analytic.loaded_ttft import LoadedTtft, Metric, check_metric
 from prfaas_plan.analytic.split_ttft import SplitTtft
 from prfaas_plan.choices import Mode
-from prfaas_plan.errors import ConfigError, InfeasibleError, PlanError
+from prfaas_plan.errors import ConfigError, InfeasibleError, PrfaasPlanError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.pricing import Pricing
@@ -161,7 +161,7 @@ def procure(
         write_atomically(export_model, lambda tmp: write_model(milp, tmp), "export_model")
     try:
         return _solve(problem, pricing, sites, model, grid, target_rps, budget_usd_per_hour, ttft)
-    except PlanError as exc:
+    except PrfaasPlanError as exc:
         if export_model is None:
             raise
         raise type(exc)(

@@ -28,7 +28,7 @@ from prfaas_plan.analytic.derive import (
     prefill_latency_from_kv_throughput,
 )
 from prfaas_plan.analytic.prefill_physics import active_params_lower_bound
-from prfaas_plan.errors import PlanError, ProfileError
+from prfaas_plan.errors import PrfaasPlanError, ProfileError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.reading import read_csv_columns, read_yaml
 
@@ -192,7 +192,7 @@ def check_tables(catalog: Catalog) -> tuple[list[str], list[Finding]]:
         start = len(findings)
         try:
             check(*args)
-        except PlanError as exc:  # its message already names the file
+        except PrfaasPlanError as exc:  # its message already names the file
             findings.append(
                 Finding("", f"{exc} (checking {where})" if where not in str(exc) else str(exc))
             )

@@ -27,7 +27,7 @@ import prfaas_plan
 from prfaas_plan.errors import (
     ConfigError,
     InfeasibleError,
-    PlanError,
+    PrfaasPlanError,
     ProfileError,
     RangeError,
     ResourceLimitError,
@@ -375,7 +375,7 @@ def extra_endpoint(monkeypatch):
 @pytest.mark.parametrize(("error", "status"), [
     (ConfigError("c"), 422), (ProfileError("p"), 422), (RangeError("r"), 422),
     (InfeasibleError("i"), 409), (SolverError("s"), 503), (ResourceLimitError("m"), 503),
-    (MemoryError(), 503), (PlanError("base"), 422),
+    (MemoryError(), 503), (PrfaasPlanError("base"), 422),
 ])  # fmt: skip
 def test_each_error_class_has_its_status(extra_endpoint, error, status):
     extra_endpoint["raise"] = error

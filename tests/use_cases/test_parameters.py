@@ -1,5 +1,5 @@
 """The library speaks its own terms, the CLI maps them to flags: a failing library call names
-the Python parameter (and carries it in `PlanError.parameter`), never a `--flag`; the same
+the Python parameter (and carries it in `PrfaasPlanError.parameter`), never a `--flag`; the same
 mistake made on the command line names the flag (cli/failures.py: parameter_flags(), error_message)."""
 
 import math
@@ -9,7 +9,13 @@ import pytest
 
 from prfaas_plan.choices import RangePolicy
 from prfaas_plan.cli.failures import error_message, exit_code, flag_conflicts, parameter_flags
-from prfaas_plan.errors import ConfigError, InfeasibleError, PlanError, ProfileError, RangeError
+from prfaas_plan.errors import (
+    ConfigError,
+    InfeasibleError,
+    PrfaasPlanError,
+    ProfileError,
+    RangeError,
+)
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import open_problem
 from prfaas_plan.use_cases.egress import egress_report
@@ -84,7 +90,7 @@ CASES = [
 def test_library_names_the_parameter_and_the_cli_the_flag(
     case_problem, call, parameter, library, args, cli
 ):
-    with pytest.raises(PlanError) as caught:
+    with pytest.raises(PrfaasPlanError) as caught:
         call(case_problem)
     message = str(caught.value)
     assert library in message and "--" not in message, message
@@ -135,7 +141,7 @@ def test_library_names_the_parameter_and_the_cli_the_flag(
         (ConfigError("--target-rps must be finite"), "--target-rps must be finite"),
     ],
 )  # fmt: skip
-def test_error_message_maps_parameters_to_flags(error: PlanError, shown: str):
+def test_error_message_maps_parameters_to_flags(error: PrfaasPlanError, shown: str):
     assert error_message(error) == shown
 
 
