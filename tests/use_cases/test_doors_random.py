@@ -96,29 +96,26 @@ def through_every_door(tmp_path, client, command: str, fields: dict[str, Any]) -
     assert (ran.returncode, ran.stderr) == (exit_code(exc), f"error: {error_message(exc)}\n")
 
 
-def _examples(count: int) -> Any:
-    return settings(
+def random_requests(tmp_path, client, command: str, count: int) -> None:
+    """`count` random requests of `command`, each through every door."""
+
+    @settings(
         max_examples=count, deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture],
     )  # fmt: skip
-
-
-@pytest.mark.parametrize("command", COMMANDS)
-def test_random_requests_give_one_document_through_every_door(tmp_path, client, command):
-    @_examples(2)
     @given(fields=COMMANDS[command][1])
     def check(fields: dict[str, Any]) -> None:
         through_every_door(tmp_path, client, command, fields)
 
     check()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_random_requests_give_one_document_through_every_door(tmp_path, client, command):
+    random_requests(tmp_path, client, command, 2)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_many_random_requests_give_one_document_through_every_door(tmp_path, client, command):
-    @_examples(25)
-    @given(fields=COMMANDS[command][1])
-    def check(fields: dict[str, Any]) -> None:
-        through_every_door(tmp_path, client, command, fields)
-
-    check()
+    random_requests(tmp_path, client, command, 25)
