@@ -84,7 +84,9 @@ axes:
     scenarios = [scenario_of(sweep, p, i) for i, p in points]
     catalog = _catalog(None)
     problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", catalog)
-    columns = fast.optimize_block(fast.block_problems(problem, scenarios), {"mode": mode}, catalog)
+    columns = fast.optimize_block(
+        fast.block_problems(problem, scenarios, _catalog(None)), {"mode": mode}, catalog
+    )
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import PlanRequest
 
@@ -331,7 +333,7 @@ def test_planning_a_group_in_blocks_equals_one_pass(tmp_path, monkeypatch):
     points = [(i, p) for i, p in sweep.points() if p["mode"] == "exact"]
     scenarios = [scenario_of(sweep, p, i) for i, p in points]
     problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", _catalog(None))
-    problems = fast.block_problems(problem, scenarios)
+    problems = fast.block_problems(problem, scenarios, _catalog(None))
     whole = _rows(fast.optimize_block(problems, {"mode": "exact"}, _catalog(None)))
     blocks = [
         row
