@@ -77,13 +77,14 @@ def homogeneous_configurations(
         (replace(system, link_bandwidth_bytes_per_s=UNUSED_LINK_BYTES_PER_S), workload, n, mode)
         for system, workload, n in zip(systems, workloads, pd_instances, strict=True)
     ]
-    missing = list(dict.fromkeys(key for key in keys if key not in _memo))
+    known = {key: _memo[key] for key in keys if key in _memo}
+    missing = list(dict.fromkeys(key for key in keys if key not in known))
     if missing:
+        known.update(zip(missing, _search(missing, mode), strict=True))
         if len(_memo) + len(missing) > MAX_MEMO:
             _memo.clear()
-        for key, found in zip(missing, _search(missing, mode), strict=True):
-            _memo[key] = found
-    return [_memo[key] for key in keys]
+        _memo.update((key, known[key]) for key in missing)
+    return [known[key] for key in keys]
 
 
 def _search(
