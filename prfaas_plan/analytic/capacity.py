@@ -23,8 +23,13 @@ import numpy as np
 
 from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
 from prfaas_plan.analytic.length_distribution import LengthDistribution
+from prfaas_plan.analytic.log_normal_rows import LogNormalRows
 from prfaas_plan.analytic.profiles import DecodePoint, FittedCurve
 from prfaas_plan.choices import Mode
+
+# what the model splits at a threshold: one length distribution for every element, or one per
+# row of a batch (analytic/log_normal_rows.py, a sweep's scenarios of differing workloads)
+Lengths = LengthDistribution | LogNormalRows
 
 
 class Bound(StrEnum):
@@ -145,7 +150,7 @@ class _Prefill(NamedTuple):
 
 def _prefill(
     system: ServingSystem,
-    workload: LengthDistribution,
+    workload: Lengths,
     threshold_tokens: ArrayLike,
     prfaas_instances: ArrayLike,
     pd_prefill_instances: ArrayLike,
@@ -175,17 +180,20 @@ def _prefill(
 
 def rates(
     system: ServingSystem,
-    workload: LengthDistribution,
+    workload: Lengths,
     threshold_tokens: ArrayLike,
     prfaas_instances: ArrayLike,
     pd_prefill_instances: ArrayLike,
     pd_decode_instances: ArrayLike,
     mode: Mode | BoolArray,
     link_bandwidth_bytes_per_s: ArrayLike | None = None,
+    decode_rps_per_instance: float | FloatArray | None = None,
 ) -> Rates:
     """All capacity terms of equations (3)-(6), broadcast over the inputs; `link_bandwidth_bytes_per_s`
-    (default: the system's) may be an array too, for many deployments of one system at once,
-    and so may `mode` (True where Mode.EXACT: both modes' rows in one call).
+    and `decode_rps_per_instance` (default: the system's) may be arrays too, for many
+    deployments of one system at once (whose workloads, and so decode points, may differ:
+    `workload` a LogNormalRows), and so may `mode` (True where Mode.EXACT: both modes' rows
+    in one call).
     The optimiser calls this in its inner loop on arrays of a few dozen elements, where each
     numpy call's fixed cost is the cost: hence one call per quantity, no more."""
     r = _prefill(
@@ -193,7 +201,12 @@ def rates(
         link_bandwidth_bytes_per_s,
     )  # fmt: skip
     p = r.long[0]
-    decode = np.asarray(pd_decode_instances, float) * system.decode_rps_per_instance
+    per_instance = (
+        system.decode_rps_per_instance
+        if decode_rps_per_instance is None
+        else decode_rps_per_instance
+    )
+    decode: FloatArray = np.asarray(pd_decode_instances, float) * per_instance
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = (
             _per_share(r.prfaas_compute_rps, p),
@@ -221,7 +234,7 @@ def rates(
 
 def prefill_limits(
     system: ServingSystem,
-    workload: LengthDistribution,
+    workload: Lengths,
     threshold_tokens: ArrayLike,
     prfaas_instances: ArrayLike,
     pd_prefill_instances: ArrayLike,
@@ -308,15 +321,17 @@ def evaluate(
 
 def evaluate_many(
     system: ServingSystem,
-    workload: LengthDistribution,
+    workload: Lengths,
     configurations: Sequence[Configuration],
     modes: Sequence[Mode],
     links_bytes_per_s: Sequence[float] | None = None,
+    decode_rps_per_instance: Sequence[float] | None = None,
 ) -> list[Evaluation]:
     """`evaluate` of each configuration in its mode (a plan, its baselines, the other mode's
     view of it), in one vectorised model call: the same numbers as one call each.
-    `links_bytes_per_s`: each configuration's link (default: the system's), for deployments of
-    one system that differ in their link (a sweep's batch)."""
+    `links_bytes_per_s` and `decode_rps_per_instance`: each configuration's (default: the
+    system's), for deployments of one system that differ in their link or, `workload` being
+    one distribution per configuration, in their workload (a sweep's batch)."""
     links = (
         np.full(len(configurations), system.link_bandwidth_bytes_per_s)
         if links_bytes_per_s is None
@@ -331,6 +346,7 @@ def evaluate_many(
         np.array([c.pd_decode_instances for c in configurations], float),
         row_modes(np.array([m is Mode.EXACT for m in modes])),
         links,
+        None if decode_rps_per_instance is None else np.asarray(decode_rps_per_instance, float),
     )
     evaluations = []
     for i, (c, mode) in enumerate(zip(configurations, modes, strict=True)):

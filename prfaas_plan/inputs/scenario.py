@@ -265,10 +265,14 @@ def build_problem(
     return Problem(scenario, str(source), system, workload, prfaas.instances, pd.instances, output)
 
 
-def problem_like(problem: Problem, scenario: Scenario) -> Problem:
-    """`build_problem(scenario)` for a scenario that differs from `problem.scenario` only in the
-    instance counts and the link's bandwidth (a sweep's group: sweep/fast.py), without reading
-    the catalog again: the same Problem, field for field."""
+def problem_like(problem: Problem, scenario: Scenario, catalog: Catalog) -> Problem:
+    """`build_problem(scenario)` for a scenario like `problem.scenario` (a sweep's group:
+    sweep/fast.py), the same Problem field for field, reading only what differs: the instance
+    counts and the link's bandwidth alone, a truncated log-normal's parameters but for its
+    upper bound (the profiles are checked up to it) and the decode point they move
+    (`_with_input_lengths`), or else the whole scenario (`build_problem`)."""
+    if scenario.workload != problem.scenario.workload:
+        return _with_input_lengths(problem, scenario, catalog)
     return dataclasses.replace(
         problem, scenario=scenario,
         system=dataclasses.replace(
@@ -276,6 +280,37 @@ def problem_like(problem: Problem, scenario: Scenario) -> Problem:
             link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(scenario.link.bandwidth_gbps),
         ),
         prfaas_instances=scenario.prfaas_cluster.instances, pd_instances=scenario.pd_cluster.instances,
+    )  # fmt: skip
+
+
+def _with_input_lengths(problem: Problem, scenario: Scenario, catalog: Catalog) -> Problem:
+    """`problem_like` of a scenario whose workload differs: where only the parameters of a
+    truncated log-normal input length but max_tokens do (no prefix cache), its workload and
+    the decode point at its mean context are built anew; otherwise the whole problem is."""
+    source, old, new = Path(problem.source), problem.scenario.workload, scenario.workload
+    lengths = new.input_tokens
+    if (
+        not isinstance(lengths, LogNormalLengths)
+        or not isinstance(old.input_tokens, LogNormalLengths)
+        or lengths.max_tokens != old.input_tokens.max_tokens
+        or new.prefix_cache_hit_rate != 0
+        or new.output_tokens != old.output_tokens
+        or problem.output_lengths is None
+    ):
+        return build_problem(scenario, source, catalog)
+    workload = build_workload(lengths, source.parent, f"{source}: ")
+    pd = scenario.pd_cluster
+    table = catalog.decode_table(
+        scenario.model, pd.gpu, pd.gpus_per_instance, where=f"{source}: pd_cluster: "
+    )
+    decode = decode_point(table, scenario.slo.decode_tokens_per_s, workload, problem.output_lengths)
+    system = dataclasses.replace(
+        problem.system, decode=decode,
+        link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(scenario.link.bandwidth_gbps),
+    )  # fmt: skip
+    return dataclasses.replace(
+        problem, scenario=scenario, system=system, workload=workload,
+        prfaas_instances=scenario.prfaas_cluster.instances, pd_instances=pd.instances,
     )  # fmt: skip
 
 

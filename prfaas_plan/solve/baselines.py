@@ -3,15 +3,16 @@
 request offloaded), and the paper's exhaustive grid search (every split x a fixed threshold
 step), the brute-force oracle for tests and benchmarks."""
 
+from collections.abc import Sequence
 from dataclasses import replace
-from functools import lru_cache
 
 import numpy as np
 
 from prfaas_plan.analytic.capacity import Configuration, Evaluation, ServingSystem, evaluate
 from prfaas_plan.analytic.length_distribution import LengthDistribution
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.choices import Mode
-from prfaas_plan.solve.threshold import SearchSpace, best_configurations
+from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware_batch
 
 
 def exhaustive_grid_search(
@@ -51,25 +52,58 @@ def homogeneous_configuration(
     system: ServingSystem, workload: LengthDistribution, pd_instances: int, mode: Mode = Mode.PAPER
 ) -> Configuration:
     """The configuration `homogeneous_baseline` evaluates (memoised: see below)."""
-    return _homogeneous_configuration(
-        replace(system, link_bandwidth_bytes_per_s=UNUSED_LINK_BYTES_PER_S),
-        workload, pd_instances, mode,
-    )  # fmt: skip
+    return homogeneous_configurations([system], [workload], [pd_instances], mode)[0]
 
 
 UNUSED_LINK_BYTES_PER_S = 1.0  # the homogeneous split's memo key: no request crosses a link
+MAX_MEMO = 4096  # a sweep's equal-cost baselines span many instance counts and workloads
+_memo: dict[tuple[ServingSystem, LengthDistribution, int, Mode], Configuration] = {}
 
 
-@lru_cache(maxsize=4096)  # a sweep's equal-cost baselines span many instance counts
-def _homogeneous_configuration(
-    system: ServingSystem, workload: LengthDistribution, pd_instances: int, mode: Mode
-) -> Configuration:
-    """The split `homogeneous_baseline` evaluates, memoised per process on exact inputs (all
-    frozen values): it does not depend on the link (nothing is offloaded: t = inf, no PrfaaS
-    instance), so a server planning the same PD cluster and workload at many link bandwidths
-    or PrfaaS sizes (the what-if page's sliders; a sweep over links) searches it once."""
-    space = SearchSpace(prfaas_instances=0, pd_instances=pd_instances, threshold_tokens=np.inf)
-    return best_configurations(system, workload, space, (mode,))[0]
+def homogeneous_configurations(
+    systems: Sequence[ServingSystem],
+    workloads: Sequence[LengthDistribution],
+    pd_instances: Sequence[int],
+    mode: Mode,
+) -> list[Configuration]:
+    """`homogeneous_configuration` of each (system, workload, PD instances), memoised per
+    process on exact inputs (all frozen values), those not yet known searched together: the
+    split does not depend on the link (nothing is offloaded: t = inf, no PrfaaS instance), so
+    a server planning the same PD cluster and workload at many link bandwidths or PrfaaS sizes
+    (the what-if page's sliders; a sweep over links) searches it once. The systems share their
+    profiles (they may differ in link and decode point), the workloads are one distribution or
+    truncated log-normals (solve/threshold.py `optimize_fixed_hardware_batch`)."""
+    keys = [
+        (replace(system, link_bandwidth_bytes_per_s=UNUSED_LINK_BYTES_PER_S), workload, n, mode)
+        for system, workload, n in zip(systems, workloads, pd_instances, strict=True)
+    ]
+    known = {key: _memo[key] for key in keys if key in _memo}
+    missing = list(dict.fromkeys(key for key in keys if key not in known))
+    if missing:
+        known.update(zip(missing, _search(missing, mode), strict=True))
+        if len(_memo) + len(missing) > MAX_MEMO:
+            _memo.clear()
+        _memo.update((key, known[key]) for key in missing)
+    return [known[key] for key in keys]
+
+
+def _search(
+    keys: list[tuple[ServingSystem, LengthDistribution, int, Mode]], mode: Mode
+) -> list[Configuration]:
+    """The homogeneous split of each key, in one search when the workloads are one or all
+    truncated log-normals, else one search per key."""
+    first = keys[0][1]
+    shared = all(w is first for _, w, _, _ in keys)
+    if not shared and not all(isinstance(w, TruncatedLogNormal) for _, w, _, _ in keys):
+        return [c for key in keys for c in _search([key], mode)]
+    count = len(keys)
+    pd = np.array([n for _, _, n, _ in keys])
+    t, n_p, n_d = optimize_fixed_hardware_batch(
+        keys[0][0], first if shared else [w for _, w, _, _ in keys if isinstance(w, TruncatedLogNormal)],
+        np.zeros(count, int), pd, np.full(count, UNUSED_LINK_BYTES_PER_S), np.inf, mode,
+        None if shared else np.array([s.decode_rps_per_instance for s, _, _, _ in keys]),
+    )  # fmt: skip
+    return [Configuration(0, int(n_p[i]), int(n_d[i]), float(t[i])) for i in range(count)]
 
 
 def naive_configuration(prfaas_instances: int, pd_instances: int) -> Configuration:

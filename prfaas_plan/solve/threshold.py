@@ -25,6 +25,8 @@ from prfaas_plan.analytic.capacity import (
     row_modes,
 )
 from prfaas_plan.analytic.length_distribution import LengthDistribution
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal_rows import LogNormalRows
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.solve.search import (
@@ -34,6 +36,7 @@ from prfaas_plan.solve.search import (
     golden_section_max,
     threshold_grid,
 )
+from prfaas_plan.solve.splits import Splits
 
 ROOT_MAX_STEPS = 60
 ROOT_RTOL = 1e-10
@@ -62,75 +65,34 @@ class SearchSpace:
         return n_p, self.pd_instances - n_p
 
 
-@dataclass(frozen=True)
-class Splits:
-    """Candidate (N_p, N_d) splits, one per row, each with its deployment's PrfaaS instance count
-    and link bandwidth: the splits of one deployment, or of many deployments of one system
-    (`per_deployment` rows each, padded with N_p = N_d = 0 rows that never win)."""
-
-    prfaas_instances: FloatArray
-    n_p: IntArray
-    n_d: IntArray
-    link_bytes_per_s: FloatArray
-    per_deployment: int
-    # every row's service-time mode: one Mode, or per row True where Mode.EXACT
-    mode: Mode | BoolArray = Mode.PAPER
-
-    @property
-    def valid(self) -> "np.ndarray[tuple[int, ...], np.dtype[np.bool_]]":
-        return self.n_d >= 1
-
-    def take(self, rows: IntArray | FloatArray | BoolArray) -> "Splits":
-        mode = self.mode if isinstance(self.mode, Mode) else self.mode[rows]
-        return Splits(
-            self.prfaas_instances[rows], self.n_p[rows], self.n_d[rows],
-            self.link_bytes_per_s[rows], self.per_deployment, mode,
-        )  # fmt: skip
-
-    def column(self) -> "Splits":
-        """The rows as a column, to broadcast against a row of thresholds."""
-        mode = self.mode if isinstance(self.mode, Mode) else self.mode[:, None]
-        return Splits(
-            self.prfaas_instances[:, None], self.n_p[:, None], self.n_d[:, None],
-            self.link_bytes_per_s[:, None], self.per_deployment, mode,
-        )  # fmt: skip
-
-    def per_deployment_all(self, values: BoolArray) -> BoolArray:
-        """Each row's deployment: are `values` true on all its rows? (one value per row)"""
-        every: BoolArray = np.repeat(
-            values.reshape(-1, self.per_deployment).all(axis=1), self.per_deployment
-        )
-        return every
-
-    def per_deployment_max(self, values: FloatArray) -> FloatArray:
-        """Each row's deployment maximum of `values` (one value per row)."""
-        best = values.reshape(-1, self.per_deployment).max(axis=1)
-        spread: FloatArray = np.repeat(best, self.per_deployment)
-        return spread
+def _prefill_limits(
+    system: ServingSystem, t: ArrayLike, rows: Splits
+) -> tuple[FloatArray, FloatArray]:
+    """The two prefill terms (`prefill_limits`) for thresholds `t` broadcast against splits."""
+    return prefill_limits(
+        system, rows.workload, t, rows.prfaas_instances, rows.n_p, rows.mode,
+        rows.link_bytes_per_s,
+    )  # fmt: skip
 
 
 def _limits(
-    system: ServingSystem, workload: LengthDistribution, t: ArrayLike, rows: Splits
+    system: ServingSystem, t: ArrayLike, rows: Splits
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Λ and the two prefill terms for thresholds `t` broadcast against splits (`rates`' Λ,
     the least of its four terms, from the two prefill terms and decode)."""
-    f, g = prefill_limits(
-        system, workload, t, rows.prfaas_instances, rows.n_p, rows.mode, rows.link_bytes_per_s
-    )
-    return _system_rps(system, rows, np.minimum(f, g)), f, g
+    f, g = _prefill_limits(system, t, rows)
+    return _system_rps(rows, np.minimum(f, g)), f, g
 
 
-def _system_rps(system: ServingSystem, rows: Splits, prefill_rps: FloatArray) -> FloatArray:
+def _system_rps(rows: Splits, prefill_rps: FloatArray) -> FloatArray:
     """Λ from the prefill capacity (the least of the two prefill terms) and the rows' decode
     capacity."""
-    decode = np.asarray(rows.n_d, float) * system.decode_rps_per_instance
-    lam: FloatArray = np.minimum(prefill_rps, decode)
+    lam: FloatArray = np.minimum(prefill_rps, rows.decode_rps)
     return lam
 
 
 def _balance_point(
     system: ServingSystem,
-    workload: LengthDistribution,
     rows: Splits,
     grid: FloatArray,
     f: FloatArray,
@@ -147,16 +109,14 @@ def _balance_point(
     is handled by bisecting until both ends are finite. Each deployment's splits stop moving
     once all of them have converged, so a deployment's answer does not depend on the others
     solved alongside it."""
-    n_p, n_d = rows.n_p, rows.n_d
+    n_p = rows.n_p
     with np.errstate(invalid="ignore"):
         gap = f - g
     negative = gap < 0  # nan (no request on either side) counts as non-negative
     turns = negative[:, :-1] & ~negative[:, 1:]
     index = np.arange(n_p.size)
     first = turns.argmax(axis=1)
-    ceiling = np.minimum(
-        np.minimum(f[index, first + 1], g[index, first]), n_d * system.decode_rps_per_instance
-    )
+    ceiling = np.minimum(np.minimum(f[index, first + 1], g[index, first]), rows.decode_rps)
     # with N_p = 0 the "crossing" is the jump at the shortest length (PD-P term inf -> 0), not a
     # balance: the grid point t = min (everything offloaded) already covers that split
     crosses = turns.any(axis=1) & (ceiling >= lower_bound * (1 - TIE_RTOL)) & (n_p > 0)
@@ -177,9 +137,7 @@ def _balance_point(
         with np.errstate(invalid="ignore", divide="ignore"):
             falsi = (a * gb - b * ga) / (gb - ga)
         c = np.where(finite, falsi, 0.5 * (a + b))
-        f, g = prefill_limits(
-            system, workload, c, rows.prfaas_instances, rows.n_p, rows.mode, rows.link_bytes_per_s
-        )
+        f, g = _prefill_limits(system, c, rows)
         gc = f - g
         right = gc < 0  # the crossing is right of c
         move_a = moving & right
@@ -207,7 +165,7 @@ def _balance_point(
     at_a = np.abs(ga) < np.abs(gb)
     t = np.where(at_a, a, b)
     prefill = np.where(at_a, prefill_a, prefill_b)
-    lam = _system_rps(system, rows, prefill)
+    lam = _system_rps(rows, prefill)
     return (
         np.where(crosses, t, np.nan),
         np.where(crosses, lam, -np.inf),
@@ -228,25 +186,29 @@ def _pick(lam: FloatArray, headroom: FloatArray) -> IntArray:
 
 
 def _optimize_splits(
-    system: ServingSystem, workload: LengthDistribution, grid: FloatArray, rows: Splits
+    system: ServingSystem, grid: FloatArray, rows: Splits
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Best threshold, its Λ and prefill headroom for every split (row): the coarse grid, then
     the balance point and, where Λ peaks away from it, a golden-section polish."""
-    lam, f, g = _limits(system, workload, grid[None, :], rows.column())
+    lam, f, g = _limits(system, grid[None, :], rows.column())
     best_index = lam.argmax(axis=1)
     index = np.arange(rows.n_p.size)
     thresholds = grid[best_index]
     best_lam = np.where(rows.valid, lam[index, best_index], -np.inf)
     headroom = np.minimum(f, g)[index, best_index]
-    if grid.size > 1 and workload.threshold_candidates() is None:
+    discrete = (
+        isinstance(rows.workload, LengthDistribution)
+        and rows.workload.threshold_candidates() is not None
+    )
+    if grid.size > 1 and not discrete:
         balance_t, balance_lam, balance_prefill = _balance_point(
-            system, workload, rows, grid, f, g, rows.per_deployment_max(best_lam)
+            system, rows, grid, f, g, rows.per_deployment_max(best_lam)
         )
         # where Λ peaks away from the balance point (a prefill term that is not monotone in t),
         # polish the best grid point too; not where decode already binds there (Λ cannot exceed
         # Θ_pd-d), nor where on the grid the PrfaaS term never falls and the PD-P term never
         # rises (then Λ peaks at the balance point or at an end of the range, both exact)
-        decode_bound = best_lam >= rows.n_d * system.decode_rps_per_instance * (1 - TIE_RTOL)
+        decode_bound = best_lam >= rows.decode_rps * (1 - TIE_RTOL)
         with np.errstate(invalid="ignore"):
             monotone = np.all(~(np.diff(f, axis=1) < 0), axis=1) & np.all(
                 ~(np.diff(g, axis=1) > 0), axis=1
@@ -259,7 +221,7 @@ def _optimize_splits(
             hi = grid[np.clip(best_index + 1, 0, last)][away]
             polished = rows.take(away)
             t_polished, lam_polished = golden_section_max(
-                lambda t: _limits(system, workload, t, polished)[0], lo, hi, GOLDEN_STEPS
+                lambda t: _limits(system, t, polished)[0], lo, hi, GOLDEN_STEPS
             )
             better = lam_polished > best_lam[away]
             thresholds[away] = np.where(better, t_polished, thresholds[away])
@@ -274,17 +236,20 @@ def _optimize_splits(
 
 def optimize_fixed_hardware_batch(
     system: ServingSystem,
-    workload: LengthDistribution,
+    workload: LengthDistribution | Sequence[TruncatedLogNormal],
     prfaas_instances: IntArray,
     pd_instances: IntArray,
     link_bytes_per_s: FloatArray,
     threshold_tokens: float | None = None,
     mode: Mode | Sequence[Mode] = Mode.PAPER,
+    decode_rps_per_instance: FloatArray | None = None,
 ) -> tuple[FloatArray, IntArray, IntArray]:
-    """`optimize_fixed_hardware` for many deployments of one system and workload at once, which
-    differ in instance counts, link bandwidth and (`mode` a sequence, one per deployment) the
-    service-time mode: (t, N_p, N_d) per deployment, the same choice as one call each, in a
-    handful of array operations over every deployment's splits."""
+    """`optimize_fixed_hardware` for many deployments of one system at once, which differ in
+    instance counts, link bandwidth, (`mode` a sequence, one per deployment) the service-time
+    mode and (`workload` a sequence of truncated log-normals, one per deployment, with each
+    one's `decode_rps_per_instance`: the decode point depends on the mean length) the
+    workload: (t, N_p, N_d) per deployment, the same choice as one call each, in a handful of
+    array operations over every deployment's splits."""
     prfaas = np.asarray(prfaas_instances, int)
     pd = np.asarray(pd_instances, int)
     link = np.asarray(link_bytes_per_s, float)
@@ -296,20 +261,18 @@ def optimize_fixed_hardware_batch(
     exact = None if isinstance(mode, Mode) else np.array([m is Mode.EXACT for m in mode])
     t_out = np.empty(pd.size)
     n_p_out = np.empty(pd.size, int)
-    # a fixed threshold, no PrfaaS (nothing can be offloaded), or the coarse grid
-    if threshold_tokens is not None:
-        grids = [(np.ones(pd.size, bool), np.array([float(threshold_tokens)]))]
-    else:
-        grids = [
-            (prfaas == 0, np.array([np.inf])),
-            (prfaas > 0, threshold_grid(workload, COARSE_GRID_POINTS)),
-        ]
+    per_row = None if isinstance(workload, LengthDistribution) else LogNormalRows.of(workload)
+    decode = (
+        system.decode_rps_per_instance
+        if decode_rps_per_instance is None
+        else np.asarray(decode_rps_per_instance, float)
+    )
     # deployments of similar PD size together (by powers of two): each is padded to its
     # bucket's largest split count, so at most half of the rows evaluated are padding
     bucket = np.ceil(np.log2(pd)).astype(int)
     groups = [
         (np.flatnonzero(chosen & (bucket == b)), grid)
-        for chosen, grid in grids
+        for chosen, grid in _grids(workload, prfaas, threshold_tokens)
         for b in distinct_sorted(bucket[chosen])
     ]
     for members, grid in groups:
@@ -317,18 +280,47 @@ def optimize_fixed_hardware_batch(
         n_p = np.tile(np.arange(width), members.size)
         n_d = np.repeat(pd[members], width) - n_p
         valid = n_d >= 1
+        spread = np.repeat(members, width)  # each row's deployment
         rows = Splits(
             prfaas_instances=np.repeat(prfaas[members], width).astype(float),
             n_p=np.where(valid, n_p, 0), n_d=np.where(valid, n_d, 0),
             link_bytes_per_s=np.repeat(link[members], width), per_deployment=width,
             mode=_row_modes(mode, exact, members, width),
+            workload=per_row.take(spread) if per_row is not None else _shared(workload),
+            decode_rps_per_instance=decode if isinstance(decode, float) else decode[spread],
         )  # fmt: skip
-        thresholds, lam, headroom = _optimize_splits(system, workload, grid, rows)
+        thresholds, lam, headroom = _optimize_splits(system, grid, rows)
         chosen = _pick(lam.reshape(-1, width), headroom.reshape(-1, width))
         flat = np.arange(members.size) * width + chosen
         t_out[members] = thresholds[flat]
         n_p_out[members] = rows.n_p[flat]
     return t_out, n_p_out, pd - n_p_out
+
+
+def _shared(workload: LengthDistribution | Sequence[TruncatedLogNormal]) -> LengthDistribution:
+    assert isinstance(workload, LengthDistribution)  # per row otherwise
+    return workload
+
+
+def _grids(
+    workload: LengthDistribution | Sequence[TruncatedLogNormal],
+    prfaas: IntArray,
+    threshold_tokens: float | None,
+) -> list[tuple[BoolArray, FloatArray]]:
+    """The deployments (a mask) that search each threshold grid: all of them a fixed
+    threshold; without PrfaaS (nothing can be offloaded) infinity; the others the coarse grid
+    of their workload, one per distinct length range."""
+    if threshold_tokens is not None:
+        return [(np.ones(prfaas.size, bool), np.array([float(threshold_tokens)]))]
+    grids = [(prfaas == 0, np.array([np.inf]))]
+    if isinstance(workload, LengthDistribution):
+        return [*grids, (prfaas > 0, threshold_grid(workload, COARSE_GRID_POINTS))]
+    bounds = [(d.min_tokens, d.max_tokens) for d in workload]
+    first = {pair: d for pair, d in zip(bounds, workload, strict=True)}
+    for pair, d in first.items():
+        same = np.array([b == pair for b in bounds])
+        grids.append((same & (prfaas > 0), threshold_grid(d, COARSE_GRID_POINTS)))
+    return grids
 
 
 def _row_modes(

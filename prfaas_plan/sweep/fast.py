@@ -1,7 +1,10 @@
-"""The batched path of an `optimize` sweep: the scenarios of a chunk that share a system and a
-workload (they differ only in instance counts and link bandwidth) are planned together by the
-use-case's batched form (use_cases/calls.py optimize_many: one search for all of them), and
-each row is `optimize`'s JSON document flattened, exactly as the per-scenario path writes it.
+"""The batched path of an `optimize` sweep: the scenarios of a chunk that share a system and
+differ only in instance counts, link bandwidth, the parameters of a truncated log-normal input
+length and GPU prices are planned together by the use-case's batched form (use_cases/calls.py
+optimize_many: one search for all of them), and each row is `optimize`'s JSON document
+flattened, exactly as the per-scenario path writes it. Scenarios whose other workload fields
+differ (a histogram's weights, an observed trace, output lengths, prefix-cache hit rates) each
+form their own group.
 """
 
 from typing import Any
@@ -10,12 +13,20 @@ from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.inputs.scenario_schema import Scenario
 
-# the fields a group's scenarios may differ in: everything else decides system and workload
+# the fields a group's scenarios may differ in: everything else decides the system and the
+# kind of workload (and a log-normal's parameters batch only where the base scenario's input
+# lengths are one: a path such as workload.input_tokens.mu_log exists nowhere else)
 BATCHED_FIELDS = (
-    ("prfaas_cluster", "instances"),
-    ("pd_cluster", "instances"),
-    ("link", "bandwidth_gbps"),
+    "prfaas_cluster.instances",
+    "pd_cluster.instances",
+    "link.bandwidth_gbps",
+    "workload.input_tokens.mu_log",
+    "workload.input_tokens.sigma_log",
+    "workload.input_tokens.min_tokens",
+    "workload.input_tokens.max_tokens",
 )
+# ... and any field under this one: a GPU's price in the scenario's cost block
+BATCHED_PREFIXES = ("cost.gpu_prices_usd_per_gpu_hour.",)
 
 Columns = dict[str, list[Any]]
 
@@ -27,11 +38,15 @@ Columns = dict[str, list[Any]]
 BLOCK = 1000
 
 
+def batched(axis: str) -> bool:
+    """May the scenarios of one group differ on `axis`?"""
+    return axis in BATCHED_FIELDS or axis.startswith(BATCHED_PREFIXES)
+
+
 def group_key(point: dict[str, Any], parameters: dict[str, Any]) -> tuple[Any, ...]:
     """Scenarios of one sweep (one base scenario) share system and workload when their axis
     values outside BATCHED_FIELDS and their parameters agree."""
-    batched = {f"{section}.{field}" for section, field in BATCHED_FIELDS}
-    fixed = tuple(sorted((k, v) for k, v in point.items() if k not in batched))
+    fixed = tuple(sorted((k, v) for k, v in point.items() if not batched(k)))
     return fixed, tuple(sorted((k, _hashable(v)) for k, v in parameters.items()))
 
 
@@ -56,9 +71,9 @@ def optimize_block(
     return columns_of(rows)
 
 
-def block_problems(first: Problem, scenarios: list[Scenario]) -> list[Problem]:
+def block_problems(first: Problem, scenarios: list[Scenario], catalog: Catalog) -> list[Problem]:
     """The problems of a block's scenarios, from the group's first problem (inputs/scenario.py
-    problem_like: no catalog read per scenario)."""
+    problem_like: only what differs is built)."""
     from prfaas_plan.inputs.scenario import problem_like
 
-    return [problem_like(first, scenario) for scenario in scenarios]
+    return [problem_like(first, scenario, catalog) for scenario in scenarios]

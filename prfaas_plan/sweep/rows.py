@@ -123,7 +123,9 @@ class _ChunkRows:
         try:
             first = _problem(sweep, group.scenarios[0], data_dir)
             columns = fast.optimize_block(
-                fast.block_problems(first, group.scenarios), group.parameters, _catalog(data_dir)
+                fast.block_problems(first, group.scenarios, _catalog(data_dir)),
+                group.parameters,
+                _catalog(data_dir),
             )
         except Exception:
             for scenario_id, scenario in zip(group.ids, group.scenarios, strict=True):

@@ -63,21 +63,28 @@ def optimize(problem: Problem, request: PlanRequest, catalog: Catalog) -> "PlanR
 def optimize_many(
     problems: Sequence[Problem], request: PlanRequest, catalog: Catalog
 ) -> "list[PlanReport]":
-    """`optimize` of problems that differ only in instance counts and link bandwidth, searched
-    together (use_cases/plan.py plan_many): the reports `optimize` gives one at a time. For a
+    """`optimize` of problems that differ only in instance counts, link bandwidth, the
+    parameters of a truncated log-normal input length and prices, searched together
+    (use_cases/plan_reports.py plan_many): the reports `optimize` gives one at a time. For a
     request without sizing or a TTFT target (sweep/commands.py: the fast path's test)."""
-    from prfaas_plan.use_cases.plan import plan_many
+    from prfaas_plan.use_cases.plan_reports import plan_many
 
     assert request.target_rps is None and request.max_prfaas_gpus is None
     assert request.ttft_target_s is None and request.solver is None
-    # the problems differ only in counts and link: their prices only in the link bought
-    by_link: dict[float, Pricing | None] = {}
+    # the problems' prices differ only in the link bought and the scenarios' cost blocks
+    found: dict[tuple[float, str], Pricing | None] = {}
+    keys = []
     for problem in problems:
-        link = problem.system.link_bandwidth_bytes_per_s
-        if link not in by_link:
-            by_link[link] = prices(problem, request, catalog)
+        cost = problem.scenario.cost
+        key = (
+            problem.system.link_bandwidth_bytes_per_s,
+            "" if cost is None else cost.model_dump_json(),
+        )
+        keys.append(key)
+        if key not in found:
+            found[key] = prices(problem, request, catalog)
     return plan_many(
-        problems, [by_link[problem.system.link_bandwidth_bytes_per_s] for problem in problems],
+        problems, [found[key] for key in keys],
         mode=request.mode, threshold_tokens=request.threshold_tokens,
         range_policy=request.out_of_range,
     )  # fmt: skip

@@ -20,7 +20,8 @@ from prfaas_plan.analytic.cost import DeploymentCost, affordable_instances, depl
 from prfaas_plan.choices import Mode
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem
-from prfaas_plan.solve.baselines import homogeneous_configuration
+from prfaas_plan.solve.baselines import homogeneous_configurations
+from prfaas_plan.use_cases.batch_model import model_inputs
 
 
 @dataclass(frozen=True)
@@ -93,11 +94,10 @@ def equal_costs_many(
     mode: Mode,
 ) -> list[EqualCost]:
     """`equal_cost` of each (problem, pricing, budget), the problems sharing their system but
-    for the link and their workload (a sweep's batch): every baseline in one model call."""
-    first = problems[0]
+    for the link and the decode point, and their workload or each a truncated log-normal (a
+    sweep's batch, use_cases/batch_model.py): every baseline in one model call."""
     bought: list[int] = []
     wanted: list[int] = []  # the rows whose budget buys a deployment
-    configurations, links = [], []
     for i, (problem, pricing, budget) in enumerate(
         zip(problems, pricings, budgets_usd_per_hour, strict=True)
     ):
@@ -106,13 +106,18 @@ def equal_costs_many(
         bought.append(n)
         if per_instance > 0 and n >= 2:  # one prefill and one decode instance at least
             wanted.append(i)
-            configurations.append(
-                homogeneous_configuration(problem.system, problem.workload, n, mode)
-            )
-            links.append(problem.system.link_bandwidth_bytes_per_s)
-    evaluations = evaluate_many(
-        first.system, first.workload, configurations, [mode] * len(configurations), links
-    )
+    buying = [problems[i] for i in wanted]
+    evaluations = []
+    if buying:
+        configurations = homogeneous_configurations(
+            [p.system for p in buying], [p.workload for p in buying], [bought[i] for i in wanted],
+            mode,
+        )  # fmt: skip
+        workload, decode = model_inputs(buying)
+        evaluations = evaluate_many(
+            buying[0].system, workload, configurations, [mode] * len(configurations),
+            [p.system.link_bandwidth_bytes_per_s for p in buying], decode,
+        )  # fmt: skip
     found = dict(zip(wanted, evaluations, strict=True))
     out = []
     for i, (problem, pricing, budget) in enumerate(

@@ -5,7 +5,6 @@ no file reading (the caller builds the `Problem`). Units: SI (s, req/s, tokens).
 
 import dataclasses
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,10 +18,7 @@ from prfaas_plan.choices import Mode, RangePolicy, Solver
 from prfaas_plan.errors import ConfigError, RangeError
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.sizing import SizingResult, size_prfaas_cluster
-from prfaas_plan.solve.threshold import (
-    SearchSpace,
-    optimize_fixed_hardware_batch,
-)
+from prfaas_plan.solve.threshold import SearchSpace
 from prfaas_plan.use_cases.numerics import model_numerics
 
 if TYPE_CHECKING:  # queueing is imported only when a TTFT target is given
@@ -305,10 +301,10 @@ def plan(
         prfaas_instances = sizing.evaluation.configuration.prfaas_instances
     if sizing is not None:
         problem = dataclasses.replace(problem, prfaas_instances=prfaas_instances)
-    from prfaas_plan.use_cases.plan_reports import reports_many
+    from prfaas_plan.use_cases.plan_reports import reports_many, search_many
 
     optima = search_many([problem], threshold_tokens)
-    (report,) = reports_many([problem], optima, mode, notes, [pricing])
+    (report,) = reports_many([problem], optima, mode, [notes], [pricing])
     if ttft is not None:
         if sizing is not None:
             raise ConfigError(
@@ -324,52 +320,12 @@ def plan(
             problem.system, problem.workload, space, arrival_rate_rps=ttft.rate_rps(capacity),
             ttft_target_s=ttft.target_s, ttft_percentile=ttft.percentile, mode=mode,
         )  # fmt: skip
-        (report,) = reports_many([problem], optima, mode, notes, [pricing], [chosen])
+        (report,) = reports_many([problem], optima, mode, [notes], [pricing], [chosen])
         report = dataclasses.replace(report, ttft_target=ttft, loaded_ttft=loaded)
     if sizing is not None:
-        (report,) = reports_many([problem], optima, mode, notes, [pricing], [sizing.evaluation])
+        (report,) = reports_many([problem], optima, mode, [notes], [pricing], [sizing.evaluation])
         report = dataclasses.replace(report, sizing=sizing)
     return dataclasses.replace(report, problem=asked)
-
-
-def search_many(
-    problems: Sequence[Problem], threshold_tokens: float | None
-) -> list[tuple[Configuration, Configuration]]:
-    """The paper- and exact-mode optima of each problem, in one pass of the optimiser over
-    every problem's splits (solve/threshold.py: the same optimum to the last bit as one search
-    each). The problems share their system but for the link and the instance counts, and their
-    workload (a sweep's group: sweep/fast.py)."""
-    first, count = problems[0], len(problems)
-    prfaas = np.array([p.prfaas_instances for p in problems] * 2)
-    pd = np.array([p.pd_instances for p in problems] * 2)
-    link = np.array([p.system.link_bandwidth_bytes_per_s for p in problems] * 2)
-    modes = [Mode.PAPER] * count + [Mode.EXACT] * count
-    t, n_p, n_d = optimize_fixed_hardware_batch(
-        first.system, first.workload, prfaas, pd, link, threshold_tokens, modes
-    )
-    configurations = [
-        Configuration(int(prfaas[i]), int(n_p[i]), int(n_d[i]), float(t[i]))
-        for i in range(2 * count)
-    ]
-    return list(zip(configurations[:count], configurations[count:], strict=True))
-
-
-def plan_many(
-    problems: Sequence[Problem],
-    pricings: Sequence["Pricing | None"],
-    *,
-    mode: Mode = Mode.PAPER,
-    threshold_tokens: float | None = None,
-    range_policy: RangePolicy = RangePolicy.EXTRAPOLATE,
-) -> list[PlanReport]:
-    """`plan` of each problem (no sizing, no TTFT target) with one search for all of them
-    (`search_many`): the same reports as one `plan` call each. The problems share what
-    `search_many` says; `pricings[i]` prices problem i."""
-    check_threshold(threshold_tokens)
-    notes = range_notes(problems[0], range_policy)  # the tables and the workload: shared
-    from prfaas_plan.use_cases.plan_reports import reports_many
-
-    return reports_many(problems, search_many(problems, threshold_tokens), mode, notes, pricings)
 
 
 @model_numerics("evaluate")

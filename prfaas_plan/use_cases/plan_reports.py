@@ -1,8 +1,9 @@
-"""The plan report of many problems at once: the evaluations, unloaded TTFTs and costs of a
-batch of problems that share their system but for the link and the instance counts, and their
-workload (a sweep's group, sweep/fast.py; a single plan is a batch of one), each in one model
-call for the whole batch. Every number is computed element by element, so a problem's report
-is the same to the last bit whatever else is in its batch.
+"""The plans of many problems at once: their optima in one search (`search_many`), then the
+evaluations, unloaded TTFTs and costs of the batch, each in one model call for the whole
+batch. The problems share their system but for the link, the instance counts and the decode
+point, and their workload or each have a truncated log-normal (a sweep's group, sweep/fast.py;
+use_cases/batch_model.py; a single plan is a batch of one). Every number is computed element
+by element, so a problem's report is the same to the last bit whatever else is in its batch.
 """
 
 import dataclasses
@@ -10,12 +11,24 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate_many
+from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttfts
-from prfaas_plan.choices import Mode
+from prfaas_plan.choices import Mode, RangePolicy
 from prfaas_plan.inputs.scenario import Problem
-from prfaas_plan.solve.baselines import homogeneous_configuration, naive_configuration
-from prfaas_plan.use_cases.plan import Deployment, ModeComparison, PlanReport, RangeNote
+from prfaas_plan.solve.baselines import homogeneous_configurations, naive_configuration
+from prfaas_plan.solve.threshold import optimize_fixed_hardware_batch
+from prfaas_plan.use_cases.batch_model import batches, model_inputs, search_inputs
+from prfaas_plan.use_cases.plan import (
+    Deployment,
+    ModeComparison,
+    PlanReport,
+    RangeNote,
+    check_threshold,
+    range_notes,
+)
 
 if TYPE_CHECKING:
     from prfaas_plan.inputs.pricing import Pricing
@@ -31,13 +44,7 @@ def deployments_many(
 ) -> list[list[Deployment]]:
     """Each problem's named evaluations as Deployments: GPUs, unloaded TTFT (one computation for
     the whole batch) and, with its pricing, its cost."""
-    first = problems[0]
-    thresholds, links = [], []
-    for problem, named in zip(problems, evaluations, strict=True):
-        for evaluation in named.values():
-            thresholds.append(evaluation.configuration.threshold_tokens)
-            links.append(problem.system.link_bandwidth_bytes_per_s)
-    ttfts = iter(unloaded_ttfts(first.system, first.workload, thresholds, links))
+    ttfts = iter(_unloaded_ttfts(problems, evaluations))
     out = []
     for problem, named, pricing in zip(problems, evaluations, pricings, strict=True):
         s = problem.scenario
@@ -56,6 +63,31 @@ def deployments_many(
                 cost = price_deployment(problem, pricing, prfaas_gpus, pd_gpus, evaluation)
             row.append(Deployment(name, prfaas_gpus, pd_gpus, evaluation, ttft, cost))
         out.append(row)
+    return out
+
+
+def _unloaded_ttfts(
+    problems: Sequence[Problem], evaluations: Sequence[dict[str, Evaluation]]
+) -> list[TtftSummary]:
+    """The unloaded TTFT of every named evaluation, in order: one computation per distinct
+    workload of the batch (its mesh and each length's TTFT once for all its thresholds)."""
+    by_workload: dict[int, list[int]] = {}  # distinct workload -> its positions in the output
+    thresholds: list[float] = []
+    links: list[float] = []
+    for problem, named in zip(problems, evaluations, strict=True):
+        for evaluation in named.values():
+            by_workload.setdefault(id(problem.workload), []).append(len(thresholds))
+            thresholds.append(evaluation.configuration.threshold_tokens)
+            links.append(problem.system.link_bandwidth_bytes_per_s)
+    workloads = {id(p.workload): p.workload for p in problems}
+    out: list[TtftSummary] = [NO_TTFT] * len(thresholds)
+    for key, positions in by_workload.items():
+        found = unloaded_ttfts(
+            problems[0].system, workloads[key], [thresholds[i] for i in positions],
+            [links[i] for i in positions],
+        )  # fmt: skip
+        for i, summary in zip(positions, found, strict=True):
+            out[i] = summary
     return out
 
 
@@ -80,32 +112,36 @@ def plan_costs(
     return [found.get(i) for i in range(len(problems))]
 
 
+def _homogeneous_instances(problem: Problem) -> int:
+    """The PD instances the plan's GPUs buy in a homogeneous PD deployment (whole instances)."""
+    s = problem.scenario
+    total_gpus = problem.prfaas_instances * s.prfaas_cluster.gpus_per_instance + s.pd_cluster.gpus
+    return total_gpus // s.pd_cluster.gpus_per_instance
+
+
 def reports_many(
     problems: Sequence[Problem],
     optima: Sequence[tuple[Configuration, Configuration]],
     mode: Mode,
-    notes: tuple[RangeNote, ...],
+    notes: Sequence[tuple[RangeNote, ...]],
     pricings: Sequence["Pricing | None"],
     chosen: Sequence[Evaluation] | None = None,
 ) -> list[PlanReport]:
     """The plan report of each problem from its paper- and exact-mode optima: the optimum of
     `mode` (or `chosen[i]`: a sized or TTFT-constrained plan) against both baselines, both
     modes' views, the unloaded TTFTs and, with prices, the costs."""
-    first = problems[0]
     configurations, modes, links = [], [], []
-    for problem, (paper, exact) in zip(problems, optima, strict=True):
-        s = problem.scenario
-        total_gpus = (
-            problem.prfaas_instances * s.prfaas_cluster.gpus_per_instance + s.pd_cluster.gpus
-        )
-        homogeneous = homogeneous_configuration(
-            problem.system, problem.workload, total_gpus // s.pd_cluster.gpus_per_instance, mode
-        )
+    homogeneous = homogeneous_configurations(
+        [p.system for p in problems], [p.workload for p in problems],
+        [_homogeneous_instances(p) for p in problems], mode,
+    )  # fmt: skip
+    for problem, (paper, exact), same_gpus in zip(problems, optima, homogeneous, strict=True):
         naive = naive_configuration(problem.prfaas_instances, problem.pd_instances)
-        configurations += [paper, exact, homogeneous, naive, paper]
+        configurations += [paper, exact, same_gpus, naive, paper]
         modes += [Mode.PAPER, Mode.EXACT, mode, mode, Mode.EXACT]
         links += [problem.system.link_bandwidth_bytes_per_s] * 5
-    evaluations = evaluate_many(first.system, first.workload, configurations, modes, links)
+    workload, decode = model_inputs(problems, repeat=5)
+    evaluations = evaluate_many(problems[0].system, workload, configurations, modes, links, decode)
     rows = [evaluations[5 * i : 5 * i + 5] for i in range(len(problems))]
     picked = [
         chosen[i] if chosen is not None else (row[0] if mode is Mode.PAPER else row[1])
@@ -118,10 +154,66 @@ def reports_many(
     deployments = deployments_many(problems, named, pricings)
     costs = plan_costs(problems, picked, pricings, mode)
     reports = []
-    for problem, row, deployed, cost in zip(problems, rows, deployments, costs, strict=True):
+    for problem, row, deployed, cost, note in zip(
+        problems, rows, deployments, costs, notes, strict=True
+    ):
         modes_view = ModeComparison(row[0], row[1], row[4].system_throughput_rps)
         reports.append(PlanReport(
             problem=problem, mode=mode, plan=deployed[0], homogeneous=deployed[1],
-            naive=deployed[2], modes=modes_view, sizing=None, range_notes=notes, plan_cost=cost,
+            naive=deployed[2], modes=modes_view, sizing=None, range_notes=note, plan_cost=cost,
         ))  # fmt: skip
     return reports
+
+
+def search_many(
+    problems: Sequence[Problem], threshold_tokens: float | None
+) -> list[tuple[Configuration, Configuration]]:
+    """The paper- and exact-mode optima of each problem, in one pass of the optimiser over
+    every problem's splits (solve/threshold.py: the same optimum to the last bit as one search
+    each). The problems share their system but for the link, the instance counts and the
+    decode point, and their workload or each have a truncated log-normal (a sweep's group:
+    sweep/fast.py; use_cases/batch_model.py)."""
+    first, count = problems[0], len(problems)
+    prfaas = np.array([p.prfaas_instances for p in problems] * 2)
+    pd = np.array([p.pd_instances for p in problems] * 2)
+    link = np.array([p.system.link_bandwidth_bytes_per_s for p in problems] * 2)
+    modes = [Mode.PAPER] * count + [Mode.EXACT] * count
+    workload, decode = search_inputs(problems)
+    t, n_p, n_d = optimize_fixed_hardware_batch(
+        first.system, workload if isinstance(workload, LengthDistribution) else workload * 2,
+        prfaas, pd, link, threshold_tokens, modes, None if decode is None else np.array(decode * 2),
+    )  # fmt: skip
+    configurations = [
+        Configuration(int(prfaas[i]), int(n_p[i]), int(n_d[i]), float(t[i]))
+        for i in range(2 * count)
+    ]
+    return list(zip(configurations[:count], configurations[count:], strict=True))
+
+
+def plan_many(
+    problems: Sequence[Problem],
+    pricings: Sequence["Pricing | None"],
+    *,
+    mode: Mode = Mode.PAPER,
+    threshold_tokens: float | None = None,
+    range_policy: RangePolicy = RangePolicy.EXTRAPOLATE,
+) -> list[PlanReport]:
+    """`plan` of each problem (no sizing, no TTFT target) with one search per batch of them
+    (`search_many`, use_cases/batch_model.py `batches`): the same reports as one `plan` call
+    each. The problems share their system but for what `search_many` says; `pricings[i]`
+    prices problem i."""
+    check_threshold(threshold_tokens)
+    notes_of: dict[int, tuple[RangeNote, ...]] = {}  # the tables are shared: per workload
+    for problem in problems:
+        if id(problem.workload) not in notes_of:
+            notes_of[id(problem.workload)] = range_notes(problem, range_policy)
+    reports: list[PlanReport | None] = [None] * len(problems)
+    for batch in batches(problems):
+        chosen = [problems[i] for i in batch]
+        notes = [notes_of[id(p.workload)] for p in chosen]
+        found = reports_many(
+            chosen, search_many(chosen, threshold_tokens), mode, notes, [pricings[i] for i in batch]
+        )
+        for i, report in zip(batch, found, strict=True):
+            reports[i] = report
+    return [r for r in reports if r is not None]

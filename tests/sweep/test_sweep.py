@@ -84,7 +84,9 @@ axes:
     scenarios = [scenario_of(sweep, p, i) for i, p in points]
     catalog = _catalog(None)
     problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", catalog)
-    columns = fast.optimize_block(fast.block_problems(problem, scenarios), {"mode": mode}, catalog)
+    columns = fast.optimize_block(
+        fast.block_problems(problem, scenarios, _catalog(None)), {"mode": mode}, catalog
+    )
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import PlanRequest
 
@@ -93,6 +95,59 @@ axes:
         report = calls.optimize(one, PlanRequest(mode=Mode(mode)), catalog)
         expected = flatten(plan_to_json(report))
         assert _rows(columns)[i] == {k: v for k, v in expected.items() if v is not None}
+
+
+WORKLOADS = """
+name: workloads
+scenario: {base}
+command: optimize
+parameters: {{mode: exact}}
+sampling: latin_hypercube
+samples: 12
+seed: 5
+axes:
+  workload.input_tokens.mu_log: {{low: 8.5, high: 10.5}}
+  workload.input_tokens.sigma_log: {{low: 0.5, high: 1.5}}
+  workload.input_tokens.min_tokens: {{values: [128, 512]}}
+  link.bandwidth_gbps: {{low: 5, high: 100, log: true}}
+  prfaas_cluster.instances: {{low: 0, high: 8, integer: true}}
+  cost.gpu_prices_usd_per_gpu_hour.h200: {{low: 1.0, high: 10.0}}
+"""
+
+
+def test_a_sweep_over_workloads_and_prices_is_one_group_whose_rows_are_single_plans(
+    tmp_path, monkeypatch
+):
+    """Scenarios differing in mu_log, sigma_log, min_tokens, link, PrfaaS size and the H200's
+    price share one fast-path group, planned in one batch: each row is the document of its
+    scenario planned alone (`optimize`), to the last bit."""
+    import yaml
+
+    from prfaas_plan.sweep.rows import chunk_table
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import PlanRequest
+
+    base = yaml.safe_load((ROOT / "examples/case_study.yaml").read_text())
+    base["cost"] = {"gpu_prices_usd_per_gpu_hour": {"h200": 4.0, "h20": 1.6}}
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
+    path = _sweep_file(tmp_path, WORKLOADS.replace("{base}", str(tmp_path / "base.yaml")))
+    sweep = load_sweep(path, parameter_names)
+    points = list(sweep.points())
+    assert len({fast.group_key(p, sweep.parameters(p)) for _, p in points}) == 1
+
+    def one_at_a_time(*_: object) -> None:
+        raise AssertionError("the block fell back to one plan per scenario")
+
+    monkeypatch.setattr("prfaas_plan.sweep.rows._one", one_at_a_time)
+    rows = chunk_table(sweep, points).to_pylist()
+    catalog = _catalog(None)
+    for (i, point), row in zip(points, rows, strict=True):
+        assert row["error_class"] is None, row["error_message"]
+        problem = build_problem(scenario_of(sweep, point, i), tmp_path / "sweep.yaml", catalog)
+        expected = flatten(
+            plan_to_json(calls.optimize(problem, PlanRequest(mode="exact"), catalog))
+        )
+        assert {k: row[k] for k in expected} == expected
 
 
 @pytest.mark.slow
@@ -331,7 +386,7 @@ def test_planning_a_group_in_blocks_equals_one_pass(tmp_path, monkeypatch):
     points = [(i, p) for i, p in sweep.points() if p["mode"] == "exact"]
     scenarios = [scenario_of(sweep, p, i) for i, p in points]
     problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", _catalog(None))
-    problems = fast.block_problems(problem, scenarios)
+    problems = fast.block_problems(problem, scenarios, _catalog(None))
     whole = _rows(fast.optimize_block(problems, {"mode": "exact"}, _catalog(None)))
     blocks = [
         row

@@ -1,0 +1,119 @@
+"""Scenarios of differing truncated log-normal input lengths (mu_log, sigma_log, bounds), instance
+counts, links and GPU prices planned in one batch (use_cases/calls.py optimize_many) give, to the
+last bit, the document `optimize` gives for each alone: the JSON texts are compared as strings.
+The case study's decode table has a context column, so each log-normal also moves the decode
+point. Also: a histogram among log-normals (planned in its own batch)."""
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.inputs.cached_catalog import CachedCatalog
+from prfaas_plan.inputs.reading import read_yaml
+from prfaas_plan.inputs.resources import default_scenario_file
+from prfaas_plan.inputs.scenario import Problem, build_problem, scenario_from_data
+from prfaas_plan.render.plan import plan_to_json
+from prfaas_plan.sweep import fast
+from prfaas_plan.use_cases import calls
+from prfaas_plan.use_cases.requests import PlanRequest
+
+CASE = default_scenario_file()
+CATALOG = CachedCatalog.open(None)
+BASE: dict[str, Any] = read_yaml(CASE, "scenario")  # type: ignore[assignment]
+
+
+def scenario_data(
+    mu: float, sigma: float, low: float, high: float, prfaas: int, pd: int, link: float,
+    price: float | None,
+) -> dict[str, Any]:  # fmt: skip
+    data = {**BASE, "prfaas_cluster": {**BASE["prfaas_cluster"], "instances": prfaas}}
+    data["pd_cluster"] = {**BASE["pd_cluster"], "instances": pd}
+    data["link"] = {"bandwidth_gbps": link}
+    lengths = {**BASE["workload"]["input_tokens"], "mu_log": mu, "sigma_log": sigma}
+    data["workload"] = {**BASE["workload"], "input_tokens": {**lengths, "min_tokens": low,
+                                                             "max_tokens": high}}  # fmt: skip
+    if price is not None:
+        data["cost"] = {"gpu_prices_usd_per_gpu_hour": {"h200": price, "h20": 1.5}}
+    return data
+
+
+def problem(data: dict[str, Any]) -> Problem:
+    return build_problem(scenario_from_data(data, str(CASE)), CASE, CATALOG)
+
+
+def text(report: Any) -> str:
+    return json.dumps(plan_to_json(report), sort_keys=True)
+
+
+def assert_batch_is_each_alone(problems: list[Problem], request: PlanRequest) -> None:
+    together = [text(r) for r in calls.optimize_many(problems, request, CATALOG)]
+    alone = [text(calls.optimize(p, request, CATALOG)) for p in problems]
+    for i, (batched, single) in enumerate(zip(together, alone, strict=True)):
+        assert batched == single, f"problem {i} differs"
+
+
+SCENARIO = st.tuples(
+    st.floats(8.0, 11.0),  # mu_log
+    st.floats(0.3, 1.8),  # sigma_log
+    st.sampled_from([128.0, 256.0, 1000.0]),  # min_tokens
+    st.sampled_from([65536.0, 131072.0]),  # max_tokens
+    st.integers(0, 10),  # PrfaaS instances
+    st.integers(1, 12),  # PD instances
+    st.floats(5, 100),  # link, Gbps (a priced plan buys an offering: up to 100 Gbps)
+    st.one_of(st.none(), st.floats(0.5, 12.0)),  # the H200's $/GPU-hour (None: the catalog's)
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    scenarios=st.lists(SCENARIO, min_size=1, max_size=7),
+    mode=st.sampled_from(["paper", "exact"]),
+    repeat=st.booleans(),
+)
+def test_a_batch_of_workloads_and_prices_is_each_scenario_planned_alone(scenarios, mode, repeat):
+    """Random log-normals, bounds, counts, links and prices (a scenario repeated, too)."""
+    chosen = scenarios + scenarios[:1] if repeat else scenarios
+    problems = [problem(scenario_data(*s)) for s in chosen]
+    assert_batch_is_each_alone(problems, PlanRequest(mode=mode))
+
+
+def test_a_fixed_threshold_batch_is_each_scenario_planned_alone():
+    problems = [
+        problem(scenario_data(mu, 1.0, 128, 131072, 4, 8, 100, 3.0)) for mu in (8.5, 9.9, 10.5)
+    ]
+    assert_batch_is_each_alone(problems, PlanRequest(threshold_tokens=20000))
+
+
+def test_a_histogram_among_log_normals_is_planned_in_its_own_batch():
+    histogram = {**BASE, "workload": {**BASE["workload"], "input_tokens": {
+        "distribution": "histogram", "bin_edges_tokens": [128, 4096, 32768, 131072],
+        "weights": [0.5, 0.3, 0.2]}}}  # fmt: skip
+    problems = [
+        problem(scenario_data(9.0, 1.2, 128, 131072, 2, 6, 50, None)),
+        problem(histogram),
+        problem(scenario_data(10.2, 0.7, 128, 131072, 6, 9, 200, None)),
+    ]
+    assert_batch_is_each_alone(problems, PlanRequest(mode="exact"))
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"mu_log": 9.1},
+        {"sigma_log": 1.3},
+        {"min_tokens": 512},
+        {"max_tokens": 65536},  # the profiles are checked up to it: the problem built anew
+    ],
+)
+def test_a_problem_like_another_is_the_problem_built_from_its_scenario(changed):
+    """sweep/fast.py builds a group's problems from its first (inputs/scenario.py
+    problem_like): the same Problem, field for field, as build_problem."""
+    first = problem(scenario_data(9.9, 1.0, 128, 131072, 4, 8, 100, None))
+    data = scenario_data(9.9, 1.0, 128, 131072, 2, 5, 30, 4.0)
+    data["workload"]["input_tokens"].update(changed)
+    scenario = scenario_from_data(data, str(CASE))
+    (like,) = fast.block_problems(first, [scenario], CATALOG)
+    assert like == build_problem(scenario, CASE, CATALOG)
