@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prfaas_plan.analytic.profiles import mean_decode_context_tokens
+from prfaas_plan.analytic.decode_point import mean_decode_context_tokens
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import build_workload, load_scenario
 from prfaas_plan.use_cases.table_checks import DECODE_CALIBRATION, decode_roofline

@@ -6,7 +6,8 @@ import pytest
 
 from prfaas_plan import units
 from prfaas_plan.analytic.capacity import ServingSystem
-from prfaas_plan.analytic.profiles import DecodePoint, FittedCurve
+from prfaas_plan.analytic.decode_point import DecodePoint
+from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.resources import default_scenario_file
 from prfaas_plan.inputs.scenario import build_problem, load_scenario

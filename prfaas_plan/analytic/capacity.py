@@ -22,9 +22,10 @@ from typing import NamedTuple
 import numpy as np
 
 from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
+from prfaas_plan.analytic.decode_point import DecodePoint
 from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.log_normal_rows import LogNormalRows
-from prfaas_plan.analytic.profiles import DecodePoint, FittedCurve
+from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import Mode
 
 # what the model splits at a threshold: one length distribution for every element, or one per

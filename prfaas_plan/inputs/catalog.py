@@ -27,6 +27,7 @@ import numpy as np
 
 from prfaas_plan import plausible, units
 from prfaas_plan.analytic.decode_physics import DecodeInstance, implausible_step
+from prfaas_plan.analytic.decode_point import validate_context_table
 from prfaas_plan.analytic.prefill_physics import (
     MFU_FLOOR,
     active_params_lower_bound,
@@ -38,7 +39,6 @@ from prfaas_plan.analytic.profiles import (
     PREFILL_LATENCY_DEGREE,
     FittedCurve,
     fit_curve,
-    validate_context_table,
     validate_table,
 )
 from prfaas_plan.errors import ConfigError, ProfileError

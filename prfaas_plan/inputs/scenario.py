@@ -14,17 +14,17 @@ import numpy as np
 
 from prfaas_plan import plausible, units
 from prfaas_plan.analytic.capacity import ServingSystem
+from prfaas_plan.analytic.decode_point import (
+    DecodePoint,
+    decode_point_at_context,
+    decode_point_for_slo,
+    mean_decode_context_tokens,
+)
 from prfaas_plan.analytic.distributions import (
     Histogram,
     LengthDistribution,
     UncachedLengths,
     truncated_log_normal,
-)
-from prfaas_plan.analytic.profiles import (
-    DecodePoint,
-    decode_point_at_context,
-    decode_point_for_slo,
-    mean_decode_context_tokens,
 )
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog, DecodeTable
@@ -182,7 +182,7 @@ def decode_point(
     table: DecodeTable, slo_tokens_per_s: float, inputs: LengthDistribution, output: OutputLengths
 ) -> DecodePoint:
     """BS_max and its step time at the SLO; where the table has a context column, at the
-    workload's mean decode context (profiles.mean_decode_context_tokens)."""
+    workload's mean decode context (analytic/decode_point.py mean_decode_context_tokens)."""
     if table.context_tokens is None:
         return decode_point_for_slo(
             table.batch_sizes, table.step_latencies_s, slo_tokens_per_s=slo_tokens_per_s,

@@ -6,7 +6,7 @@ import math
 
 from prfaas_plan import __version__, units
 from prfaas_plan.analytic.capacity import Bound, Evaluation
-from prfaas_plan.analytic.profiles import DecodeContextSide
+from prfaas_plan.analytic.decode_point import DecodeContextSide
 from prfaas_plan.choices import Mode
 from prfaas_plan.render.views import Document, View, fmt, number
 from prfaas_plan.symbolic.branches import Regime

@@ -12,7 +12,8 @@ from enum import StrEnum
 import numpy as np
 
 from prfaas_plan.analytic.capacity import Evaluation, ServingSystem
-from prfaas_plan.analytic.profiles import DecodeContextSide, FittedCurve
+from prfaas_plan.analytic.decode_point import DecodeContextSide
+from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import Mode
 from prfaas_plan.symbolic.terms import (
     NAMES,

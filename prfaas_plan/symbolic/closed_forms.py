@@ -13,7 +13,7 @@ p, l_long and l_short are the partial moments of the truncated log-normal, writt
 mass whose derivatives are the normal density, so the derivatives in μ and σ are exact.
 
 Decode depends on the lengths too: BS_max and T_decode are read from the decode table at the mean
-decode context C = E[L_in] + E[L_out²] / (2 E[L_out]) (full input lengths; profiles.py). With
+decode context C = E[L_in] + E[L_out²] / (2 E[L_out]) (full input lengths; decode_point.py). With
 BS_max held (it is a whole batch: on a plateau), T_decode is linear in C between the two profiled
 contexts around it, T_decode(C) = T_0 + s (C − C_0), with the slope s of the side C moves to
 (`DecodePoint.context_sides`). A decode table without a context column has no such dependence.

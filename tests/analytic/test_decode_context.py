@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.analytic.architecture import KvFootprint
+from prfaas_plan.analytic.decode_point import decode_point_at_context, mean_decode_context_tokens
 from prfaas_plan.analytic.derive import DecodeRoofline, calibrate_decode_roofline
-from prfaas_plan.analytic.profiles import decode_point_at_context, mean_decode_context_tokens
 from prfaas_plan.choices import Mode
 from prfaas_plan.errors import InfeasibleError, ProfileError, RangeError
 from prfaas_plan.inputs.catalog import Catalog

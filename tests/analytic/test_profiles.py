@@ -10,14 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from prfaas_plan.analytic.decode_point import DecodePoint, decode_point_for_slo
 from prfaas_plan.analytic.distributions import Histogram, ObservedLengths
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal
-from prfaas_plan.analytic.profiles import (
-    DecodePoint,
-    decode_point_for_slo,
-    fit_curve,
-    validate_table,
-)
+from prfaas_plan.analytic.profiles import fit_curve, validate_table
 from prfaas_plan.errors import InfeasibleError, ProfileError
 
 TOKENS = [1024.0, 8192.0, 32768.0, 131072.0]
