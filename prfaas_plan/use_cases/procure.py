@@ -24,13 +24,8 @@ from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.files import write_atomically
 from prfaas_plan.inputs.pricing import Pricing
 from prfaas_plan.inputs.scenario import Problem
-from prfaas_plan.solve.procure_exact import (
-    ExactPoint,
-    ProcureModel,
-    exact_budget,
-    exact_target,
-    fixed_usd_per_hour,
-)
+from prfaas_plan.solve.procure_budget import exact_budget, fixed_usd_per_hour
+from prfaas_plan.solve.procure_exact import ExactPoint, ProcureModel, exact_target
 from prfaas_plan.solve.procure_milp import build_procure_milp, solve_procure, write_model
 from prfaas_plan.solve.procure_space import ProcurePoint, ProcureSpace
 from prfaas_plan.solve.procure_ttft import SiteQueues, TtftGoal, cheapest_with_ttft

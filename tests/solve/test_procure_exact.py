@@ -23,16 +23,18 @@ from prfaas_plan.choices import Mode
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.pricing import resolve_pricing
 from prfaas_plan.inputs.scenario import open_problem
+from prfaas_plan.solve.procure_budget import (
+    _rate_at,
+    exact_budget,
+    fixed_usd_per_hour,
+    rate_within_budget,
+)
 from prfaas_plan.solve.procure_exact import (
     ExactPoint,
     _local_work,
-    _rate_at,
     balance_thresholds,
-    exact_budget,
     exact_target,
-    fixed_usd_per_hour,
     monotone_violation,
-    rate_within_budget,
 )
 from prfaas_plan.solve.procure_milp import solve_procure
 from prfaas_plan.solve.procure_space import capacity_rps

@@ -8,11 +8,11 @@ default run tries a few spaces; `-m slow` (run by .ci/run) tries 60 more of each
 import numpy as np
 import pytest
 
+from prfaas_plan.solve.procure_budget import exact_budget
 from prfaas_plan.solve.procure_exact import (
     ExactPoint,
     ProcureModel,
     SitePrices,
-    exact_budget,
     exact_target,
     monotone_violation,
 )
