@@ -1,12 +1,13 @@
 """`check`: the CI regression check of the tables and the golden plans."""
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from prfaas_plan.cli.app import app
-from prfaas_plan.cli.failures import CHECK_FAILED_EXIT_CODE, CliCommand
+from prfaas_plan.cli.failures import CHECK_FAILED_EXIT_CODE, CliCommand, flagged
 from prfaas_plan.cli.options import (
     FormatOpt,
     OutputFormat,
@@ -84,6 +85,9 @@ def check_command(
         )
     check_distinct_outputs(output, None, **{"junit-xml": junit_xml})
     report = check(catalog, scenario or None, update=update)
+    # findings name the request's fields (`update`): shown with their flags, as an error is
+    findings = tuple(dataclasses.replace(f, message=flagged(f.message)) for f in report.findings)
+    report = dataclasses.replace(report, findings=findings)
     emit(check_view(report), check_json(report), fmt, output)
     if junit_xml is not None:
         from prfaas_plan.inputs.files import write_atomically, write_text

@@ -307,7 +307,7 @@ def pareto_view(report: ParetoReport, max_rows: int = 12) -> View:
             f"the previous one's, its link volume at its Λ_max; the cost-Λ_max frontier's P90 "
             "stays unloaded."
         )
-    title = f"prfaas-plan procure --pareto · {report.problem.scenario.name}"
+    title = f"prfaas-plan procure, Pareto frontiers · {report.problem.scenario.name}"
     # the middle column holds the P90 on Λ rows and Λ_max on P90 rows: one cell, no "|"
     return View(title, ["$/h", "P90 s / Λ_max", "plan"], rows, notes)
 
@@ -345,7 +345,9 @@ def plot_pareto(report: ParetoReport, plot_path: Path) -> None:
               title="cost against latency")  # fmt: skip
     left.legend(fontsize=8)
     right.legend(fontsize=8)
-    fig.suptitle(f"procure --pareto · {report.problem.scenario.name} ({report.pricing.cost_model})")
+    fig.suptitle(
+        f"procure, Pareto frontiers · {report.problem.scenario.name} ({report.pricing.cost_model})"
+    )
     fig.tight_layout()
     write_atomically(plot_path, lambda tmp: fig.savefig(tmp, dpi=120), "plot")
     plt.close(fig)

@@ -230,7 +230,7 @@ def check(
         findings.append(
             Finding(
                 catalog.shown(expectations_file),
-                "no expectations file; run `prfaas-plan check --update`",
+                "no expectations file; write it with a run of check with `update`",
             )
         )
     elif previous is not None:
