@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from prfaas_plan import plausible, units
+from prfaas_plan import plausible
 from prfaas_plan.inputs.catalog import NAME_PATTERN
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.workload_files import (
@@ -20,8 +20,6 @@ from prfaas_plan.inputs.workload_files import (
     TraceWindow,
 )
 
-_MIN_GBPS = units.bytes_per_s_to_gbps(plausible.MIN_BANDWIDTH_BYTES_PER_S)
-_MAX_GBPS = units.bytes_per_s_to_gbps(plausible.MAX_BANDWIDTH_BYTES_PER_S)
 # a GPU, model or dtype name (it names a file or folder of the catalog)
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 
@@ -52,13 +50,13 @@ class ClusterSpec(Strict):
 
 
 class LinkSpec(Strict):
-    bandwidth_gbps: float = Field(gt=0, le=_MAX_GBPS)
+    bandwidth_gbps: float = Field(gt=0, le=plausible.MAX_BANDWIDTH_GBPS)
 
     @model_validator(mode="after")
     def _plausible(self) -> "LinkSpec":
-        if self.bandwidth_gbps < _MIN_GBPS:
+        if self.bandwidth_gbps < plausible.MIN_BANDWIDTH_GBPS:
             raise ValueError(
-                f"bandwidth_gbps must be >= {_MIN_GBPS:g} (1 kbit/s), got {self.bandwidth_gbps:g}"
+                f"bandwidth_gbps must be >= {plausible.MIN_BANDWIDTH_GBPS:g} (1 kbit/s), got {self.bandwidth_gbps:g}"
             )
         return self
 
