@@ -24,8 +24,9 @@ import numpy as np
 from prfaas_plan.analytic import erfc_table as _table
 from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
 
-# per interval k, a row: centre, 1/half-width, c_k, then the coefficients highest power first
-_ROWS = np.column_stack(
+# per interval k, a column: centre, 1/half-width, c_k, then the coefficients highest power
+# first (rows of one kind contiguous, so each gathered row is a contiguous array)
+_COLUMNS = np.vstack(
     (
         _table.CENTRES,
         _table.INVERSE_HALF_WIDTHS,
@@ -59,7 +60,7 @@ def _erfc_block(x: FloatArray) -> FloatArray:
     """erfc of a 1-D array."""
     a = np.minimum(np.abs(x), _table.LAST_X)  # nan stays nan
     k = (a.view(np.int64) >> _INDEX_SHIFT) - _FIRST_INDEX
-    rows = _ROWS.take(k, axis=0, mode="clip").T  # k < 0 (a < 1/8): row 0; nan: the last row
+    rows = _COLUMNS.take(k, axis=1, mode="clip")  # k < 0 (a < 1/8): column 0; nan: the last
     s = (a - rows[0]) * rows[1]
     q = rows[3] * s
     for coefficient in rows[4:-1]:
