@@ -17,6 +17,11 @@ SECONDS_PER_SCENARIO = {"optimize": 0.01, "evaluate": 0.01, "procure": 0.12, "se
 # an optimize scenario on the batched path (sweep/fast.py): 4,000 case-study scenarios in
 # 2.2 s of CPU in one process, 2026-12-04 (1,790 a second)
 SECONDS_PER_BATCHED_SCENARIO = 0.0006
+# ... whose input-length distribution is its own (an axis over a log-normal's parameters): each
+# distinct distribution has its own split constants and TTFT mesh; 4,000 in 9.3 s of CPU,
+# 2026-12-04 (benchmarks/bench_sweep_lhs.py, 430 a second)
+SECONDS_PER_BATCHED_WORKLOAD_SCENARIO = 0.0023
+WORKLOAD_AXES = ("workload.input_tokens.",)
 
 
 def seconds_per_scenario(sweep: Sweep) -> float | None:
@@ -28,6 +33,8 @@ def seconds_per_scenario(sweep: Sweep) -> float | None:
 
         sizing = {"target_rps", "max_prfaas_gpus", "ttft_target_s"} & set(sweep.spec.axes)
         if not sizing and SWEEPABLE["optimize"].vectorised(dict(sweep.spec.parameters)):
+            if any(axis.startswith(WORKLOAD_AXES) for axis in sweep.spec.axes):
+                return SECONDS_PER_BATCHED_WORKLOAD_SCENARIO
             return SECONDS_PER_BATCHED_SCENARIO
     if command != "simulate":
         return SECONDS_PER_SCENARIO.get(command)

@@ -710,6 +710,11 @@ ANNOUNCED = [
         "command: optimize", "command: simulate").replace(
         "chunk_size: 4", "chunk_size: 4\nparameters: {requests: 3000000}"), 1,
      "sweep: up to 12 scenarios of simulate"),
+    ("optimize over the input lengths: a distribution a scenario", SWEEP.replace(
+        "link.bandwidth_gbps: {values: [5, 50, 400]}",
+        "workload.input_tokens.mu_log: {low: 9.0, high: 10.0}").replace(
+        "chunk_size: 4", "chunk_size: 4000\nsampling: latin_hypercube\nsamples: 20000"), 1,
+     "sweep: 20,000 scenarios of optimize, about 2 ms each: about 46 s on 1 worker"),
     ("a duration: the requests are not known", SIM_SWEEP.replace(
         "chunk_size: 4", "chunk_size: 4\nparameters: {duration_s: 100000}"), 1, None),
 ]  # fmt: skip
