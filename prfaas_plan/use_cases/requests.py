@@ -180,13 +180,14 @@ PolicyChoice = Annotated[RoutingPolicy, Field(strict=False)]
 
 class SimulateRequest(Strict):
     """`simulate`: the planned deployment under load, event by event (`spec` gives the
-    simulator's SimulationRequest, its defaults and checks: use_cases/simulation_spec.py)."""
+    simulator's SimulationRequest, its defaults and checks: use_cases/simulation_spec.py, the
+    one home of simulate's defaults; a field left None takes the spec's)."""
 
     load: list[float] | None = Field(None, description=describe("SimulateRequest", "load"))
     rate_rps: float | None = Field(None, description=describe("SimulateRequest", "rate_rps"))
     requests: int | None = Field(None, description=describe("SimulateRequest", "requests"))
     duration_s: float | None = Field(None, description=describe("SimulateRequest", "duration_s"))
-    seed: int = Field(0, description=describe("SimulateRequest", "seed"))
+    seed: int | None = Field(None, description=describe("SimulateRequest", "seed"))
     arrivals: ArrivalChoice | None = Field(
         None, description=describe("SimulateRequest", "arrivals")
     )
@@ -196,10 +197,10 @@ class SimulateRequest(Strict):
     trace: Annotated[Path, Field(strict=False)] | None = Field(
         None, description=describe("SimulateRequest", "trace")
     )
-    policy: PolicyChoice = Field(
-        RoutingPolicy.STATIC, description=describe("SimulateRequest", "policy")
+    policy: PolicyChoice | None = Field(None, description=describe("SimulateRequest", "policy"))
+    link_latency_s: float | None = Field(
+        None, description=describe("SimulateRequest", "link_latency_s")
     )
-    link_latency_s: float = Field(0.0, description=describe("SimulateRequest", "link_latency_s"))
     dip_start_s: float | None = Field(None, description=describe("SimulateRequest", "dip_start_s"))
     dip_duration_s: float | None = Field(
         None, description=describe("SimulateRequest", "dip_duration_s")
@@ -241,13 +242,13 @@ class SimulateRequest(Strict):
                       self.dip_start_s, self.dip_duration_s)  # fmt: skip
         default_load = () if self.trace or self.rate_rps else LoadSpec.fractions
         sized = self.requests is not None or self.duration_s is not None or self.trace is not None
-        shapes = {"burst_cv": self.burst_cv, "period_s": self.period_s,
-                  "amplitude": self.amplitude}  # fmt: skip
+        given: dict[str, Any] = {"burst_cv": self.burst_cv, "period_s": self.period_s,
+                                 "amplitude": self.amplitude, "seed": self.seed}  # fmt: skip
         request = SimulationRequest(
             arrivals=ArrivalSpec(
                 process=process, requests=self.requests if sized else ArrivalSpec.requests,
-                duration_s=self.duration_s, seed=self.seed, trace=self.trace,
-                **{k: v for k, v in shapes.items() if v is not None},
+                duration_s=self.duration_s, trace=self.trace,
+                **{k: v for k, v in given.items() if v is not None},
             ),
             load=LoadSpec(
                 fractions=tuple(self.load) if self.load is not None else default_load,
@@ -257,8 +258,8 @@ class SimulateRequest(Strict):
                 self.dip_start_s, self.dip_duration_s,
                 *(() if self.dip_fraction is None else (self.dip_fraction,)),
             ),
-            policy=PolicySpec(self.policy),
-            link_latency_s=self.link_latency_s,
+            policy=PolicySpec(*(() if self.policy is None else (self.policy,))),
+            **({} if self.link_latency_s is None else {"link_latency_s": self.link_latency_s}),
         )  # fmt: skip
         validate(request)
         return request

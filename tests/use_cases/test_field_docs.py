@@ -12,7 +12,13 @@ from prfaas_plan.cli import app
 from prfaas_plan.cli.failures import flagged
 from prfaas_plan.export.build import ExportRequest
 from prfaas_plan.use_cases import field_docs, requests
-from prfaas_plan.use_cases.simulation_spec import ArrivalSpec, LoadSpec, StressSpec
+from prfaas_plan.use_cases.simulation_spec import (
+    ArrivalSpec,
+    LoadSpec,
+    PolicySpec,
+    SimulationRequest,
+    StressSpec,
+)
 
 REQUESTS = {
     "optimize": requests.PlanRequest, "evaluate": requests.EvaluateRequest,
@@ -27,6 +33,8 @@ SPEC_DEFAULTS = {
     "requests": ArrivalSpec.requests, "burst_cv": ArrivalSpec.burst_cv,
     "period_s": ArrivalSpec.period_s, "amplitude": ArrivalSpec.amplitude,
     "dip_fraction": StressSpec.dip_fraction, "load": LoadSpec.fractions[0],
+    "seed": ArrivalSpec.seed, "policy": PolicySpec.kind,
+    "link_latency_s": SimulationRequest.link_latency_s,
 }  # fmt: skip
 
 
