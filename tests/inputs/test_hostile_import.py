@@ -504,6 +504,9 @@ _AS_NOBODY = """
 import os, sys
 # what the command loads, loaded while the interpreter's files are readable (under /root)
 import ctypes, encodings.cp437, encodings.utf_8_sig, json, shutil, tempfile, zipfile  # noqa: F401
+# typer coerces options through pydantic's TypeAdapter, whose plugin loader imports
+# importlib.metadata (no longer loaded earlier: the CLI turns plugins off, schemas build late)
+import importlib.metadata, pydantic.type_adapter, typer._adapters  # noqa: F401
 import prfaas_plan.cli.import_profile, prfaas_plan.use_cases.import_profile  # noqa: F401
 import prfaas_plan.render.imports  # noqa: F401
 from prfaas_plan.cli import main
