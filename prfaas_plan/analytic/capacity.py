@@ -98,10 +98,12 @@ class Rates(NamedTuple):
 
 
 def _per_share(capacity_rps: FloatArray, share: FloatArray) -> FloatArray:
-    """capacity / share, with capacity / 0 = inf (a role that serves nobody never binds).
-    Called under np.errstate(divide="ignore", invalid="ignore")."""
+    """capacity / share, with capacity / 0 = inf (a role that serves nobody never binds), and
+    inf where a share so small (subnormal) overflows the quotient: such a role binds no more than
+    one that serves nobody. Called under np.errstate(divide="ignore", invalid="ignore")."""
     serves = share > 0
-    limit: FloatArray = np.where(serves, capacity_rps / np.where(serves, share, 1.0), np.inf)
+    with np.errstate(over="ignore"):
+        limit: FloatArray = np.where(serves, capacity_rps / np.where(serves, share, 1.0), np.inf)
     return limit
 
 

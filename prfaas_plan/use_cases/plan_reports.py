@@ -21,6 +21,7 @@ from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.baselines import homogeneous_configurations, naive_configuration
 from prfaas_plan.solve.threshold import optimize_fixed_hardware_batch
 from prfaas_plan.use_cases.batch_model import batches, model_inputs, search_inputs
+from prfaas_plan.use_cases.numerics import model_numerics
 from prfaas_plan.use_cases.plan import (
     Deployment,
     ModeComparison,
@@ -190,6 +191,7 @@ def search_many(
     return list(zip(configurations[:count], configurations[count:], strict=True))
 
 
+@model_numerics("optimize")
 def plan_many(
     problems: Sequence[Problem],
     pricings: Sequence["Pricing | None"],
@@ -201,7 +203,8 @@ def plan_many(
     """`plan` of each problem (no sizing, no TTFT target) with one search per batch of them
     (`search_many`, use_cases/batch_model.py `batches`): the same reports as one `plan` call
     each. The problems share their system but for what `search_many` says; `pricings[i]`
-    prices problem i."""
+    prices problem i. Under `model_numerics("optimize")`, as `plan` is: an overflow refuses the
+    batch as it refuses a plan (a sweep then plans each scenario of it alone)."""
     check_threshold(threshold_tokens)
     notes_of: dict[int, tuple[RangeNote, ...]] = {}  # the tables are shared: per workload
     for problem in problems:
