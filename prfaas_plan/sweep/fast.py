@@ -11,7 +11,6 @@ from typing import Any
 
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import Problem
-from prfaas_plan.inputs.scenario_schema import Scenario
 
 # the fields a group's scenarios may differ in: everything else decides the system and the
 # kind of workload (and a log-normal's parameters batch only where the base scenario's input
@@ -69,11 +68,3 @@ def optimize_block(
     request = build(PlanRequest, **parameters)
     rows = [flatten(plan_to_json(r)) for r in calls.optimize_many(problems, request, catalog)]
     return columns_of(rows)
-
-
-def block_problems(first: Problem, scenarios: list[Scenario], catalog: Catalog) -> list[Problem]:
-    """The problems of a block's scenarios, from the group's first problem (inputs/scenario.py
-    problem_like: only what differs is built)."""
-    from prfaas_plan.inputs.scenario import problem_like
-
-    return [problem_like(first, scenario, catalog) for scenario in scenarios]

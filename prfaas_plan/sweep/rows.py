@@ -118,25 +118,36 @@ class _ChunkRows:
         self.rows = []
 
     def plan(self, group: _Group) -> list[int]:
-        """Plan a fast-path block; if it fails, each of its scenarios on its own. Its ids."""
-        sweep, data_dir = self.sweep, self.data_dir
-        try:
-            first = _problem(sweep, group.scenarios[0], data_dir)
-            columns = fast.optimize_block(
-                fast.block_problems(first, group.scenarios, _catalog(data_dir)),
-                group.parameters,
-                _catalog(data_dir),
-            )
-        except Exception:
-            for scenario_id, scenario in zip(group.ids, group.scenarios, strict=True):
-                self.add_row(
-                    scenario_id, _one(sweep, scenario, group.parameters, data_dir), fallback=True
+        """Plan a fast-path block: the scenarios whose problems build, in one batch (if the batch
+        fails, each of them on its own); a scenario whose problem does not build goes the
+        per-scenario path, whose error row it gets. Its ids."""
+        from prfaas_plan.inputs.scenario import problem_like
+
+        sweep, data_dir, catalog = self.sweep, self.data_dir, _catalog(self.data_dir)
+        built: list[tuple[int, Scenario, Problem]] = []
+        for scenario_id, scenario in zip(group.ids, group.scenarios, strict=True):
+            try:
+                problem = (
+                    problem_like(built[0][2], scenario, catalog)
+                    if built
+                    else _problem(sweep, scenario, data_dir)
                 )
+            except Exception:
+                self.add_row(scenario_id, _one(sweep, scenario, group.parameters, data_dir), True)
+                continue
+            built.append((scenario_id, scenario, problem))
+        if not built:
             return group.ids
-        none: list[Any] = [None] * len(group.ids)
+        try:
+            columns = fast.optimize_block([p for _, _, p in built], group.parameters, catalog)
+        except Exception:
+            for scenario_id, scenario, _ in built:
+                self.add_row(scenario_id, _one(sweep, scenario, group.parameters, data_dir), True)
+            return group.ids
+        none: list[Any] = [None] * len(built)
         columns = {"error_class": none, "error_message": none, **columns}
         self.block_names.update(dict.fromkeys(columns))
-        self._part(group.ids, columns)
+        self._part([scenario_id for scenario_id, _, _ in built], columns)
         return group.ids
 
     def _part(self, ids: list[int], columns: Columns) -> None:

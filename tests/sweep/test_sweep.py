@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.choices import CostModel, Mode
-from prfaas_plan.inputs.scenario import build_problem
+from prfaas_plan.inputs.scenario import build_problem, problem_like
 from prfaas_plan.render.plan import plan_to_json
 from prfaas_plan.sweep import fast
 from prfaas_plan.sweep.commands import parameter_names
@@ -85,7 +85,7 @@ axes:
     catalog = _catalog(None)
     problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", catalog)
     columns = fast.optimize_block(
-        fast.block_problems(problem, scenarios, _catalog(None)), {"mode": mode}, catalog
+        [problem_like(problem, s, catalog) for s in scenarios], {"mode": mode}, catalog
     )
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import PlanRequest
@@ -148,6 +148,42 @@ def test_a_sweep_over_workloads_and_prices_is_one_group_whose_rows_are_single_pl
             plan_to_json(calls.optimize(problem, PlanRequest(mode="exact"), catalog))
         )
         assert {k: row[k] for k in expected} == expected
+
+
+def test_a_scenario_whose_problem_does_not_build_leaves_its_block_batched(tmp_path, monkeypatch):
+    """One scenario of a group has a log-normal with no mass on its range (mu_log 2): it alone
+    goes the per-scenario path and gets its error row; the others are still planned in one
+    batch, each its single plan."""
+    from prfaas_plan.sweep import rows as sweep_rows
+    from prfaas_plan.sweep.rows import chunk_table
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import PlanRequest
+
+    text = WORKLOADS.replace("{base}", str(ROOT / "examples/case_study.yaml"))
+    text = text.split("sampling:")[0] + (
+        "sampling: grid\naxes:\n  workload.input_tokens.mu_log: {{values: [9.0, 2.0, 10.0]}}\n"
+        "  workload.input_tokens.sigma_log: {{values: [0.1]}}\n"
+    )
+    sweep = load_sweep(_sweep_file(tmp_path, text), parameter_names)
+    points = list(sweep.points())
+    alone: list[object] = []
+    one = sweep_rows._one
+
+    def recorded(sweep_: object, scenario: object, *rest: object) -> dict:
+        alone.append(scenario)
+        return one(sweep_, scenario, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("prfaas_plan.sweep.rows._one", recorded)
+    rows = chunk_table(sweep, points).to_pylist()
+    assert len(alone) == 1 and rows[1]["error_class"] == "ConfigError"
+    assert "puts 3.28e-179 of its probability" in rows[1]["error_message"]
+    catalog = _catalog(None)
+    for i in (0, 2):
+        problem = sweep_rows._problem(sweep, scenario_of(sweep, points[i][1], i), None)
+        report = calls.optimize(problem, PlanRequest(mode="exact"), catalog)
+        expected = flatten(plan_to_json(report))
+        assert rows[i]["error_class"] is None
+        assert {k: rows[i][k] for k in expected} == expected
 
 
 @pytest.mark.slow
@@ -386,7 +422,7 @@ def test_planning_a_group_in_blocks_equals_one_pass(tmp_path, monkeypatch):
     points = [(i, p) for i, p in sweep.points() if p["mode"] == "exact"]
     scenarios = [scenario_of(sweep, p, i) for i, p in points]
     problem = build_problem(scenarios[0], ROOT / "examples/case_study.yaml", _catalog(None))
-    problems = fast.block_problems(problem, scenarios, _catalog(None))
+    problems = [problem_like(problem, s, _catalog(None)) for s in scenarios]
     whole = _rows(fast.optimize_block(problems, {"mode": "exact"}, _catalog(None)))
     blocks = [
         row
