@@ -10,6 +10,7 @@ from pydantic import Field
 from prfaas_plan.export.build import ExportRequest
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.scenario_schema import Scenario
+from prfaas_plan.use_cases.field_docs import describe
 from prfaas_plan.use_cases.requests import (
     EvaluateRequest,
     ExplainRequest,
@@ -37,8 +38,10 @@ Models = Annotated[list[str], Field(max_length=MAX_MODELS)]
 class ScenarioBody(Strict):
     """Every body: the scenario (default: the paper's case study, as the CLI's)."""
 
-    scenario: Scenario | None = None
-    bandwidth_gbps: float | None = None  # overrides scenario.link.bandwidth_gbps, as the flag
+    scenario: Scenario | None = Field(None, description=describe("ScenarioBody", "scenario"))
+    bandwidth_gbps: float | None = Field(
+        None, description=describe("ScenarioBody", "bandwidth_gbps")
+    )
 
 
 # a command's body: the scenario and the command's request (use_cases/requests.py), field for
@@ -81,15 +84,22 @@ class SimulateBody(ScenarioBody, SimulateRequest):
     no file a request names; no sustainable-rate search), at most MAX_SIMULATED_REQUESTS over
     all loads."""
 
-    load: Annotated[list[float], Field(min_length=1, max_length=MAX_LOADS)] | None = None
-    requests: int = Field(default=2_000, ge=1, le=MAX_SIMULATED_REQUESTS)
-    duration_s: None = None
-    trace: None = None
-    sustainable: Literal[False] = False
+    load: Annotated[list[float], Field(min_length=1, max_length=MAX_LOADS)] | None = Field(
+        None, description=describe("SimulateBody", "load")
+    )
+    requests: int = Field(
+        default=2_000, ge=1, le=MAX_SIMULATED_REQUESTS,
+        description=describe("SimulateBody", "requests"),
+    )  # fmt: skip
+    duration_s: None = Field(None, description=describe("SimulateBody", "duration_s"))
+    trace: None = Field(None, description=describe("SimulateBody", "trace"))
+    sustainable: Literal[False] = Field(False, description=describe("SimulateBody", "sustainable"))
 
 
 class SensitivityBody(ScenarioBody, SensitivityRequest):
-    bins: Annotated[int, Field(ge=2, le=MAX_SENSITIVITY_BINS)] = 2000
+    bins: Annotated[int, Field(ge=2, le=MAX_SENSITIVITY_BINS)] = Field(
+        2000, description=describe("SensitivityBody", "bins")
+    )
 
 
 class ExplainBody(ScenarioBody, ExplainRequest):
@@ -102,11 +112,15 @@ ServerInstances = Annotated[int, Field(ge=0, le=MAX_PROCURE_INSTANCES)] | None
 class ProcureBody(ScenarioBody, ProcureRequest):
     """No `export_model` (the server writes no file)."""
 
-    max_instances_per_site: ServerInstances = None
+    max_instances_per_site: ServerInstances = Field(
+        None, description=describe("ProcureBody", "max_instances_per_site")
+    )
 
 
 class ParetoBody(ScenarioBody, ParetoRequest):
-    max_instances_per_site: ServerInstances = None
+    max_instances_per_site: ServerInstances = Field(
+        None, description=describe("ParetoBody", "max_instances_per_site")
+    )
 
 
 class ExportBody(ScenarioBody, ExportRequest):

@@ -100,6 +100,32 @@ BY_REQUEST: dict[tuple[str, str], str] = {
     ("ParetoRequest", "ttft_load_rps"): (
         "The latency frontier at this Poisson load (req/s; default: unloaded)."
     ),
+    # the HTTP API's bodies (server/bodies.py): the server's own limits, and what it does not take
+    ("ScenarioBody", "scenario"): (
+        "The scenario, as a scenario file's mapping (default: the paper's case study)."
+    ),
+    ("ScenarioBody", "bandwidth_gbps"): (
+        "Link bandwidth (Gbps), instead of the scenario's link.bandwidth_gbps."
+    ),
+    ("SimulateBody", "load"): (
+        "Arrival rates as fractions of the plan's exact-mode Λ_max, a run each, at most 8 "
+        "(default: 0.8)."
+    ),
+    ("SimulateBody", "requests"): (
+        "Requests per run, at most 20,000 over every load of one request (default: 2,000)."
+    ),
+    ("SimulateBody", "duration_s"): ("Not taken by the server: a run is a number of `requests`."),
+    ("SimulateBody", "trace"): "Not taken by the server: it reads no file a request names.",
+    ("SimulateBody", "sustainable"): (
+        "Not taken by the server: the sustainable-rate search is the CLI's (~10 runs)."
+    ),
+    ("SensitivityBody", "bins"): (
+        "Length bins of the routing LP, the resolution of its bound, at most 5,000 (default: 2000)."
+    ),
+    ("ProcureBody", "max_instances_per_site"): (
+        "Instances each candidate site may get, at most 64 (default: the scenario's "
+        "procurement block, else 32)."
+    ),
     ("ExportRequest", "target"): "The serving stack: llm-d, dynamo or kubernetes.",
     ("ExportRequest", "mode"): (
         "The plan's mode when it is planned from the scenario: paper or exact (default: paper; "
@@ -117,6 +143,10 @@ BY_REQUEST: dict[tuple[str, str], str] = {
 }
 
 
+# a body whose fields mean what another's do
+_AS = {"ParetoBody": "ProcureBody"}
+
+
 def describe(request: str, field: str) -> str:
     """The meaning of `request`'s `field` (a KeyError for a field nobody described)."""
-    return BY_REQUEST.get((request, field)) or SHARED[field]
+    return BY_REQUEST.get((_AS.get(request, request), field)) or SHARED[field]

@@ -4,6 +4,7 @@ text states is the request's (or, for simulate, the simulator spec's), and the C
 default to the request."""
 
 import inspect
+import re
 import typing
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from prfaas_plan.cli import app
 from prfaas_plan.cli.failures import flagged
 from prfaas_plan.export.build import ExportRequest
+from prfaas_plan.server import bodies
 from prfaas_plan.use_cases import field_docs, requests
 from prfaas_plan.use_cases.simulation_spec import (
     ArrivalSpec,
@@ -26,7 +28,12 @@ REQUESTS = {
     "procure": requests.ProcureRequest, "simulate": requests.SimulateRequest,
     "export": ExportRequest,
 }  # fmt: skip
-ALL = [*REQUESTS.values(), requests.ParetoRequest]
+# the HTTP API's bodies: a scenario and a command's request, with the server's own limits
+BODIES = [
+    bodies.PlanBody, bodies.EvaluateBody, bodies.SimulateBody, bodies.SensitivityBody,
+    bodies.ExplainBody, bodies.ProcureBody, bodies.ParetoBody, bodies.ExportBody,
+]  # fmt: skip
+ALL = [*REQUESTS.values(), requests.ParetoRequest, *BODIES]
 TEXTS = {*field_docs.SHARED.values(), *field_docs.BY_REQUEST.values()}
 # simulate's fields whose default the simulator's spec sets (the request's is None)
 SPEC_DEFAULTS = {
@@ -99,3 +106,24 @@ def test_help_names_other_options_as_flags():
         flagged(field_docs.SHARED["ttft_load_rps"])
         == "Load of the TTFT target in req/s (instead of --ttft-load)."
     )
+
+
+@pytest.mark.parametrize("body", BODIES, ids=lambda b: b.__name__)
+def test_a_limit_a_body_states_is_the_bodys(body):
+    """A body field whose text says "at most N" (the server's own limits: server/bodies.py) has
+    that bound, as `le` or as a list's `max_length`."""
+    for name, field in body.model_fields.items():
+        stated = re.search(r"at most ([\d,]+)", field.description or "")
+        if stated is None:
+            continue
+        bounds = {getattr(m, "le", None) for m in _metadata(field)}
+        bounds |= {getattr(m, "max_length", None) for m in _metadata(field)}
+        assert int(stated.group(1).replace(",", "")) in bounds, (name, field.description)
+
+
+def _metadata(field: typing.Any) -> list[object]:
+    """A field's constraints, also those inside an Optional's Annotated member."""
+    found = list(field.metadata)
+    for member in typing.get_args(field.annotation):
+        found += list(getattr(member, "__metadata__", ()))
+    return found + [m for info in found for m in getattr(info, "metadata", ())]
