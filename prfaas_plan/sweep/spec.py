@@ -14,10 +14,11 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from prfaas_plan import plausible
 from prfaas_plan.errors import ConfigError
@@ -29,9 +30,30 @@ from prfaas_plan.sweep import sampling
 from prfaas_plan.sweep.filters import Filter, Kind, kind_of_range, kind_of_values
 
 Value = float | int | str
-# a command parameter: a value, or a list (simulate's `load`) or mapping of numbers
-# (`gpu_prices_usd_per_gpu_hour`); the command's request checks it (use_cases/requests.py)
-Parameter = Value | list[float] | dict[str, float]
+# a command parameter: a value, true/false (simulate's `sustainable`), or a list (simulate's
+# `load`) or mapping of numbers (`gpu_prices_usd_per_gpu_hour`); the command's request checks
+# it (use_cases/requests.py)
+Parameter = bool | Value | list[float] | dict[str, float]
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _parameter_shape(value: object) -> object:
+    """A parameter of one of Parameter's shapes, else one message (not one per union member)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list) and all(_is_number(v) for v in value):
+        return value
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and _is_number(v) for k, v in value.items()
+    ):
+        return value
+    raise PydanticCustomError(
+        "parameter",
+        "expected a number, text, true/false, a list of numbers or a mapping of names to numbers",
+    )
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -144,7 +166,9 @@ class SweepFile(Strict):
     description: str = ""
     scenario: str | dict[str, Any] = "case_study"  # a path (relative to the sweep file) or inline
     command: str
-    parameters: dict[str, Parameter | None] = Field(default_factory=dict)
+    parameters: dict[str, Annotated[Parameter | None, BeforeValidator(_parameter_shape)]] = Field(
+        default_factory=dict
+    )
     sampling: Literal["grid", "random", "latin_hypercube"] = "grid"
     samples: int | None = Field(default=None, ge=1, le=plausible.MAX_SWEEP_SCENARIOS)
     seed: int = Field(default=0, ge=0, le=plausible.MAX_SEED)

@@ -250,6 +250,11 @@ CASES: list[tuple[str, Builder, int, list[str], str]] = [
     ("a chunk that is a directory", resumed(chunk(1, make="dir")), 3,
      ["results:", "chunk-000001.parquet is a directory"], "results"),
     # --- the sweep file
+    ("parameter a list of text", a_sweep(edited("chunk_size: 4", "chunk_size: 4\nparameters: {gpu_prices_usd_per_gpu_hour: [abc]}")), 3,
+     ["parameters.gpu_prices_usd_per_gpu_hour: expected a number, text, true/false, a list of "
+      "numbers or a mapping of names to numbers, got ['abc']"], "nothing"),
+    ("parameter a mapping to text", a_sweep(edited("chunk_size: 4", "chunk_size: 4\nparameters: {gpu_prices_usd_per_gpu_hour: {h200: abc}}")), 3,
+     ["parameters.gpu_prices_usd_per_gpu_hour: expected a number, text, true/false"], "nothing"),
     ("seed -1", a_sweep(edited("chunk_size: 4", "chunk_size: 4\nseed: -1")), 3,
      ["seed: input should be greater than or equal to 0, got -1"], "nothing"),
     ("seed 2^64", a_sweep(edited("chunk_size: 4", f"chunk_size: 4\nseed: {2**64}")), 3,

@@ -438,3 +438,15 @@ def _rows(columns: dict[str, list]) -> list[dict]:
     """Columns as rows, without the keys a row does not have (a column other rows brought)."""
     count = len(next(iter(columns.values())))
     return [{k: v[i] for k, v in columns.items() if v[i] is not None} for i in range(count)]
+
+
+def test_a_parameter_may_be_true_or_false(tmp_path):
+    """simulate's `sustainable` is a bool: a sweep's parameters take it (they had refused it,
+    naming a union member, `parameters.sustainable.float`)."""
+    text = (
+        "name: s\nscenario: {root}/examples/case_study.yaml\ncommand: simulate\n"
+        "parameters: {{sustainable: true}}\naxes:\n  link.bandwidth_gbps: {{values: [5, 50]}}\n"
+    )
+    sweep = load_sweep(_sweep_file(tmp_path, text), parameter_names)
+    _, point = next(iter(sweep.points()))
+    assert sweep.parameters(point)["sustainable"] is True
