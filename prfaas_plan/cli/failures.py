@@ -139,7 +139,7 @@ def error_message(exc: PrfaasPlanError) -> str:
     is: its words are the file's fields (`meta.yaml: gpus_per_instance must be 8`)."""
     flags = parameter_flags()
     text = flagged(str(exc))
-    if exc.parameter in flags:
+    if exc.parameter in flags and f"`{exc.parameter}`" not in str(exc):  # else named as code
         own = _name_pattern(exc.parameter, field_guard=False)
         # a plain word (`output`) is the flag where the message names it first, English after
         # (`--output: cannot write x: Input/output error`)

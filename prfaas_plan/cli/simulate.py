@@ -36,27 +36,22 @@ def simulate(
             "--load",
             help=describe("SimulateRequest", "load"),
         ),
-        Sets("load.fractions"),
     ] = None,
     rate_rps: Annotated[
         float | None,
         typer.Option("--rate-rps", help=describe("SimulateRequest", "rate_rps")),
-        Sets("load.rate_rps"),
     ] = None,
     requests: Annotated[
         int | None,
         typer.Option("--requests", help=describe("SimulateRequest", "requests")),
-        Sets("arrivals.requests"),
     ] = None,
     duration_s: Annotated[
         float | None,
         typer.Option("--duration-s", help=describe("SimulateRequest", "duration_s")),
-        Sets("arrivals.duration_s"),
     ] = None,
     seed: Annotated[
         int | None,
         typer.Option("--seed", help=describe("SimulateRequest", "seed")),
-        Sets("arrivals.seed"),
     ] = None,
     arrivals: Annotated[
         ArrivalProcess | None,
@@ -64,7 +59,6 @@ def simulate(
             "--arrivals",
             help=describe("SimulateRequest", "arrivals"),
         ),
-        Sets("arrivals.process"),
     ] = None,
     burst_cv: Annotated[
         float | None,
@@ -72,12 +66,10 @@ def simulate(
             "--burst-cv",
             help=describe("SimulateRequest", "burst_cv"),
         ),
-        Sets("arrivals.burst_cv"),
     ] = None,
     period_s: Annotated[
         float | None,
         typer.Option("--period-s", help=describe("SimulateRequest", "period_s")),
-        Sets("arrivals.period_s"),
     ] = None,
     amplitude: Annotated[
         float | None,
@@ -85,7 +77,6 @@ def simulate(
             "--amplitude",
             help=describe("SimulateRequest", "amplitude"),
         ),
-        Sets("arrivals.amplitude"),
     ] = None,
     trace: Annotated[
         Path | None,
@@ -94,12 +85,10 @@ def simulate(
             help=describe("SimulateRequest", "trace"),
             callback=source("arrivals.trace"),
         ),
-        Sets("arrivals.trace"),
     ] = None,
     policy: Annotated[
         RoutingPolicy | None,
         typer.Option("--policy", help=describe("SimulateRequest", "policy")),
-        Sets("policy.kind"),
     ] = None,
     link_latency_s: Annotated[
         float | None,
@@ -108,12 +97,10 @@ def simulate(
     dip_start_s: Annotated[
         float | None,
         typer.Option("--dip-start-s", help=describe("SimulateRequest", "dip_start_s")),
-        Sets("stress.dip_start_s"),
     ] = None,
     dip_duration_s: Annotated[
         float | None,
         typer.Option("--dip-duration-s", help=describe("SimulateRequest", "dip_duration_s")),
-        Sets("stress.dip_duration_s"),
     ] = None,
     dip_fraction: Annotated[
         float | None,
@@ -121,7 +108,6 @@ def simulate(
             "--dip-fraction",
             help=describe("SimulateRequest", "dip_fraction"),
         ),
-        Sets("stress.dip_fraction"),
     ] = None,
     mode: ModeOpt = None,
     threshold_tokens: Annotated[

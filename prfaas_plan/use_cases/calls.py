@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from prfaas_plan.errors import PrfaasPlanError
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.use_cases.requests import (
@@ -20,6 +21,7 @@ from prfaas_plan.use_cases.requests import (
     ProcureRequest,
     SensitivityRequest,
     SimulateRequest,
+    in_request_terms,
 )
 
 if TYPE_CHECKING:
@@ -167,10 +169,15 @@ def simulate(
     _catalog: Catalog,
     progress: "Progress | None" = None,
 ) -> "SimulationReport":
-    """`simulate`: the planned deployment (or the request's threshold) under load."""
+    """`simulate`: the planned deployment (or the request's threshold) under load; an error
+    names the request's fields (`burst_cv`), not the simulator's spec (`arrivals.burst_cv`)."""
     from prfaas_plan.use_cases.simulate import run_simulations
 
-    return run_simulations(
-        problem, request.spec(), plan_mode=request.mode, threshold_tokens=request.threshold_tokens,
-        find_sustainable=request.sustainable, progress=progress,
-    )  # fmt: skip
+    try:
+        return run_simulations(
+            problem, request.spec(), plan_mode=request.mode,
+            threshold_tokens=request.threshold_tokens, find_sustainable=request.sustainable,
+            progress=progress,
+        )  # fmt: skip
+    except PrfaasPlanError as exc:
+        raise in_request_terms(exc) from None

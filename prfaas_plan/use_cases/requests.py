@@ -10,13 +10,14 @@ whichever door a request came through. Strict as a scenario file: unknown fields
 NaN and inf refused.
 """
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError, field_validator
 
 from prfaas_plan.choices import ArrivalProcess, CostModel, Mode, RangePolicy, RoutingPolicy, Solver
-from prfaas_plan.errors import ConfigError
+from prfaas_plan.errors import ConfigError, PrfaasPlanError
 from prfaas_plan.inputs.reading import Strict, format_validation_error
 from prfaas_plan.use_cases.field_docs import describe
 
@@ -224,7 +225,14 @@ class SimulateRequest(Strict):
     def spec(self) -> "SimulationRequest":
         """The simulator's request: without a load, the default fraction, unless a rate is
         given or a trace replays as recorded; without requests or a window, the default
-        count. Refuses flags of another arrival process, then checks the whole (validate)."""
+        count. Refuses flags of another arrival process, then checks the whole (validate),
+        its errors told in this request's terms (`in_request_terms`)."""
+        try:
+            return self._spec()
+        except PrfaasPlanError as exc:
+            raise in_request_terms(exc) from None
+
+    def _spec(self) -> "SimulationRequest":
         from prfaas_plan.use_cases.simulation_spec import (
             ArrivalSpec,
             LoadSpec,
@@ -263,3 +271,29 @@ class SimulateRequest(Strict):
         )  # fmt: skip
         validate(request)
         return request
+
+
+# the simulator's spec paths (use_cases/simulation_spec.py) of SimulateRequest's fields
+SPEC_FIELDS = {
+    "arrivals.process": "arrivals", "arrivals.requests": "requests",
+    "arrivals.duration_s": "duration_s", "arrivals.seed": "seed", "arrivals.trace": "trace",
+    "arrivals.burst_cv": "burst_cv", "arrivals.period_s": "period_s",
+    "arrivals.amplitude": "amplitude", "load.fractions": "load", "load.rate_rps": "rate_rps",
+    "stress.dip_start_s": "dip_start_s", "stress.dip_duration_s": "dip_duration_s",
+    "stress.dip_fraction": "dip_fraction", "policy.kind": "policy",
+}  # fmt: skip
+_SPEC_PATH = re.compile(r"(?<![\w.-])(?:arrivals|load|stress|policy)\.\w+")
+
+
+def in_request_terms(exc: PrfaasPlanError) -> PrfaasPlanError:
+    """`exc` of the simulator about its spec (`arrivals.burst_cv`) told in SimulateRequest's
+    terms (`burst_cv`, as code: the field every door takes), its parameter too."""
+
+    def field(match: re.Match[str]) -> str:
+        name = SPEC_FIELDS.get(match.group(0))
+        return match.group(0) if name is None else f"`{name}`"
+
+    exc.args = (_SPEC_PATH.sub(field, str(exc)), *exc.args[1:])
+    if exc.parameter is not None:
+        exc.parameter = SPEC_FIELDS.get(exc.parameter, exc.parameter)
+    return exc

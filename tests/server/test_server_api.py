@@ -254,7 +254,10 @@ ERRORS = [
     ("simulate", {"requests": 10**9}, 422, "ConfigError", "requests: input should be less than or equal to 20000"),
     ("simulate", {"requests": 10_000, "load": [0.5, 0.8, 0.9]}, 422, "ConfigError",
      "requests x loads must be <= 20,000 on this server"),
-    ("simulate", {"burst_cv": 2}, 422, "ConfigError", "arrivals.burst_cv has no effect here"),
+    ("simulate", {"burst_cv": 2}, 422, "ConfigError",
+     "`burst_cv` has no effect here: only gamma arrivals have a burst CV (`arrivals` is poisson)"),
+    ("simulate", {"load": [-0.5]}, 422, "ConfigError",
+     "`load` must be fractions > 0 of the exact-mode Λ_max, got -0.5"),
     ("simulate", {"trace": "/etc/passwd"}, 422, "ConfigError", "trace: input should be None, got '/etc/passwd'"),
 ]  # fmt: skip
 
@@ -268,6 +271,16 @@ def test_every_error_is_a_4xx_with_one_line(client, name, body, status, kind, fr
     assert error["type"] == kind
     assert fragment in error["message"]
     assert "\n" not in error["message"] and "Traceback" not in response.text
+
+
+def test_a_simulate_error_names_the_bodys_field(client):
+    """The simulator's spec paths (`arrivals.burst_cv`) are told as the body's fields, message
+    and `parameter` alike, which the CLI shows as its flags."""
+    error = post(client, "simulate", {"arrivals": "gamma", "burst_cv": -1}).json()["error"]
+    assert error["parameter"] == "burst_cv"
+    cli = run("simulate", "--arrivals", "gamma", "--burst-cv", "-1")
+    assert_clean_error(cli, 3)
+    assert cli.stderr == "error: " + error["message"].replace("`burst_cv`", "--burst-cv") + "\n"
 
 
 def test_the_message_is_the_clis_with_parameters_for_flags(client, tmp_path):

@@ -21,6 +21,7 @@ from prfaas_plan.inputs.scenario import open_problem
 from prfaas_plan.use_cases.egress import egress_report
 from prfaas_plan.use_cases.kv import kv_report
 from prfaas_plan.use_cases.plan import TtftTarget, evaluate_configuration, plan, ttft_target
+from prfaas_plan.use_cases.requests import in_request_terms
 from tests.cli.test_cli import assert_clean_error, run
 
 CATALOG = Catalog.open()
@@ -123,7 +124,17 @@ def test_library_names_the_parameter_and_the_cli_the_flag(
          "egress: give model names or --scenario, not both"),
         (ConfigError("the run has 3 requests for 2 scenario files"),
          "the run has 3 requests for 2 scenario files"),
-        # spec fields of `simulate` (dotted): translated wherever they appear
+        # flags already spelled as flags are left alone
+        (ConfigError("--target-rps must be finite"), "--target-rps must be finite"),
+    ],
+)  # fmt: skip
+def test_error_message_maps_parameters_to_flags(error: PrfaasPlanError, shown: str):
+    assert error_message(error) == shown
+
+
+@pytest.mark.parametrize(
+    "error, shown",
+    [
         (ConfigError("give exactly one of arrivals.requests and arrivals.duration_s",
                      parameter="arrivals.requests"),
          "give exactly one of --requests and --duration-s"),
@@ -137,12 +148,13 @@ def test_library_names_the_parameter_and_the_cli_the_flag(
          "replay its own requests: drop --requests/--duration-s"),
         (ConfigError("fits about 10 per run (arrivals.duration_s/arrivals.requests)"),
          "fits about 10 per run (--duration-s/--requests)"),
-        # flags already spelled as flags are left alone
-        (ConfigError("--target-rps must be finite"), "--target-rps must be finite"),
     ],
 )  # fmt: skip
-def test_error_message_maps_parameters_to_flags(error: PrfaasPlanError, shown: str):
-    assert error_message(error) == shown
+def test_the_simulators_spec_fields_are_the_requests_then_flags(error: PrfaasPlanError, shown):
+    """The simulator names its spec (`arrivals.requests`); simulate tells it in its request's
+    fields (use_cases/requests.py in_request_terms: what the API and a sweep row show), which
+    the CLI shows as flags."""
+    assert error_message(in_request_terms(error)) == shown
 
 
 def test_every_mapped_flag_is_a_flag():
@@ -181,6 +193,6 @@ def test_the_flag_table_is_derived_from_the_declared_options_without_conflict():
     assert flag_conflicts() == []
     flags = parameter_flags()
     assert flags["gpu_prices_usd_per_gpu_hour"] == "--gpu-price"  # the request's field
-    assert flags["arrivals.requests"] == "--requests"  # a spec field, by the option's Sets
+    assert flags["comparison.requests"] == "--requests"  # a spec field, by the option's Sets
     assert flags["max_prfaas_instances"] == "--max-prfaas-gpus"
     assert flags["lengths_tokens"] == "--lengths"
