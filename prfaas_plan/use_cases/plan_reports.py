@@ -15,7 +15,9 @@ import numpy as np
 
 from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate_many
 from prfaas_plan.analytic.length_distribution import LengthDistribution
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttfts
+from prfaas_plan.analytic.ttft_rows import unloaded_ttfts_rows
 from prfaas_plan.choices import Mode, RangePolicy
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.baselines import homogeneous_configurations, naive_configuration
@@ -81,12 +83,23 @@ def _unloaded_ttfts(
             links.append(problem.system.link_bandwidth_bytes_per_s)
     workloads = {id(p.workload): p.workload for p in problems}
     out: list[TtftSummary] = [NO_TTFT] * len(thresholds)
-    for key, positions in by_workload.items():
-        found = unloaded_ttfts(
-            problems[0].system, workloads[key], [thresholds[i] for i in positions],
-            [links[i] for i in positions],
-        )  # fmt: skip
-        for i, summary in zip(positions, found, strict=True):
+    keys = list(by_workload)
+    distinct = [workloads[key] for key in keys]
+    chosen_thresholds = [[thresholds[i] for i in by_workload[key]] for key in keys]
+    chosen_links = [[links[i] for i in by_workload[key]] for key in keys]
+    if len(distinct) > 1 and all(type(w) is TruncatedLogNormal for w in distinct):
+        # a block of differing log-normals: their meshes in 2-D passes (analytic/ttft_rows.py)
+        log_normals = [w for w in distinct if isinstance(w, TruncatedLogNormal)]
+        found_all = unloaded_ttfts_rows(
+            problems[0].system, log_normals, chosen_thresholds, chosen_links
+        )
+    else:
+        found_all = [
+            unloaded_ttfts(problems[0].system, w, ts, ls)
+            for w, ts, ls in zip(distinct, chosen_thresholds, chosen_links, strict=True)
+        ]
+    for key, found in zip(keys, found_all, strict=True):
+        for i, summary in zip(by_workload[key], found, strict=True):
             out[i] = summary
     return out
 
