@@ -6,8 +6,7 @@ differ in their input lengths): the meshes of a few dozen distributions in one 2
 Every number is computed by the same float operations, in the same order, as the one-workload
 code: elementwise ufuncs give an element the same bits whatever the array's shape (so does
 analytic/erfc.py), a cumulative sum along a row adds in the row's order, and a percentile's
-cell is found by counting the cells below it, which is `np.searchsorted` on a non-decreasing
-array without nan. A workload whose mesh drops a cell (one without mass) takes the
+cell is found by `np.searchsorted` on each workload's row. A workload whose mesh drops a cell (one without mass) takes the
 one-workload code. Units: seconds, tokens, bytes, bytes/s.
 """
 
@@ -126,11 +125,9 @@ def _pass(
     remote = prefill_remote[rows] + kv_bytes[rows] * transfer_s_per_byte[:, None]
     ttft = np.where(lengths[rows] > t[:, None], remote, local[rows])
     ascending = np.all(ttft[:, 1:] >= ttft[:, :-1], axis=1)  # no nan either
-    # np.searchsorted(cumulative, q, "left") = the number of cells below q (non-decreasing, no nan)
-    cells = lengths.shape[1]
     quantiles = np.asarray(PERCENTILES) / 100.0
-    index = np.minimum((cumulative[:, :, None] < quantiles).sum(axis=1), cells - 1)[rows]
-    in_order = np.take_along_axis(ttft, index, axis=1)
+    index = np.array([np.searchsorted(c, quantiles, side="left") for c in cumulative])
+    in_order = np.take_along_axis(ttft, np.minimum(index, lengths.shape[1] - 1)[rows], axis=1)
     short_mass, long_mass = short[0], long[0]
     with np.errstate(divide="ignore", invalid="ignore"):
         local_means = local_totals / short_mass
