@@ -100,17 +100,17 @@ def _pass(
     mass, moment = mesh_moments(workloads)
     full = np.all(mass > 0, axis=1)  # mesh_of keeps every cell
     out: list[list[TtftSummary]] = [[] for _ in workloads]
-    for i in np.flatnonzero(~full):
+    for i in np.flatnonzero(~full).tolist():
         out[i] = unloaded_ttfts(system, workloads[i], thresholds_tokens[i], links_bytes_per_s[i])
-    kept = np.flatnonzero(full)
-    if kept.size == 0:
+    kept: list[int] = np.flatnonzero(full).tolist()
+    if not kept:
         return out
     lengths, weights = moment[kept] / mass[kept], mass[kept]  # mesh_of
     # one row per (workload, threshold): its workload's row of the mesh
     counts = [len(thresholds_tokens[i]) for i in kept]
-    rows: IntArray = np.repeat(np.arange(kept.size), counts)
-    t = np.array([x for i in kept for x in thresholds_tokens[i]], float)
-    links = np.array([x for i in kept for x in links_bytes_per_s[i]], float)
+    rows: IntArray = np.repeat(np.arange(len(kept)), counts)
+    t: FloatArray = np.array([x for i in kept for x in thresholds_tokens[i]], np.float64)
+    links: FloatArray = np.array([x for i in kept for x in links_bytes_per_s[i]], np.float64)
     transfer_s_per_byte = 1.0 / links
     short, long = LogNormalRows.of([workloads[i] for i in kept]).take(rows).split(t)
     local_totals = system.pd_prefill_latency.expectation(short)
