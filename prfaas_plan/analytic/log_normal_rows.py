@@ -41,10 +41,13 @@ class LogNormalRows:
     @classmethod
     def of(cls, distributions: Sequence[TruncatedLogNormal]) -> "LogNormalRows":
         """The rows of `distributions` (one per row; the constants once per distinct one)."""
-        position: dict[TruncatedLogNormal, int] = {}
-        rows = np.array([position.setdefault(d, len(position)) for d in distributions], int)
-        distinct = list(position)
-        per_distinct = [split_constants(d, 0) for d in distinct]  # each of shape (orders,)
+        # distinct by identity (interned instances: a dict of ids hashes no parameters)
+        position: dict[int, int] = {}
+        rows = np.array([position.setdefault(id(d), len(position)) for d in distributions], int)
+        distinct = list({id(d): d for d in distributions}.values())
+        per_distinct = [  # each of shape (orders,): `prepare`'s, or split_constants(d, 0)
+            d.__dict__.get(SPLIT_CONSTANTS_KEY) or split_constants(d, 0) for d in distinct
+        ]
         stacked = SplitConstants(
             *(
                 np.stack([getattr(c, f.name) for c in per_distinct], axis=1)[:, rows]
