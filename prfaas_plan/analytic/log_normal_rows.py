@@ -8,6 +8,7 @@ and stacked, and `split` runs the scalar `split_at` on the stacked arrays, so a 
 are the same to the last bit as its distribution's own `split`. Units: tokens.
 """
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
@@ -135,3 +136,34 @@ def prepare(distributions: Sequence[TruncatedLogNormal]) -> None:
         if np.isfinite(mean):
             d.__dict__["mean_tokens"] = float(mean)
         d.__dict__[SPLIT_CONSTANTS_KEY] = constants
+
+
+def interval_masses(
+    distributions: Sequence[TruncatedLogNormal], a: FloatArray, b: FloatArray
+) -> FloatArray:
+    """`d.partial_moments(a, b, max_order=0)[0]` of each distribution (a row each), the same
+    arithmetic element by element (the ends clipped to each one's bounds); a row that is not
+    all finite is nan (its distribution's own code then answers, raising as it does)."""
+    minimum = np.array([d.min_tokens for d in distributions], float)[:, None]
+    maximum = np.array([d.max_tokens for d in distributions], float)[:, None]
+    mu = np.array([d.mu_log for d in distributions], float)[:, None]
+    sigma = np.array([d.sigma_log for d in distributions], float)[:, None]
+    with np.errstate(all="ignore"):
+        lo = np.clip(np.asarray(a, float)[None, :], minimum, maximum)
+        hi = np.maximum(lo, np.clip(np.asarray(b, float)[None, :], minimum, maximum))
+        offset = np.array([0 * d.sigma_log**2 for d in distributions], float)[:, None]
+        z_lo = (np.log(lo) - mu - offset) / sigma  # `_z` at order 0
+        z_hi = (np.log(hi) - mu - offset) / sigma
+        mass = mass_between(z_lo, small_tail(z_lo), z_hi, small_tail(z_hi))
+        scale = np.array([_scale_or_nan(d, 0) for d in distributions])
+        out: FloatArray = scale[:, None] * mass
+    out[~np.isfinite(out).all(axis=1)] = np.nan
+    return out
+
+
+def _scale_or_nan(d: TruncatedLogNormal, k: int) -> float:
+    """`d._scale(k)`, nan where it cannot be computed (no mass, or math.exp overflows)."""
+    try:
+        return d._scale(k)
+    except ArithmeticError:
+        return math.nan

@@ -74,15 +74,23 @@ def optimize_block(
 def block_problems(first: Problem, scenarios: list[Scenario], catalog: Catalog) -> list[Problem]:
     """The problems of a block's scenarios, from the group's first problem (inputs/scenario.py
     problem_like: only what differs is built)."""
+    from prfaas_plan.inputs.scenario import problem_like
+
+    prepare_workloads(scenarios)
+    return [problem_like(first, scenario, catalog) for scenario in scenarios]
+
+
+def prepare_workloads(scenarios: list[Scenario]) -> None:
+    """The normalisers, means and split constants of the scenarios' truncated log-normal
+    input lengths in one numpy pass (analytic/log_normal_rows.py `prepare`), before their
+    problems are built: the same numbers each would compute alone, kept on the interned
+    distributions that building the problems then finds."""
     from prfaas_plan.analytic.log_normal import truncated_log_normal
     from prfaas_plan.analytic.log_normal_rows import prepare
-    from prfaas_plan.inputs.scenario import problem_like
     from prfaas_plan.inputs.scenario_schema import LogNormalLengths
 
-    # the log-normals' normalisers, means and split constants in one pass for the block
     lengths = [s.workload.input_tokens for s in scenarios]
     prepare([
         truncated_log_normal(x.mu_log, x.sigma_log, x.min_tokens, x.max_tokens)
         for x in lengths if isinstance(x, LogNormalLengths)
     ])  # fmt: skip
-    return [problem_like(first, scenario, catalog) for scenario in scenarios]

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate_many
 from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal_rows import interval_masses
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttfts
 from prfaas_plan.analytic.ttft_rows import unloaded_ttfts_rows
 from prfaas_plan.choices import Mode, RangePolicy
@@ -29,6 +31,7 @@ from prfaas_plan.use_cases.plan import (
     PlanReport,
     RangeNote,
     check_threshold,
+    range_ends,
     range_notes,
 )
 
@@ -203,6 +206,38 @@ def search_many(
     return list(zip(configurations[:count], configurations[count:], strict=True))
 
 
+def _range_notes_by_workload(
+    problems: Sequence[Problem], policy: RangePolicy
+) -> dict[int, tuple[RangeNote, ...]]:
+    """`range_notes` of each distinct workload (by identity), in the problems' order: the
+    masses of differing log-normals in one numpy pass (analytic/log_normal_rows.py
+    `interval_masses`), the same numbers as each one's own."""
+    firsts: dict[int, Problem] = {}
+    for problem in problems:
+        firsts.setdefault(id(problem.workload), problem)
+    masses: dict[int, FloatArray] = {}
+    log_normals = [p for p in firsts.values() if type(p.workload) is TruncatedLogNormal]
+    if len(log_normals) > 1:
+        ranges = _profiled_ranges(log_normals[0])
+        log_normals = [p for p in log_normals if _profiled_ranges(p) == ranges]
+        _, lows, highs = range_ends(log_normals[0].system)
+        workloads = [p.workload for p in log_normals]
+        rows = interval_masses(
+            [w for w in workloads if isinstance(w, TruncatedLogNormal)], lows, highs
+        )
+        for problem, row in zip(log_normals, rows, strict=True):
+            if not np.isnan(row).any():  # else its own code answers
+                masses[id(problem.workload)] = row
+    return {key: range_notes(problem, policy, masses.get(key)) for key, problem in firsts.items()}
+
+
+def _profiled_ranges(problem: Problem) -> tuple[float, ...]:
+    """The profiled length ranges of the problem's curves (`range_ends` depends on these)."""
+    s = problem.system
+    curves = (s.prfaas_prefill_latency, s.pd_prefill_latency, s.kv_cache_size)
+    return tuple(x for c in curves for x in (c.table_min_tokens, c.table_max_tokens))
+
+
 def plan_many(
     problems: Sequence[Problem],
     pricings: Sequence["Pricing | None"],
@@ -216,10 +251,7 @@ def plan_many(
     each. The problems share their system but for what `search_many` says; `pricings[i]`
     prices problem i."""
     check_threshold(threshold_tokens)
-    notes_of: dict[int, tuple[RangeNote, ...]] = {}  # the tables are shared: per workload
-    for problem in problems:
-        if id(problem.workload) not in notes_of:
-            notes_of[id(problem.workload)] = range_notes(problem, range_policy)
+    notes_of = _range_notes_by_workload(problems, range_policy)  # the tables are shared
     reports: list[PlanReport | None] = [None] * len(problems)
     for batch in batches(problems):
         chosen = [problems[i] for i in batch]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal, _log_normal_mesh, split_constants
-from prfaas_plan.analytic.log_normal_rows import prepare
+from prfaas_plan.analytic.log_normal_rows import interval_masses, prepare
 from prfaas_plan.analytic.ttft import unloaded_ttfts
 from prfaas_plan.analytic.ttft_rows import ROWS_PER_PASS, mesh_moments, unloaded_ttfts_rows
 from prfaas_plan.errors import ConfigError
@@ -103,3 +103,22 @@ def test_a_log_normal_without_mass_is_left_to_its_own_checks():
     assert "mean_tokens" not in d.__dict__ and "_split_constants" not in d.__dict__
     with pytest.raises(ConfigError, match="puts 0 of its probability"):
         build_workload(spec, Path("."))
+
+
+@given(
+    st.lists(distributions, min_size=1, max_size=6),
+    st.lists(st.floats(0.0, 200000.0), min_size=1, max_size=4),
+)
+@settings(max_examples=40, deadline=None)
+def test_interval_masses_are_each_distributions_partial_moments(ds, ends):
+    """The masses range notes read (below and above the profiled ranges), any ends."""
+    a = np.array([-np.inf, *ends])
+    b = np.array([*ends, np.inf])
+    rows = interval_masses([*ds, NARROW], a, b)
+    for d, row in zip([*ds, NARROW], rows, strict=True):
+        np.testing.assert_array_equal(row, d.partial_moments(a, b, max_order=0)[0])
+
+
+def test_interval_masses_leave_a_distribution_without_mass_to_its_own_code():
+    d = TruncatedLogNormal(-40.0, 0.01, 128.0, 131072.0)
+    assert np.isnan(interval_masses([d], np.array([-np.inf]), np.array([np.inf]))).all()
