@@ -122,8 +122,15 @@ def _pass(
     local = system.pd_prefill_latency(lengths)
     cumulative = np.cumsum(weights, axis=1)
     cumulative /= cumulative[:, -1:]
-    remote = prefill_remote[rows] + kv_bytes[rows] * transfer_s_per_byte[:, None]
-    ttft = np.where(lengths[rows] > t[:, None], remote, local[rows])
+    if len(set(counts)) == 1:  # as many thresholds per workload: broadcast, no row copies
+        shape = (len(kept), counts[0], lengths.shape[1])
+        per_byte = transfer_s_per_byte.reshape(shape[:2])[:, :, None]
+        remote = prefill_remote[:, None, :] + kv_bytes[:, None, :] * per_byte
+        above = lengths[:, None, :] > t.reshape(shape[:2])[:, :, None]
+        ttft = np.where(above, remote, local[:, None, :]).reshape(-1, shape[2])
+    else:
+        remote = prefill_remote[rows] + kv_bytes[rows] * transfer_s_per_byte[:, None]
+        ttft = np.where(lengths[rows] > t[:, None], remote, local[rows])
     ascending = np.all(ttft[:, 1:] >= ttft[:, :-1], axis=1)  # no nan either
     quantiles = np.asarray(PERCENTILES) / 100.0
     index = np.array([np.searchsorted(c, quantiles, side="left") for c in cumulative])
