@@ -4,8 +4,10 @@ a row of thresholds per row) in the same few numpy calls as one distribution's.
 
 Each distribution's split constants (analytic/log_normal.py `split_constants`: normaliser,
 scales, tails at the bounds) are computed by the scalar code once per distinct distribution
-and stacked, and `split` runs the scalar `split_at` on the stacked arrays, so a row's numbers
-are the same to the last bit as its distribution's own `split`. Units: tokens.
+(or for a whole block by `prepare`, element by element the same arithmetic) and stacked, and
+`split` runs the scalar `split_at` on the stacked arrays, so a row's numbers are the same to
+the last bit as its distribution's own `split`. `interval_masses`: each one's mass on given
+intervals (a plan's range notes), likewise. Units: tokens.
 """
 
 import math
