@@ -33,13 +33,19 @@ from prfaas_plan.analytic.normal import mass_between, small_tail
 class LogNormalRows:
     """Row i's length distribution is ln L ~ Normal(mu_log[i], sigma_log[i]) on
     [min_tokens[i], max_tokens[i]]: parameters of shape (rows,) (or (rows, 1) once `column`ed),
-    split constants of shape (orders, *that)."""
+    split constants of shape (orders, *that). Rows taken from others (`take`, `repeat`) keep
+    the distinct rows they came from (`distinct`, shape (distinct,)) and each one's index
+    there (`source`): `split` at thresholds shared by every row computes each distinct row
+    once (an optimiser's coarse grid, where each distribution has a row per PD split and
+    mode)."""
 
     mu_log: FloatArray
     sigma_log: FloatArray
     min_tokens: FloatArray
     max_tokens: FloatArray
     constants: SplitConstants
+    distinct: "LogNormalRows | None" = None
+    source: IntArray | None = None
 
     @classmethod
     def of(cls, distributions: Sequence[TruncatedLogNormal]) -> "LogNormalRows":
@@ -53,29 +59,38 @@ class LogNormalRows:
         ]
         stacked = SplitConstants(
             *(
-                np.stack([getattr(c, f.name) for c in per_distinct], axis=1)[:, rows]
+                np.stack([getattr(c, f.name) for c in per_distinct], axis=1)
                 for f in fields(SplitConstants)
             )
         )
 
         def parameter(name: str) -> FloatArray:
-            values: FloatArray = np.array([getattr(d, name) for d in distinct], float)[rows]
+            values: FloatArray = np.array([getattr(d, name) for d in distinct], float)
             return values
 
-        return cls(
+        once = cls(
             parameter("mu_log"), parameter("sigma_log"), parameter("min_tokens"),
             parameter("max_tokens"), stacked,
         )  # fmt: skip
+        return once.take(rows)
 
     def take(self, rows: ArrayLike) -> "LogNormalRows":
         """The distributions of `rows` (indices or a mask over the rows)."""
         index = np.asarray(rows)
+        if self.distinct is None:  # these rows are distinct: the taken ones come from them
+            distinct, source = self, np.arange(self.mu_log.shape[0])[index]
+        else:
+            distinct, source = (
+                self.distinct,
+                self.source[index] if self.source is not None else None,
+            )
         return LogNormalRows(
             self.mu_log[index], self.sigma_log[index], self.min_tokens[index],
             self.max_tokens[index],
             SplitConstants(
                 *(getattr(self.constants, f.name)[:, index] for f in fields(SplitConstants))
             ),
+            distinct, source,
         )  # fmt: skip
 
     def repeat(self, times: int) -> "LogNormalRows":
@@ -91,11 +106,22 @@ class LogNormalRows:
             SplitConstants(
                 *(getattr(self.constants, f.name)[..., None] for f in fields(SplitConstants))
             ),
+            self.distinct, self.source,
         )  # fmt: skip
 
     def split(self, threshold_tokens: ArrayLike) -> tuple[FloatArray, FloatArray]:
         """(short, long) partial moments (k = 0, 1, 2) of each row's distribution at its
-        threshold(s): `threshold_tokens` of the rows' shape, or broadcasting against it."""
+        threshold(s): `threshold_tokens` of the rows' shape, or broadcasting against it. A
+        column of rows at one row of thresholds (the same for every row) is split once per
+        distinct distribution: each element is the same arithmetic on the same numbers."""
+        d, source = self.distinct, self.source
+        if (
+            d is not None and source is not None and self.mu_log.ndim == 2
+            and np.ndim(threshold_tokens) == 2 and np.shape(threshold_tokens)[0] == 1
+            and d.mu_log.shape[0] < source.shape[0]
+        ):  # fmt: skip
+            short, long = d.column().split(threshold_tokens)
+            return short[:, source], long[:, source]
         t = np.minimum(np.maximum(threshold_tokens, self.min_tokens), self.max_tokens)
         return split_at(t, self.mu_log, self.sigma_log, self.constants)
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal, _log_normal_mesh, split_constants
-from prfaas_plan.analytic.log_normal_rows import interval_masses, prepare
+from prfaas_plan.analytic.log_normal_rows import LogNormalRows, interval_masses, prepare
 from prfaas_plan.analytic.ttft import unloaded_ttfts
 from prfaas_plan.analytic.ttft_rows import ROWS_PER_PASS, mesh_moments, unloaded_ttfts_rows
 from prfaas_plan.errors import ConfigError
@@ -122,3 +122,21 @@ def test_interval_masses_are_each_distributions_partial_moments(ds, ends):
 def test_interval_masses_leave_a_distribution_without_mass_to_its_own_code():
     d = TruncatedLogNormal(-40.0, 0.01, 128.0, 131072.0)
     assert np.isnan(interval_masses([d], np.array([-np.inf]), np.array([np.inf]))).all()
+
+
+@given(
+    st.lists(distributions, min_size=1, max_size=5),
+    st.lists(st.integers(0, 4), min_size=2, max_size=12),
+    st.lists(thresholds, min_size=1, max_size=8),
+)
+@settings(max_examples=40, deadline=None)
+def test_rows_at_shared_thresholds_split_each_distinct_distribution_once(ds, picks, ts):
+    """A column of repeated rows at one row of thresholds (the optimiser's coarse grid) is
+    split per distinct distribution, then spread: the numbers of every row split as itself."""
+    rows = LogNormalRows.of(ds).take(np.array([p % len(ds) for p in picks]))
+    grid = np.array(ts)[None, :]
+    short, long = rows.column().split(grid)
+    for i, p in enumerate(picks):
+        own_short, own_long = ds[p % len(ds)].split(np.array(ts))
+        np.testing.assert_array_equal(short[:, i], own_short)
+        np.testing.assert_array_equal(long[:, i], own_long)
