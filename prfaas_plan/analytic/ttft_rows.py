@@ -136,10 +136,10 @@ def _pass(
     index = np.array([np.searchsorted(c, quantiles, side="left") for c in cumulative])
     in_order = np.take_along_axis(ttft, np.minimum(index, lengths.shape[1] - 1)[rows], axis=1)
     short_mass, long_mass = short[0], long[0]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # read only where the mass is > 0
         local_means = local_totals / short_mass
         offloaded_means = offloaded_totals / long_mass
-        means = (local_totals + offloaded_totals) / (short_mass + long_mass)
+    means = (local_totals + offloaded_totals) / (short_mass + long_mass)  # as unloaded_ttfts
     for e, row in enumerate(rows):
         if ascending[e]:
             p50, p90, p99 = in_order[e]
