@@ -4,7 +4,7 @@ closed form (analytic/normal.py), the constants of a split interned per distribu
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -105,7 +105,7 @@ def truncated_log_normal(
     return _interned_log_normal(mu_log + 0.0, sigma_log + 0.0, min_tokens + 0.0, max_tokens + 0.0)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=4096)  # a sweep's block of 1,000 differing log-normals is met again and again
 def _interned_log_normal(
     mu_log: float, sigma_log: float, min_tokens: float, max_tokens: float
 ) -> TruncatedLogNormal:
@@ -159,19 +159,37 @@ def split_at(
 def split_constants(d: TruncatedLogNormal, ndim: int) -> SplitConstants:
     """What `split` needs of `d` alone, shaped to broadcast against `ndim`-dimensional
     thresholds (once per process for equal parameters and dimension)."""
-    orders = range(MOMENT_ORDERS)
     column = (MOMENT_ORDERS,) + (1,) * ndim
-    z_min = np.array([float(d._z(d.min_tokens, k)) for k in orders])
-    z_max = np.array([float(d._z(d.max_tokens, k)) for k in orders])
-    tail_min, tail_max = small_tails(z_min, z_max)
+    row = d.__dict__.get(SPLIT_CONSTANTS_KEY)  # prepared for a block (log_normal_rows.prepare)
+    if row is None:
+        orders = range(MOMENT_ORDERS)
+        z_min = np.array([float(d._z(d.min_tokens, k)) for k in orders])
+        z_max = np.array([float(d._z(d.max_tokens, k)) for k in orders])
+        row = split_constants_of(d, z_min, z_max, *small_tails(z_min, z_max))
+    return SplitConstants(*(getattr(row, f.name).reshape(column) for f in fields(SplitConstants)))
+
+
+SPLIT_CONSTANTS_KEY = "_split_constants"  # where log_normal_rows.prepare leaves them
+
+
+def split_constants_of(
+    d: TruncatedLogNormal,
+    z_min: FloatArray,
+    z_max: FloatArray,
+    tail_min: FloatArray,
+    tail_max: FloatArray,
+) -> SplitConstants:
+    """`split_constants(d, 0)` from z at min and at max per order (`_z`) and their small
+    tails."""
+    orders = range(MOMENT_ORDERS)
     return SplitConstants(
-        scale=np.array([d._scale(k) for k in orders]).reshape(column),
-        offset=np.array([k * d.sigma_log**2 for k in orders]).reshape(column),
-        tail_min=tail_min.reshape(column),
-        one_minus_tail_min=(1.0 - tail_min).reshape(column),
-        min_above_median=(z_min >= 0).reshape(column),
-        tail_max=tail_max.reshape(column),
-        max_below_median=(z_max <= 0).reshape(column),
+        scale=np.array([d._scale(k) for k in orders]),
+        offset=np.array([k * d.sigma_log**2 for k in orders]),
+        tail_min=tail_min,
+        one_minus_tail_min=1.0 - tail_min,
+        min_above_median=z_min >= 0,
+        tail_max=tail_max,
+        max_below_median=z_max <= 0,
     )
 
 

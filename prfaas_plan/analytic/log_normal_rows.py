@@ -4,68 +4,93 @@ a row of thresholds per row) in the same few numpy calls as one distribution's.
 
 Each distribution's split constants (analytic/log_normal.py `split_constants`: normaliser,
 scales, tails at the bounds) are computed by the scalar code once per distinct distribution
-and stacked, and `split` runs the scalar `split_at` on the stacked arrays, so a row's numbers
-are the same to the last bit as its distribution's own `split`. Units: tokens.
+(or for a whole block by `prepare`, element by element the same arithmetic) and stacked, and
+`split` runs the scalar `split_at` on the stacked arrays, so a row's numbers are the same to
+the last bit as its distribution's own `split`. `interval_masses`: each one's mass on given
+intervals (a plan's range notes), likewise. Units: tokens.
 """
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
 
 from prfaas_plan.analytic.arrays import ArrayLike, FloatArray, IntArray
+from prfaas_plan.analytic.length_distribution import MOMENT_ORDERS
 from prfaas_plan.analytic.log_normal import (
+    SPLIT_CONSTANTS_KEY,
     SplitConstants,
     TruncatedLogNormal,
     split_at,
     split_constants,
+    split_constants_of,
 )
+from prfaas_plan.analytic.normal import mass_between, small_tail
 
 
 @dataclass(frozen=True)
 class LogNormalRows:
     """Row i's length distribution is ln L ~ Normal(mu_log[i], sigma_log[i]) on
     [min_tokens[i], max_tokens[i]]: parameters of shape (rows,) (or (rows, 1) once `column`ed),
-    split constants of shape (orders, *that)."""
+    split constants of shape (orders, *that). Rows taken from others (`take`, `repeat`) keep
+    the distinct rows they came from (`distinct`, shape (distinct,)) and each one's index
+    there (`source`): `split` at thresholds shared by every row computes each distinct row
+    once (an optimiser's coarse grid, where each distribution has a row per PD split and
+    mode)."""
 
     mu_log: FloatArray
     sigma_log: FloatArray
     min_tokens: FloatArray
     max_tokens: FloatArray
     constants: SplitConstants
+    distinct: "LogNormalRows | None" = None
+    source: IntArray | None = None
 
     @classmethod
     def of(cls, distributions: Sequence[TruncatedLogNormal]) -> "LogNormalRows":
         """The rows of `distributions` (one per row; the constants once per distinct one)."""
-        position: dict[TruncatedLogNormal, int] = {}
-        rows = np.array([position.setdefault(d, len(position)) for d in distributions], int)
-        distinct = list(position)
-        per_distinct = [split_constants(d, 0) for d in distinct]  # each of shape (orders,)
+        # distinct by identity (interned instances: a dict of ids hashes no parameters)
+        position: dict[int, int] = {}
+        rows = np.array([position.setdefault(id(d), len(position)) for d in distributions], int)
+        distinct = list({id(d): d for d in distributions}.values())
+        per_distinct = [  # each of shape (orders,): `prepare`'s, or split_constants(d, 0)
+            d.__dict__.get(SPLIT_CONSTANTS_KEY) or split_constants(d, 0) for d in distinct
+        ]
         stacked = SplitConstants(
             *(
-                np.stack([getattr(c, f.name) for c in per_distinct], axis=1)[:, rows]
+                np.stack([getattr(c, f.name) for c in per_distinct], axis=1)
                 for f in fields(SplitConstants)
             )
         )
 
         def parameter(name: str) -> FloatArray:
-            values: FloatArray = np.array([getattr(d, name) for d in distinct], float)[rows]
+            values: FloatArray = np.array([getattr(d, name) for d in distinct], float)
             return values
 
-        return cls(
+        once = cls(
             parameter("mu_log"), parameter("sigma_log"), parameter("min_tokens"),
             parameter("max_tokens"), stacked,
         )  # fmt: skip
+        return once.take(rows)
 
     def take(self, rows: ArrayLike) -> "LogNormalRows":
         """The distributions of `rows` (indices or a mask over the rows)."""
         index = np.asarray(rows)
+        if self.distinct is None:  # these rows are distinct: the taken ones come from them
+            distinct, source = self, np.arange(self.mu_log.shape[0])[index]
+        else:
+            distinct, source = (
+                self.distinct,
+                self.source[index] if self.source is not None else None,
+            )
         return LogNormalRows(
             self.mu_log[index], self.sigma_log[index], self.min_tokens[index],
             self.max_tokens[index],
             SplitConstants(
                 *(getattr(self.constants, f.name)[:, index] for f in fields(SplitConstants))
             ),
+            distinct, source,
         )  # fmt: skip
 
     def repeat(self, times: int) -> "LogNormalRows":
@@ -81,10 +106,92 @@ class LogNormalRows:
             SplitConstants(
                 *(getattr(self.constants, f.name)[..., None] for f in fields(SplitConstants))
             ),
+            self.distinct, self.source,
         )  # fmt: skip
 
     def split(self, threshold_tokens: ArrayLike) -> tuple[FloatArray, FloatArray]:
         """(short, long) partial moments (k = 0, 1, 2) of each row's distribution at its
-        threshold(s): `threshold_tokens` of the rows' shape, or broadcasting against it."""
+        threshold(s): `threshold_tokens` of the rows' shape, or broadcasting against it. A
+        column of rows at one row of thresholds (the same for every row) is split once per
+        distinct distribution: each element is the same arithmetic on the same numbers."""
+        d, source = self.distinct, self.source
+        if (
+            d is not None and source is not None and self.mu_log.ndim == 2
+            and np.ndim(threshold_tokens) == 2 and np.shape(threshold_tokens)[0] == 1
+            and d.mu_log.shape[0] < source.shape[0]
+        ):  # fmt: skip
+            short, long = d.column().split(threshold_tokens)
+            return short[:, source], long[:, source]
         t = np.minimum(np.maximum(threshold_tokens, self.min_tokens), self.max_tokens)
         return split_at(t, self.mu_log, self.sigma_log, self.constants)
+
+
+def prepare(distributions: Sequence[TruncatedLogNormal]) -> None:
+    """Compute what each distribution memoises (its normaliser, mean and split constants) for
+    all of them in a few numpy calls instead of a few dozen per distribution, element by
+    element the same arithmetic as the distribution's own (`_z`, `small_tails`,
+    `mass_between`, `_scale`): a sweep's block of differing log-normals. A distribution whose
+    numbers are not all finite is left alone: its own code computes them when asked (and
+    raises or warns as it does)."""
+    distinct = {id(d): d for d in distributions}.values()  # equal instances each prepared
+    todo = [d for d in distinct if "_normaliser" not in d.__dict__]
+    if not todo:
+        return
+    mu = np.array([d.mu_log for d in todo], float)
+    sigma = np.array([d.sigma_log for d in todo], float)
+    with np.errstate(all="ignore"):
+        log_min = np.log(np.array([d.min_tokens for d in todo], float))
+        log_max = np.log(np.array([d.max_tokens for d in todo], float))
+        orders = range(MOMENT_ORDERS)
+        offsets = [np.array([k * d.sigma_log**2 for d in todo], float) for k in orders]
+        z_min = np.stack([(log_min - mu - offsets[k]) / sigma for k in orders], axis=1)
+        z_max = np.stack([(log_max - mu - offsets[k]) / sigma for k in orders], axis=1)
+        tail_min, tail_max = small_tail(z_min), small_tail(z_max)
+        # partial_moments(-inf, inf) clips its ends to [min, max]: the same z and tails
+        masses = mass_between(z_min, tail_min, z_max, tail_max)  # (distributions, orders)
+    finite = np.isfinite(z_min).all(axis=1) & np.isfinite(z_max).all(axis=1)
+    finite &= np.isfinite(masses).all(axis=1)
+    for i in np.flatnonzero(finite):
+        d = todo[i]
+        d.__dict__["_normaliser"] = float(masses[i, 0])
+        try:
+            constants = split_constants_of(d, z_min[i], z_max[i], tail_min[i], tail_max[i])
+        except ArithmeticError:  # _scale: math.exp overflows, or no mass: left to its own code
+            continue
+        with np.errstate(all="ignore"):
+            moments = constants.scale[:2] * masses[i, :2]  # partial_moments(-inf, inf, 1)
+            mean = moments[1] / moments[0]
+        if np.isfinite(mean):
+            d.__dict__["mean_tokens"] = float(mean)
+        d.__dict__[SPLIT_CONSTANTS_KEY] = constants
+
+
+def interval_masses(
+    distributions: Sequence[TruncatedLogNormal], a: FloatArray, b: FloatArray
+) -> FloatArray:
+    """`d.partial_moments(a, b, max_order=0)[0]` of each distribution (a row each), the same
+    arithmetic element by element (the ends clipped to each one's bounds); a row that is not
+    all finite is nan (its distribution's own code then answers, raising as it does)."""
+    minimum = np.array([d.min_tokens for d in distributions], float)[:, None]
+    maximum = np.array([d.max_tokens for d in distributions], float)[:, None]
+    mu = np.array([d.mu_log for d in distributions], float)[:, None]
+    sigma = np.array([d.sigma_log for d in distributions], float)[:, None]
+    with np.errstate(all="ignore"):
+        lo = np.clip(np.asarray(a, float)[None, :], minimum, maximum)
+        hi = np.maximum(lo, np.clip(np.asarray(b, float)[None, :], minimum, maximum))
+        offset = np.array([0 * d.sigma_log**2 for d in distributions], float)[:, None]
+        z_lo = (np.log(lo) - mu - offset) / sigma  # `_z` at order 0
+        z_hi = (np.log(hi) - mu - offset) / sigma
+        mass = mass_between(z_lo, small_tail(z_lo), z_hi, small_tail(z_hi))
+        scale = np.array([_scale_or_nan(d, 0) for d in distributions])
+        out: FloatArray = scale[:, None] * mass
+    out[~np.isfinite(out).all(axis=1)] = np.nan
+    return out
+
+
+def _scale_or_nan(d: TruncatedLogNormal, k: int) -> float:
+    """`d._scale(k)`, nan where it cannot be computed (no mass, or math.exp overflows)."""
+    try:
+        return d._scale(k)
+    except ArithmeticError:
+        return math.nan

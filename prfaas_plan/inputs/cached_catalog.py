@@ -54,6 +54,13 @@ class CachedCatalog(Catalog):
     def link_offering_names(self) -> tuple[str, ...]:
         return self._once(("links",), lambda: super(CachedCatalog, self).link_offering_names())
 
+    def prefill_gpus(self, model: str, gpus_per_instance: int) -> tuple[str, ...]:
+        # a priced plan's check of its prices lists the folder (sweep: once per scenario)
+        return self._once(
+            ("prefill_gpus", model, gpus_per_instance),
+            lambda: super(CachedCatalog, self).prefill_gpus(model, gpus_per_instance),
+        )
+
     def prefill_latency(
         self,
         model: str,

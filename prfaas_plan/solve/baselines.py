@@ -77,14 +77,16 @@ def homogeneous_configurations(
         (replace(system, link_bandwidth_bytes_per_s=UNUSED_LINK_BYTES_PER_S), workload, n, mode)
         for system, workload, n in zip(systems, workloads, pd_instances, strict=True)
     ]
-    known = {key: _memo[key] for key in keys if key in _memo}
-    missing = list(dict.fromkeys(key for key in keys if key not in known))
-    if missing:
-        known.update(zip(missing, _search(missing, mode), strict=True))
-        if len(_memo) + len(missing) > MAX_MEMO:
-            _memo.clear()
-        _memo.update((key, known[key]) for key in missing)
-    return [known[key] for key in keys]
+    # each key hashed as few times as may be (a system's hash walks its profiles' fields)
+    found = [_memo.get(key) for key in keys]
+    missing = list(dict.fromkeys(key for key, c in zip(keys, found, strict=True) if c is None))
+    if not missing:
+        return [c for c in found if c is not None]
+    searched = dict(zip(missing, _search(missing, mode), strict=True))
+    if len(_memo) + len(missing) > MAX_MEMO:
+        _memo.clear()
+    _memo.update(searched)
+    return [searched[key] if c is None else c for key, c in zip(keys, found, strict=True)]
 
 
 def _search(

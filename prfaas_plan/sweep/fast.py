@@ -11,6 +11,7 @@ from typing import Any
 
 from prfaas_plan.inputs.catalog import Catalog
 from prfaas_plan.inputs.scenario import Problem
+from prfaas_plan.inputs.scenario_schema import LogNormalLengths, Scenario
 
 # the fields a group's scenarios may differ in: everything else decides the system and the
 # kind of workload (and a log-normal's parameters batch only where the base scenario's input
@@ -68,3 +69,18 @@ def optimize_block(
     request = build(PlanRequest, **parameters)
     rows = [flatten(plan_to_json(r)) for r in calls.optimize_many(problems, request, catalog)]
     return columns_of(rows)
+
+
+def prepare_workloads(scenarios: list[Scenario]) -> None:
+    """The normalisers, means and split constants of the scenarios' truncated log-normal
+    input lengths in one numpy pass (analytic/log_normal_rows.py `prepare`), before their
+    problems are built: the same numbers each would compute alone, kept on the interned
+    distributions that building the problems then finds."""
+    from prfaas_plan.analytic.log_normal import truncated_log_normal
+    from prfaas_plan.analytic.log_normal_rows import prepare
+
+    lengths = [s.workload.input_tokens for s in scenarios]
+    prepare([
+        truncated_log_normal(x.mu_log, x.sigma_log, x.min_tokens, x.max_tokens)
+        for x in lengths if isinstance(x, LogNormalLengths)
+    ])  # fmt: skip

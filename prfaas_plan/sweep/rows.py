@@ -124,6 +124,7 @@ class _ChunkRows:
         from prfaas_plan.inputs.scenario import problem_like
 
         sweep, data_dir, catalog = self.sweep, self.data_dir, _catalog(self.data_dir)
+        fast.prepare_workloads(group.scenarios)  # their log-normals' constants in one pass
         built: list[tuple[int, Scenario, Problem]] = []
         for scenario_id, scenario in zip(group.ids, group.scenarios, strict=True):
             try:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prfaas_plan import plausible
-from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate
+from prfaas_plan.analytic.arrays import FloatArray
+from prfaas_plan.analytic.capacity import Configuration, Evaluation, ServingSystem, evaluate
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.analytic.ttft import TtftSummary
 from prfaas_plan.choices import Mode, RangePolicy, Solver
@@ -192,18 +193,29 @@ class EvaluationReport:
     plan_cost: "PlanCost | None" = None
 
 
-def range_notes(problem: Problem, policy: RangePolicy) -> tuple[RangeNote, ...]:
-    """Where the workload reaches beyond the profiled lengths; raises under RangePolicy.ERROR."""
-    s = problem.system
+def range_ends(
+    system: ServingSystem,
+) -> tuple[dict[tuple[float, float], list[FittedCurve]], FloatArray, FloatArray]:
+    """The system's profiles by their profiled range (tokens), and the intervals whose mass
+    `range_notes` reads: below each range's start, then above each range's end."""
     by_range: dict[tuple[float, float], list[FittedCurve]] = {}
-    for curve in (s.prfaas_prefill_latency, s.pd_prefill_latency, s.kv_cache_size):
+    for curve in (system.prfaas_prefill_latency, system.pd_prefill_latency, system.kv_cache_size):
         by_range.setdefault((curve.table_min_tokens, curve.table_max_tokens), []).append(curve)
     ranges = list(by_range)
-    # the mass below and above every range, in one call: [below_1, above_1, below_2, ...]
     ends = [(-np.inf, np.nextafter(lo, 0)) for lo, _ in ranges] + [(hi, np.inf) for _, hi in ranges]
-    masses = problem.workload.partial_moments(
-        np.array([a for a, _ in ends]), np.array([b for _, b in ends]), max_order=0
-    )[0]
+    return by_range, np.array([a for a, _ in ends]), np.array([b for _, b in ends])
+
+
+def range_notes(
+    problem: Problem, policy: RangePolicy, masses: FloatArray | None = None
+) -> tuple[RangeNote, ...]:
+    """Where the workload reaches beyond the profiled lengths; raises under RangePolicy.ERROR.
+    `masses`: the workload's mass on each of `range_ends`' intervals, when already known (a
+    batch's log-normals: analytic/log_normal_rows.py `interval_masses`)."""
+    by_range, lows, highs = range_ends(problem.system)
+    ranges = list(by_range)
+    if masses is None:  # the mass below and above every range, in one call
+        masses = problem.workload.partial_moments(lows, highs, max_order=0)[0]
     notes = []
     for i, ((lo, hi), curves) in enumerate(by_range.items()):
         below, above = float(masses[i]), float(masses[len(ranges) + i])

@@ -13,9 +13,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from prfaas_plan.analytic.arrays import FloatArray
 from prfaas_plan.analytic.capacity import Configuration, Evaluation, evaluate_many
 from prfaas_plan.analytic.length_distribution import LengthDistribution
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal_rows import interval_masses
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttfts
+from prfaas_plan.analytic.ttft_rows import unloaded_ttfts_rows
 from prfaas_plan.choices import Mode, RangePolicy
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.baselines import homogeneous_configurations, naive_configuration
@@ -28,6 +32,7 @@ from prfaas_plan.use_cases.plan import (
     PlanReport,
     RangeNote,
     check_threshold,
+    range_ends,
     range_notes,
 )
 
@@ -82,12 +87,23 @@ def _unloaded_ttfts(
             links.append(problem.system.link_bandwidth_bytes_per_s)
     workloads = {id(p.workload): p.workload for p in problems}
     out: list[TtftSummary] = [NO_TTFT] * len(thresholds)
-    for key, positions in by_workload.items():
-        found = unloaded_ttfts(
-            problems[0].system, workloads[key], [thresholds[i] for i in positions],
-            [links[i] for i in positions],
-        )  # fmt: skip
-        for i, summary in zip(positions, found, strict=True):
+    keys = list(by_workload)
+    distinct = [workloads[key] for key in keys]
+    chosen_thresholds = [[thresholds[i] for i in by_workload[key]] for key in keys]
+    chosen_links = [[links[i] for i in by_workload[key]] for key in keys]
+    if len(distinct) > 1 and all(type(w) is TruncatedLogNormal for w in distinct):
+        # a block of differing log-normals: their meshes in 2-D passes (analytic/ttft_rows.py)
+        log_normals = [w for w in distinct if isinstance(w, TruncatedLogNormal)]
+        found_all = unloaded_ttfts_rows(
+            problems[0].system, log_normals, chosen_thresholds, chosen_links
+        )
+    else:
+        found_all = [
+            unloaded_ttfts(problems[0].system, w, ts, ls)
+            for w, ts, ls in zip(distinct, chosen_thresholds, chosen_links, strict=True)
+        ]
+    for key, found in zip(keys, found_all, strict=True):
+        for i, summary in zip(by_workload[key], found, strict=True):
             out[i] = summary
     return out
 
@@ -191,6 +207,38 @@ def search_many(
     return list(zip(configurations[:count], configurations[count:], strict=True))
 
 
+def _range_notes_by_workload(
+    problems: Sequence[Problem], policy: RangePolicy
+) -> dict[int, tuple[RangeNote, ...]]:
+    """`range_notes` of each distinct workload (by identity), in the problems' order: the
+    masses of differing log-normals in one numpy pass (analytic/log_normal_rows.py
+    `interval_masses`), the same numbers as each one's own."""
+    firsts: dict[int, Problem] = {}
+    for problem in problems:
+        firsts.setdefault(id(problem.workload), problem)
+    masses: dict[int, FloatArray] = {}
+    log_normals = [p for p in firsts.values() if type(p.workload) is TruncatedLogNormal]
+    if len(log_normals) > 1:
+        ranges = _profiled_ranges(log_normals[0])
+        log_normals = [p for p in log_normals if _profiled_ranges(p) == ranges]
+        _, lows, highs = range_ends(log_normals[0].system)
+        workloads = [p.workload for p in log_normals]
+        rows = interval_masses(
+            [w for w in workloads if isinstance(w, TruncatedLogNormal)], lows, highs
+        )
+        for problem, row in zip(log_normals, rows, strict=True):
+            if not np.isnan(row).any():  # else its own code answers
+                masses[id(problem.workload)] = row
+    return {key: range_notes(problem, policy, masses.get(key)) for key, problem in firsts.items()}
+
+
+def _profiled_ranges(problem: Problem) -> tuple[float, ...]:
+    """The profiled length ranges of the problem's curves (`range_ends` depends on these)."""
+    s = problem.system
+    curves = (s.prfaas_prefill_latency, s.pd_prefill_latency, s.kv_cache_size)
+    return tuple(x for c in curves for x in (c.table_min_tokens, c.table_max_tokens))
+
+
 @model_numerics("optimize")
 def plan_many(
     problems: Sequence[Problem],
@@ -206,10 +254,7 @@ def plan_many(
     prices problem i. Under `model_numerics("optimize")`, as `plan` is: an overflow refuses the
     batch as it refuses a plan (a sweep then plans each scenario of it alone)."""
     check_threshold(threshold_tokens)
-    notes_of: dict[int, tuple[RangeNote, ...]] = {}  # the tables are shared: per workload
-    for problem in problems:
-        if id(problem.workload) not in notes_of:
-            notes_of[id(problem.workload)] = range_notes(problem, range_policy)
+    notes_of = _range_notes_by_workload(problems, range_policy)  # the tables are shared
     reports: list[PlanReport | None] = [None] * len(problems)
     for batch in batches(problems):
         chosen = [problems[i] for i in batch]

@@ -179,3 +179,21 @@ def test_a_problem_like_another_is_the_problem_built_from_its_scenario(changed):
     scenario = scenario_from_data(data, str(CASE))
     like = problem_like(first, scenario, CATALOG)
     assert like == build_problem(scenario, CASE, CATALOG)
+
+
+def test_a_batch_under_out_of_range_error_refuses_as_its_first_scenario_alone():
+    """Range notes of a batch's log-normals are computed together: under `out_of_range:
+    error` the batch is refused with the message of its first scenario planned alone."""
+    from prfaas_plan.errors import RangeError
+
+    problems = [
+        problem(scenario_data(mu, 1.0, low, high, 4, 8, 50, None))
+        for mu, low, high in ((9.9, 1000, 65536), (9.0, 128, 131072), (8.5, 128, 131072))
+    ]
+    request = PlanRequest(out_of_range="error")
+    with pytest.raises(RangeError) as alone:
+        calls.optimize(problems[1], request, CATALOG)
+    with pytest.raises(RangeError) as together:
+        calls.optimize_many(problems, request, CATALOG)
+    assert str(together.value) == str(alone.value)
+    assert text(calls.optimize(problems[0], request, CATALOG))  # the first is in range

@@ -352,3 +352,25 @@ def test_cached_catalog_reads_each_file_once_and_answers_as_the_catalog(monkeypa
         assert cached.gpu("h200") == CATALOG.gpu("h200")
     cached_reads = [r for r in reads if "/links/" in r or r.endswith("gpus/h200.yaml")]
     assert len(cached_reads) == 3 * (len(names) + 1) + len(names) + 1  # 3 plain passes, 1 cached
+
+
+def test_the_cached_catalog_lists_a_models_prefill_gpus_once(monkeypatch):
+    """A priced plan checks its prices against the GPUs with a prefill profile (a folder
+    listing): the cached catalog lists it once and gives the plain catalog's answer."""
+    from pathlib import Path
+
+    from prfaas_plan.inputs.cached_catalog import CachedCatalog
+
+    listed: list[str] = []
+    real_glob = Path.glob
+
+    def counted(self, pattern):
+        listed.append(str(self))
+        return real_glob(self, pattern)
+
+    cached = CachedCatalog.open()
+    model = next(iter(CATALOG.models()))
+    expected = CATALOG.prefill_gpus(model, 8)
+    monkeypatch.setattr(Path, "glob", counted)
+    assert [cached.prefill_gpus(model, 8) for _ in range(3)] == [expected] * 3
+    assert len(expected) >= 1 and len(listed) == 1

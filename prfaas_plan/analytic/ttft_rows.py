@@ -1,0 +1,158 @@
+"""The unloaded TTFT summaries (analytic/ttft.py `unloaded_ttfts`) of many truncated log-normal
+workloads at once, each at its own thresholds and links (a sweep's block of scenarios that
+differ in their input lengths): the meshes of a few dozen distributions in one 2-D numpy pass
+(distributions x cells), and each length's TTFT, the splits and the percentiles likewise.
+
+Every number is computed by the same float operations, in the same order, as the one-workload
+code: elementwise ufuncs give an element the same bits whatever the array's shape (so does
+analytic/erfc.py), a cumulative sum along a row adds in the row's order, and a percentile's
+cell is found by `np.searchsorted` on each workload's row. A workload whose mesh drops a cell (one without mass) takes the
+one-workload code. Units: seconds, tokens, bytes, bytes/s.
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from prfaas_plan.analytic.arrays import FloatArray, IntArray
+from prfaas_plan.analytic.capacity import ServingSystem
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal_rows import LogNormalRows
+from prfaas_plan.analytic.normal import small_tail
+from prfaas_plan.analytic.ttft import (
+    PERCENTILES,
+    TtftSummary,
+    _weighted_percentiles,
+    unloaded_ttfts,
+)
+
+# distributions meshed in one pass: their arrays of rows x 4,097 cells stay near 2 MB each
+ROWS_PER_PASS = 64
+
+
+def mesh_moments(distributions: Sequence[TruncatedLogNormal]) -> tuple[FloatArray, FloatArray]:
+    """(mass, first moment) of each mesh cell of each distribution, shape (rows, cells): what
+    `_log_normal_mesh` computes (partial_moments at the cell edges, then their differences)
+    for distributions of one `min_tokens`, `max_tokens` and `mesh_cells`, element by element
+    the same arithmetic."""
+    first = distributions[0]
+    low, high = first.min_tokens, first.max_tokens
+    edges = np.geomspace(low, high, first.mesh_cells + 1)
+    # partial_moments(min, edges, max_order=1): clip both ends, hi at least lo
+    lo = np.clip(np.asarray(low, float), low, high)
+    hi = np.maximum(lo, np.clip(np.asarray(edges, float), low, high))
+    with np.errstate(divide="ignore"):
+        log_lo, log_hi = np.log(lo), np.log(hi)
+
+    def column(values: list[float]) -> FloatArray:
+        out: FloatArray = np.array(values, float)[:, None]
+        return out
+
+    mu = column([d.mu_log for d in distributions])
+    sigma = column([d.sigma_log for d in distributions])
+    moments = []
+    for k in range(2):
+        offset = column([k * d.sigma_log**2 for d in distributions])  # as `_z` computes it
+        z_lo = (log_lo - mu - offset) / sigma
+        z_hi = (log_hi - mu - offset) / sigma
+        tail_lo, tail_hi = small_tail(z_lo), small_tail(z_hi)
+        mass = np.where(  # normal.mass_between
+            z_hi <= 0,
+            tail_hi - tail_lo,
+            np.where(z_lo >= 0, tail_lo - tail_hi, 1.0 - tail_lo - tail_hi),
+        )
+        scaled = column([d._scale(k) for d in distributions]) * mass
+        moments.append(scaled[:, 1:] - scaled[:, :-1])  # np.diff along the edges
+    return moments[0], moments[1]
+
+
+def unloaded_ttfts_rows(
+    system: ServingSystem,
+    workloads: Sequence[TruncatedLogNormal],
+    thresholds_tokens: Sequence[Sequence[float]],
+    links_bytes_per_s: Sequence[Sequence[float]],
+) -> list[list[TtftSummary]]:
+    """`unloaded_ttfts(system, workloads[i], thresholds_tokens[i], links_bytes_per_s[i])` for
+    each i, the same summaries to the last bit, a few dozen workloads per numpy pass."""
+    out: list[list[TtftSummary]] = [[] for _ in workloads]
+    by_mesh: dict[tuple[float, float, int], list[int]] = {}
+    for i, d in enumerate(workloads):
+        by_mesh.setdefault((d.min_tokens, d.max_tokens, d.mesh_cells), []).append(i)
+    for members in by_mesh.values():
+        for start in range(0, len(members), ROWS_PER_PASS):
+            chosen = members[start : start + ROWS_PER_PASS]
+            found = _pass(
+                system, [workloads[i] for i in chosen], [thresholds_tokens[i] for i in chosen],
+                [links_bytes_per_s[i] for i in chosen],
+            )  # fmt: skip
+            for i, summaries in zip(chosen, found, strict=True):
+                out[i] = summaries
+    return out
+
+
+def _pass(
+    system: ServingSystem,
+    workloads: Sequence[TruncatedLogNormal],
+    thresholds_tokens: Sequence[Sequence[float]],
+    links_bytes_per_s: Sequence[Sequence[float]],
+) -> list[list[TtftSummary]]:
+    """`unloaded_ttfts_rows` of workloads that share their mesh's bounds and size."""
+    mass, moment = mesh_moments(workloads)
+    full = np.all(mass > 0, axis=1)  # mesh_of keeps every cell
+    out: list[list[TtftSummary]] = [[] for _ in workloads]
+    for i in np.flatnonzero(~full).tolist():
+        out[i] = unloaded_ttfts(system, workloads[i], thresholds_tokens[i], links_bytes_per_s[i])
+    kept: list[int] = np.flatnonzero(full).tolist()
+    if not kept:
+        return out
+    lengths, weights = moment[kept] / mass[kept], mass[kept]  # mesh_of
+    # one row per (workload, threshold): its workload's row of the mesh
+    counts = [len(thresholds_tokens[i]) for i in kept]
+    rows: IntArray = np.repeat(np.arange(len(kept)), counts)
+    t: FloatArray = np.array([x for i in kept for x in thresholds_tokens[i]], np.float64)
+    links: FloatArray = np.array([x for i in kept for x in links_bytes_per_s[i]], np.float64)
+    transfer_s_per_byte = 1.0 / links
+    short, long = LogNormalRows.of([workloads[i] for i in kept]).take(rows).split(t)
+    local_totals = system.pd_prefill_latency.expectation(short)
+    offloaded_totals = (
+        system.prfaas_prefill_latency.expectation(long)
+        + system.kv_cache_size.expectation(long) * transfer_s_per_byte
+    )
+    prefill_remote, kv_bytes = system.prfaas_prefill_latency(lengths), system.kv_cache_size(lengths)
+    local = system.pd_prefill_latency(lengths)
+    cumulative = np.cumsum(weights, axis=1)
+    cumulative /= cumulative[:, -1:]
+    if len(set(counts)) == 1:  # as many thresholds per workload: broadcast, no row copies
+        shape = (len(kept), counts[0], lengths.shape[1])
+        per_byte = transfer_s_per_byte.reshape(shape[:2])[:, :, None]
+        remote = prefill_remote[:, None, :] + kv_bytes[:, None, :] * per_byte
+        above = lengths[:, None, :] > t.reshape(shape[:2])[:, :, None]
+        ttft = np.where(above, remote, local[:, None, :]).reshape(-1, shape[2])
+    else:
+        remote = prefill_remote[rows] + kv_bytes[rows] * transfer_s_per_byte[:, None]
+        ttft = np.where(lengths[rows] > t[:, None], remote, local[rows])
+    ascending = np.all(ttft[:, 1:] >= ttft[:, :-1], axis=1)  # no nan either
+    quantiles = np.asarray(PERCENTILES) / 100.0
+    index = np.array([np.searchsorted(c, quantiles, side="left") for c in cumulative])
+    in_order = np.take_along_axis(ttft, np.minimum(index, lengths.shape[1] - 1)[rows], axis=1)
+    short_mass, long_mass = short[0], long[0]
+    with np.errstate(divide="ignore", invalid="ignore"):  # read only where the mass is > 0
+        local_means = local_totals / short_mass
+        offloaded_means = offloaded_totals / long_mass
+    means = (local_totals + offloaded_totals) / (short_mass + long_mass)  # as unloaded_ttfts
+    for e, row in enumerate(rows):
+        if ascending[e]:
+            p50, p90, p99 = in_order[e]
+        else:
+            p50, p90, p99 = _weighted_percentiles(ttft[e], weights[row], PERCENTILES)
+        out[kept[row]].append(
+            TtftSummary(
+                mean_s=float(means[e]),
+                p50_s=float(p50),
+                p90_s=float(p90),
+                p99_s=float(p99),
+                local_mean_s=float(local_means[e]) if short_mass[e] > 0 else float("nan"),
+                offloaded_mean_s=float(offloaded_means[e]) if long_mass[e] > 0 else float("nan"),
+            )
+        )
+    return out
