@@ -18,9 +18,9 @@ SECONDS_PER_SCENARIO = {"optimize": 0.01, "evaluate": 0.01, "procure": 0.12, "se
 # 2.2 s of CPU in one process, 2026-12-04 (1,790 a second)
 SECONDS_PER_BATCHED_SCENARIO = 0.0006
 # ... whose input-length distribution is its own (an axis over a log-normal's parameters): each
-# distinct distribution has its own split constants and TTFT mesh; 4,000 in 9.3 s of CPU,
-# 2026-12-04 (benchmarks/bench_sweep_lhs.py, 430 a second)
-SECONDS_PER_BATCHED_WORKLOAD_SCENARIO = 0.0023
+# distinct distribution has its own split constants and TTFT mesh; 4,000 in 5.23 s of CPU,
+# 2026-12-04 (benchmarks/bench_sweep_lhs.py, 765 a second)
+SECONDS_PER_BATCHED_WORKLOAD_SCENARIO = 0.0013
 WORKLOAD_AXES = ("workload.input_tokens.",)
 
 
