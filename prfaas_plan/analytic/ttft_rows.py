@@ -6,8 +6,8 @@ differ in their input lengths): the meshes of a few dozen distributions in one 2
 Every number is computed by the same float operations, in the same order, as the one-workload
 code: elementwise ufuncs give an element the same bits whatever the array's shape (so does
 analytic/erfc.py), a cumulative sum along a row adds in the row's order, and a percentile's
-cell is found by `np.searchsorted` on each workload's row. A workload whose mesh drops a cell (one without mass) takes the
-one-workload code. Units: seconds, tokens, bytes, bytes/s.
+cell is found by `np.searchsorted` on each workload's row. A workload whose mesh drops a cell
+(one without mass) takes the one-workload code. Units: seconds, tokens, bytes, bytes/s.
 """
 
 from collections.abc import Sequence
