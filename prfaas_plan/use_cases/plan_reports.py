@@ -19,7 +19,6 @@ from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal
 from prfaas_plan.analytic.log_normal_rows import interval_masses
 from prfaas_plan.analytic.ttft import TtftSummary, unloaded_ttfts
-from prfaas_plan.analytic.ttft_rows import unloaded_ttfts_rows
 from prfaas_plan.choices import Mode, RangePolicy
 from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.solve.baselines import homogeneous_configurations, naive_configuration
@@ -92,7 +91,10 @@ def _unloaded_ttfts(
     chosen_thresholds = [[thresholds[i] for i in by_workload[key]] for key in keys]
     chosen_links = [[links[i] for i in by_workload[key]] for key in keys]
     if len(distinct) > 1 and all(type(w) is TruncatedLogNormal for w in distinct):
-        # a block of differing log-normals: their meshes in 2-D passes (analytic/ttft_rows.py)
+        # a block of differing log-normals: their meshes in 2-D passes (analytic/ttft_rows.py,
+        # a sweep's module: not on a single plan's path)
+        from prfaas_plan.analytic.ttft_rows import unloaded_ttfts_rows
+
         log_normals = [w for w in distinct if isinstance(w, TruncatedLogNormal)]
         found_all = unloaded_ttfts_rows(
             problems[0].system, log_normals, chosen_thresholds, chosen_links
