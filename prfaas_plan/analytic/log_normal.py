@@ -98,7 +98,8 @@ class TruncatedLogNormal(LengthDistribution):
 def truncated_log_normal(
     mu_log: float, sigma_log: float, min_tokens: float, max_tokens: float
 ) -> TruncatedLogNormal:
-    """The TruncatedLogNormal of these parameters, one instance per parameters in a process:
+    """The TruncatedLogNormal of these parameters, one instance per parameters in a process
+    (while they are among the 4,096 most recently asked for):
     what an instance memoises (its split constants, mean and normaliser) is computed once, not
     once per plan, where a server or a study plans the same workload again and again. A zero
     is kept as +0.0 (-0.0 == 0.0 shares its cache entry, so which one came first would show)."""

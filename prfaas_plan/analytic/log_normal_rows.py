@@ -49,7 +49,8 @@ class LogNormalRows:
 
     @classmethod
     def of(cls, distributions: Sequence[TruncatedLogNormal]) -> "LogNormalRows":
-        """The rows of `distributions` (one per row; the constants once per distinct one)."""
+        """The rows of `distributions` (one per row; the constants once per distinct instance:
+        equal distributions are one instance, truncated_log_normal interns them)."""
         # distinct by identity (interned instances: a dict of ids hashes no parameters)
         position: dict[int, int] = {}
         rows = np.array([position.setdefault(id(d), len(position)) for d in distributions], int)
@@ -132,7 +133,8 @@ def prepare(distributions: Sequence[TruncatedLogNormal]) -> None:
     element the same arithmetic as the distribution's own (`_z`, `small_tails`,
     `mass_between`, `_scale`): a sweep's block of differing log-normals. A distribution whose
     numbers are not all finite is left alone: its own code computes them when asked (and
-    raises or warns as it does)."""
+    raises or warns as it does); one whose split constants cannot be computed (`_scale`
+    overflows, or no mass) gets only its normaliser, the value its own code gives."""
     distinct = {id(d): d for d in distributions}.values()  # equal instances each prepared
     todo = [d for d in distinct if "_normaliser" not in d.__dict__]
     if not todo:

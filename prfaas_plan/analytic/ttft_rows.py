@@ -26,8 +26,11 @@ from prfaas_plan.analytic.ttft import (
     unloaded_ttfts,
 )
 
-# distributions meshed in one pass: their arrays of rows x 4,097 cells stay near 2 MB each
+# distributions meshed in one pass (their meshes, 4,097 cells a row: ~2 MB an array), and
+# (workload, threshold) rows in one pass (each row's TTFTs over its workload's mesh: ~8 MB an
+# array); a workload with more thresholds than that is computed alone (`unloaded_ttfts`)
 ROWS_PER_PASS = 64
+THRESHOLD_ROWS_PER_PASS = 256
 
 
 def mesh_moments(distributions: Sequence[TruncatedLogNormal]) -> tuple[FloatArray, FloatArray]:
@@ -73,20 +76,38 @@ def unloaded_ttfts_rows(
     links_bytes_per_s: Sequence[Sequence[float]],
 ) -> list[list[TtftSummary]]:
     """`unloaded_ttfts(system, workloads[i], thresholds_tokens[i], links_bytes_per_s[i])` for
-    each i, the same summaries to the last bit, a few dozen workloads per numpy pass."""
+    each i, the same summaries to the last bit, a few dozen workloads per numpy pass (at most
+    ROWS_PER_PASS workloads and THRESHOLD_ROWS_PER_PASS thresholds in all)."""
     out: list[list[TtftSummary]] = [[] for _ in workloads]
     by_mesh: dict[tuple[float, float, int], list[int]] = {}
     for i, d in enumerate(workloads):
         by_mesh.setdefault((d.min_tokens, d.max_tokens, d.mesh_cells), []).append(i)
+
+    def run(chosen: list[int]) -> None:
+        found = _pass(
+            system, [workloads[i] for i in chosen], [thresholds_tokens[i] for i in chosen],
+            [links_bytes_per_s[i] for i in chosen],
+        )  # fmt: skip
+        for i, summaries in zip(chosen, found, strict=True):
+            out[i] = summaries
+
     for members in by_mesh.values():
-        for start in range(0, len(members), ROWS_PER_PASS):
-            chosen = members[start : start + ROWS_PER_PASS]
-            found = _pass(
-                system, [workloads[i] for i in chosen], [thresholds_tokens[i] for i in chosen],
-                [links_bytes_per_s[i] for i in chosen],
-            )  # fmt: skip
-            for i, summaries in zip(chosen, found, strict=True):
-                out[i] = summaries
+        chosen: list[int] = []
+        rows = 0
+        for i in members:
+            count = len(thresholds_tokens[i])
+            if count > THRESHOLD_ROWS_PER_PASS:
+                out[i] = unloaded_ttfts(
+                    system, workloads[i], thresholds_tokens[i], links_bytes_per_s[i]
+                )
+                continue
+            if len(chosen) == ROWS_PER_PASS or rows + count > THRESHOLD_ROWS_PER_PASS:
+                run(chosen)
+                chosen, rows = [], 0
+            chosen.append(i)
+            rows += count
+        if chosen:
+            run(chosen)
     return out
 
 
