@@ -39,6 +39,10 @@ class TruncatedLogNormal(LengthDistribution):
     def _z(self, tokens: ArrayLike, k: int) -> FloatArray:
         with np.errstate(divide="ignore"):
             log_tokens = np.log(np.asarray(tokens, float))
+        return self._z_of_log(log_tokens, k)
+
+    def _z_of_log(self, log_tokens: FloatArray, k: int) -> FloatArray:
+        """`_z` from ln(tokens) already taken (the same arithmetic)."""
         z: FloatArray = (log_tokens - self.mu_log - k * self.sigma_log**2) / self.sigma_log
         return z
 
@@ -70,9 +74,18 @@ class TruncatedLogNormal(LengthDistribution):
         hi = np.clip(np.asarray(b, float), self.min_tokens, self.max_tokens)
         # lo keeps its own shape: one erfc per distinct end (the mesh's lo is one number)
         hi = np.maximum(lo, hi)
-        out = np.empty((max_order + 1, *hi.shape))
+        with np.errstate(divide="ignore"):
+            return self._partial_moments_of_logs(np.log(lo), np.log(hi), max_order)
+
+    def _partial_moments_of_logs(
+        self, log_lo: FloatArray, log_hi: FloatArray, max_order: int
+    ) -> FloatArray:
+        """`partial_moments` from the logs of its ends, already clipped (the same arithmetic:
+        `_z` takes the log of its tokens first)."""
+        out = np.empty((max_order + 1, *log_hi.shape))
         orders = range(max_order + 1)
-        z_lo, z_hi = [self._z(lo, k) for k in orders], [self._z(hi, k) for k in orders]
+        z_lo = [self._z_of_log(log_lo, k) for k in orders]
+        z_hi = [self._z_of_log(log_hi, k) for k in orders]
         tails = small_tails(*z_lo, *z_hi)  # one erfc pass for every order and both ends
         for k in orders:
             mass = mass_between(z_lo[k], tails[k], z_hi[k], tails[max_order + 1 + k])
@@ -200,9 +213,26 @@ def _log_normal_mesh(d: TruncatedLogNormal) -> tuple[FloatArray, FloatArray]:
     for equal parameters (a frozen dataclass compares by value): a server building a fresh
     Problem per request meets the same length distribution again and again. Read-only, as it
     is shared."""
-    edges = np.geomspace(d.min_tokens, d.max_tokens, d.mesh_cells + 1)
-    moments = d.partial_moments(d.min_tokens, edges, max_order=1)  # what mesh_of reads
+    log_lo, log_hi = _mesh_edge_logs(d.min_tokens, d.max_tokens, d.mesh_cells)
+    moments = d._partial_moments_of_logs(log_lo, log_hi, max_order=1)  # what mesh_of reads
     lengths, weights = mesh_of(np.diff(moments, axis=1))
     lengths.setflags(write=False)
     weights.setflags(write=False)
     return lengths, weights
+
+
+@lru_cache(maxsize=16)
+def _mesh_edge_logs(
+    min_tokens: float, max_tokens: float, cells: int
+) -> tuple[FloatArray, FloatArray]:
+    """The logs of the ends `partial_moments(min_tokens, edges)` clips for the mesh's geometric
+    edges: they depend on the length range alone, not on mu_log or sigma_log, so a server
+    meeting a new log-normal per request on one range takes them once (the same numbers:
+    the same operations on the same inputs). Read-only, as they are shared."""
+    edges = np.geomspace(min_tokens, max_tokens, cells + 1)
+    lo = np.clip(np.asarray(min_tokens, float), min_tokens, max_tokens)
+    hi = np.maximum(lo, np.clip(edges, min_tokens, max_tokens))
+    with np.errstate(divide="ignore"):
+        log_lo, log_hi = np.log(lo), np.log(hi)
+    log_hi.setflags(write=False)
+    return log_lo, log_hi
