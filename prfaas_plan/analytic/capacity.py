@@ -97,11 +97,17 @@ class Rates(NamedTuple):
         return lowest
 
 
+# the least share of requests a role serves: a subnormal share (below the smallest normal
+# double) keeps no precision in its moments (a mass of 5e-324 has a first moment of 0, a mean
+# length of 0), so a role given one serves nobody, as at a share of 0
+LEAST_SHARE = float(np.finfo(float).tiny)
+
+
 def _per_share(capacity_rps: FloatArray, share: FloatArray) -> FloatArray:
-    """capacity / share, with capacity / 0 = inf (a role that serves nobody never binds), and
-    inf where a share so small (subnormal) overflows the quotient: such a role binds no more than
-    one that serves nobody. Called under np.errstate(divide="ignore", invalid="ignore")."""
-    serves = share > 0
+    """capacity / share, with capacity / 0 = inf (a role that serves nobody never binds, nor
+    one whose share is below LEAST_SHARE), and inf where a tiny share overflows the quotient.
+    Called under np.errstate(divide="ignore", invalid="ignore")."""
+    serves = share >= LEAST_SHARE
     with np.errstate(over="ignore"):
         limit: FloatArray = np.where(serves, capacity_rps / np.where(serves, share, 1.0), np.inf)
     return limit
@@ -115,7 +121,7 @@ def _service_times(
     (Mode.PAPER) or the conditional mean E[y(L) | A] (Mode.EXACT); `mode` an array: per
     element, True where EXACT. Called under np.errstate(divide="ignore", invalid="ignore")."""
     m0 = moments[0]
-    serves = m0 > 0
+    serves = m0 >= LEAST_SHARE
     mean_tokens = moments[1] / m0
     if mode is Mode.PAPER:
         values = [curve(mean_tokens) for curve in curves]

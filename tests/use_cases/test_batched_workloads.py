@@ -142,6 +142,20 @@ def test_a_role_serving_a_subnormal_share_never_binds():
     )
 
 
+def test_a_role_given_a_subnormal_mass_serves_nobody():
+    """sigma_log 0.02 on [2,007, 130,966] tokens at 1 Gbps: the search meets a long share of
+    5e-324 whose first moment underflows to 0 (a mean length of 0, a KV size of 0); such a
+    role serves nobody (capacity.LEAST_SHARE), as at a share of 0: a plan, no warning (it had
+    printed a RuntimeWarning and exited 3; found by a review)."""
+    narrow = problem(scenario_data(9.744890112883393, 0.02, 2007, 130966, 1, 2, 1, None))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = calls.optimize(narrow, PlanRequest(), CATALOG)
+    assert 2007 < report.plan.evaluation.configuration.threshold_tokens < 130966
+    other = problem(scenario_data(9.0, 1.0, 128, 131072, 4, 8, 50, 2.0))
+    assert_batch_is_each_alone([narrow, other], PlanRequest(mode="exact"))
+
+
 def test_a_fixed_threshold_batch_is_each_scenario_planned_alone():
     problems = [
         problem(scenario_data(mu, 1.0, 128, 131072, 4, 8, 100, 3.0)) for mu in (8.5, 9.9, 10.5)
