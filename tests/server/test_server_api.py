@@ -108,6 +108,7 @@ SAME_AS_CLI = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow  # ~7 s of CPU; the default suite keeps test_doors_random's requests per command
 @pytest.mark.parametrize(("name", "body", "args"), SAME_AS_CLI, ids=lambda x: json.dumps(x)[:40])
 def test_every_endpoint_answers_as_the_cli(client, name, body, args):
     response = post(client, name, body)
