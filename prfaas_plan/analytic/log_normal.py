@@ -213,7 +213,7 @@ def _log_normal_mesh(d: TruncatedLogNormal) -> tuple[FloatArray, FloatArray]:
     for equal parameters (a frozen dataclass compares by value): a server building a fresh
     Problem per request meets the same length distribution again and again. Read-only, as it
     is shared."""
-    log_lo, log_hi = _mesh_edge_logs(d.min_tokens, d.max_tokens, d.mesh_cells)
+    log_lo, log_hi = mesh_edge_logs(d.min_tokens, d.max_tokens, d.mesh_cells)
     moments = d._partial_moments_of_logs(log_lo, log_hi, max_order=1)  # what mesh_of reads
     lengths, weights = mesh_of(np.diff(moments, axis=1))
     lengths.setflags(write=False)
@@ -222,7 +222,7 @@ def _log_normal_mesh(d: TruncatedLogNormal) -> tuple[FloatArray, FloatArray]:
 
 
 @lru_cache(maxsize=16)
-def _mesh_edge_logs(
+def mesh_edge_logs(
     min_tokens: float, max_tokens: float, cells: int
 ) -> tuple[FloatArray, FloatArray]:
     """The logs of the ends `partial_moments(min_tokens, edges)` clips for the mesh's geometric

@@ -181,9 +181,8 @@ def interval_masses(
     with np.errstate(all="ignore"):
         lo = np.clip(np.asarray(a, float)[None, :], minimum, maximum)
         hi = np.maximum(lo, np.clip(np.asarray(b, float)[None, :], minimum, maximum))
-        offset = np.array([0 * d.sigma_log**2 for d in distributions], float)[:, None]
-        z_lo = (np.log(lo) - mu - offset) / sigma  # `_z` at order 0
-        z_hi = (np.log(hi) - mu - offset) / sigma
+        z_lo = (np.log(lo) - mu) / sigma  # `_z` at order 0 (its offset 0 * sigma² is +0.0)
+        z_hi = (np.log(hi) - mu) / sigma
         mass = mass_between(z_lo, small_tail(z_lo), z_hi, small_tail(z_hi))
         scale = np.array([_scale_or_nan(d, 0) for d in distributions])
         out: FloatArray = scale[:, None] * mass

@@ -16,9 +16,9 @@ import numpy as np
 
 from prfaas_plan.analytic.arrays import FloatArray, IntArray
 from prfaas_plan.analytic.capacity import ServingSystem
-from prfaas_plan.analytic.log_normal import TruncatedLogNormal
+from prfaas_plan.analytic.log_normal import TruncatedLogNormal, mesh_edge_logs
 from prfaas_plan.analytic.log_normal_rows import LogNormalRows
-from prfaas_plan.analytic.normal import small_tail
+from prfaas_plan.analytic.normal import mass_between, small_tail
 from prfaas_plan.analytic.ttft import (
     PERCENTILES,
     TtftSummary,
@@ -39,13 +39,7 @@ def mesh_moments(distributions: Sequence[TruncatedLogNormal]) -> tuple[FloatArra
     for distributions of one `min_tokens`, `max_tokens` and `mesh_cells`, element by element
     the same arithmetic."""
     first = distributions[0]
-    low, high = first.min_tokens, first.max_tokens
-    edges = np.geomspace(low, high, first.mesh_cells + 1)
-    # partial_moments(min, edges, max_order=1): clip both ends, hi at least lo
-    lo = np.clip(np.asarray(low, float), low, high)
-    hi = np.maximum(lo, np.clip(np.asarray(edges, float), low, high))
-    with np.errstate(divide="ignore"):
-        log_lo, log_hi = np.log(lo), np.log(hi)
+    log_lo, log_hi = mesh_edge_logs(first.min_tokens, first.max_tokens, first.mesh_cells)
 
     def column(values: list[float]) -> FloatArray:
         out: FloatArray = np.array(values, float)[:, None]
@@ -59,11 +53,7 @@ def mesh_moments(distributions: Sequence[TruncatedLogNormal]) -> tuple[FloatArra
         z_lo = (log_lo - mu - offset) / sigma
         z_hi = (log_hi - mu - offset) / sigma
         tail_lo, tail_hi = small_tail(z_lo), small_tail(z_hi)
-        mass = np.where(  # normal.mass_between
-            z_hi <= 0,
-            tail_hi - tail_lo,
-            np.where(z_lo >= 0, tail_lo - tail_hi, 1.0 - tail_lo - tail_hi),
-        )
+        mass = mass_between(z_lo, tail_lo, z_hi, tail_hi)
         scaled = column([d._scale(k) for d in distributions]) * mass
         moments.append(scaled[:, 1:] - scaled[:, :-1])  # np.diff along the edges
     return moments[0], moments[1]

@@ -1,5 +1,5 @@
 """The mesh of a truncated log-normal takes its edges' logs from a per-range cache
-(`_mesh_edge_logs`): the same bits as the edges' partial moments computed afresh."""
+(`mesh_edge_logs`): the same bits as the edges' partial moments computed afresh."""
 
 import numpy as np
 import pytest
