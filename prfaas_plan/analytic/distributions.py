@@ -305,7 +305,7 @@ class UncachedLengths(LengthDistribution):
         return hi
 
     def sample(
-        self, rng: np.random.Generator, count: int, *, stratified: bool = False
+        self, rng: "np.random.Generator", count: int, *, stratified: bool = False
     ) -> FloatArray:
         return self.uncached_tokens(self.full.sample(rng, count, stratified=stratified))
 

@@ -50,7 +50,7 @@ class LengthDistribution(ABC):
         """One line for reports."""
 
     def sample(
-        self, rng: np.random.Generator, count: int, *, stratified: bool = False
+        self, rng: "np.random.Generator", count: int, *, stratified: bool = False
     ) -> FloatArray:
         """`count` lengths (tokens, float) drawn by inverse CDF from uniforms of `rng`.
 

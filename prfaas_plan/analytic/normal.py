@@ -8,7 +8,7 @@ scipy.special would cost 0.2 s of start-up.
 """
 
 import math
-from statistics import NormalDist
+from functools import cache
 
 import numpy as np
 
@@ -16,7 +16,15 @@ from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
 from prfaas_plan.analytic.erfc import erfc
 
 _SQRT2 = math.sqrt(2.0)
-_inverse_cdf = np.frompyfunc(NormalDist().inv_cdf, 1, 1)
+
+
+@cache
+def _inverse_cdf() -> np.ufunc:
+    """Φ⁻¹ element by element, `statistics.NormalDist`'s (imported when first needed: the plan
+    path never is, and `statistics` imports `random` and `hashlib`)."""
+    from statistics import NormalDist
+
+    return np.frompyfunc(NormalDist().inv_cdf, 1, 1)
 
 
 def small_tail(z: ArrayLike) -> FloatArray:
@@ -67,5 +75,5 @@ def truncated_normal_quantile(z_lo: float, z_hi: float, u: FloatArray) -> FloatA
     p_lo, p_hi = 0.5 * erfc(-np.array([z_lo, z_hi]) / _SQRT2)
     p = p_lo + u * (p_hi - p_lo)
     p = np.clip(p, np.nextafter(0.0, 1.0), np.nextafter(1.0, 0.0))
-    z: FloatArray = np.clip(np.asarray(_inverse_cdf(p), dtype=float), z_lo, z_hi)
+    z: FloatArray = np.clip(np.asarray(_inverse_cdf()(p), dtype=float), z_lo, z_hi)
     return z

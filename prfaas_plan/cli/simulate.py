@@ -21,10 +21,8 @@ from prfaas_plan.cli.options import (
     source,
 )
 from prfaas_plan.cli.output import emit, load_problem, progress_bar
+from prfaas_plan.sim.defaults import COMPARISON_REQUESTS, LOAD_FRACTION, SEED
 from prfaas_plan.use_cases.field_docs import describe
-from prfaas_plan.use_cases.simulation_spec import (
-    ComparisonSpec,
-)
 
 
 @app.command(cls=CliCommand)
@@ -155,15 +153,15 @@ def compare_policies_command(
         float,
         typer.Option("--load", help="Offered load as a fraction of the plan's exact-mode Λ_max."),
         Sets("comparison.load_fraction"),
-    ] = ComparisonSpec.load_fraction,
+    ] = LOAD_FRACTION,
     requests: Annotated[
         int,
         typer.Option("--requests", help="Requests per stress scenario."),
         Sets("comparison.requests"),
-    ] = ComparisonSpec.requests,
+    ] = COMPARISON_REQUESTS,
     seed: Annotated[
         int, typer.Option("--seed", help="Random seed."), Sets("comparison.seed")
-    ] = ComparisonSpec.seed,
+    ] = SEED,
     trace: Annotated[
         Path | None,
         typer.Option(
@@ -183,6 +181,7 @@ def compare_policies_command(
     each with the static, adaptive, re-balancing, dual-timescale (and prefix-aware) policies."""
     from prfaas_plan.render.simulation import comparison_json, comparison_view
     from prfaas_plan.use_cases.simulate import compare_policies_for
+    from prfaas_plan.use_cases.simulation_spec import ComparisonSpec
 
     problem = load_problem(scenario, data_dir, bandwidth_gbps)
     spec = ComparisonSpec(load_fraction=load, requests=requests, seed=seed, trace=trace)

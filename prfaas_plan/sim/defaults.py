@@ -5,3 +5,4 @@ read them at start-up."""
 LOAD_FRACTION = 0.8  # of the plan's exact-mode Λ_max
 SIMULATED_REQUESTS = 100_000  # per `simulate` run (and per step of the sustainable-rate search)
 COMPARISON_REQUESTS = 20_000  # per stress scenario of `compare-policies`
+SEED = 0  # of the arrivals' and the policy comparison's random draws

@@ -36,7 +36,6 @@ from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.choices import Mode, Solver
 from prfaas_plan.errors import ConfigError, InfeasibleError, SolverError
 from prfaas_plan.solve.search import milp_threshold_grid
-from prfaas_plan.solve.sizing_milp import build_milp, milp_size, solve_milp
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware
 
 # A count whose exact Λ_max is within RTOL (relative) of the goal reaches it: the exact optimiser
@@ -159,6 +158,8 @@ def _prfaas_upper(
 def _check_model_size(thresholds: int) -> None:
     """Refuse, before building it, a MILP too large to solve in seconds (the threshold grids of
     solve/sizing_milp.py stay below the bound; this guards a change to them)."""
+    from prfaas_plan.solve.sizing_milp import milp_size  # only a sizing run loads the MILP
+
     size = milp_size(thresholds)
     if size.binaries > plausible.MAX_SIZING_MILP_BINARIES:
         raise ConfigError(
@@ -198,6 +199,8 @@ def _milp_choice(
 ) -> Evaluation | None:
     """The MILP's plan (its counts at its grid threshold), lexicographic without a target
     (module docstring); None if no plan is feasible."""
+    from prfaas_plan.solve.sizing_milp import build_milp, solve_milp  # only a sizing run's
+
     thresholds = milp_threshold_grid(workload)
 
     def solve(target: float | None) -> Evaluation | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from prfaas_plan import plausible
 from prfaas_plan.choices import ArrivalProcess, RoutingPolicy
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.sim.defaults import COMPARISON_REQUESTS, LOAD_FRACTION, SIMULATED_REQUESTS
+from prfaas_plan.sim.defaults import COMPARISON_REQUESTS, LOAD_FRACTION, SEED, SIMULATED_REQUESTS
 
 DEFAULT_REQUESTS = SIMULATED_REQUESTS
 
@@ -26,7 +26,7 @@ class ArrivalSpec:
     process: ArrivalProcess = ArrivalProcess.POISSON
     requests: int | None = DEFAULT_REQUESTS
     duration_s: float | None = None
-    seed: int = 0
+    seed: int = SEED
     burst_cv: float = 3.0  # gamma: coefficient of variation of the inter-arrival times
     period_s: float = 600.0  # sinusoidal: period of the rate
     amplitude: float = 0.5  # sinusoidal: the rate swings by ±amplitude × mean
@@ -76,7 +76,7 @@ class ComparisonSpec:
 
     load_fraction: float = LOAD_FRACTION  # of the plan's exact-mode Λ_max
     requests: int = COMPARISON_REQUESTS  # per stress scenario
-    seed: int = 0
+    seed: int = SEED
     trace: Path | None = None  # Mooncake JSONL: lengths and prefix blocks (prefix policy)
 
 
