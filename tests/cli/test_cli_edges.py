@@ -207,7 +207,7 @@ def test_main_is_the_console_script(monkeypatch, capsys):
     def interrupted():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "app", interrupted)
+    monkeypatch.setattr(cli, "command_line", lambda args: interrupted)
     with pytest.raises(SystemExit) as exit:
         cli.main()
     assert exit.value.code == 130 and capsys.readouterr().err == "interrupted\n"

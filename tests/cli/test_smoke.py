@@ -94,6 +94,39 @@ def test_help_is_fast_and_imports_no_numpy():
     assert result.stdout.strip().splitlines()[-1] == "0 []"
 
 
+PLAN_RUN = (
+    "import sys; sys.argv = ['prfaas-plan', 'optimize', '-f', 'json']\n"
+    "from prfaas_plan.cli import main\n"
+    "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
+    "unused = {{'importlib.metadata', 'statistics', 'numpy.random', 'scipy', "
+    "'prfaas_plan.use_cases.simulation_spec'}} & set(sys.modules)\n"
+    "print({check}, sorted(unused), file=sys.stderr)"
+)
+
+
+@pytest.mark.parametrize(
+    ("plugins", "stubbed"), [(None, True), ("__all__", True), ("1", True), ("logfire", False)]
+)
+def test_a_plan_imports_nothing_it_does_not_use(plugins, stubbed):
+    """`optimize` leaves out what start-up would spend on modules it does not use: pydantic's
+    plugin loader (importlib.metadata) when every plugin is off, `statistics` and numpy.random;
+    with plugins named one by one, pydantic's own loader runs."""
+    check = "len(list(sys.modules['pydantic.plugin._loader'].get_plugins()))"
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if plugins is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = plugins
+    result = subprocess.run(
+        [sys.executable, "-c", PLAN_RUN.format(check=check)],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["plan"]["threshold_tokens"] > 0
+    loader_answer, unused = result.stderr.strip().split(" ", 1)
+    assert loader_answer == "0"  # no plugin, from either loader
+    expected = [] if stubbed else ["importlib.metadata"]
+    assert unused == str(expected)
+
+
 def test_usage_error_is_one_error_line_and_one_usage_line_in_a_real_process():
     result = process("optimize", "--bogus")
     assert result.returncode == 2 and result.stdout == ""
