@@ -25,6 +25,7 @@ from prfaas_plan.sweep.results import read_results
 from prfaas_plan.sweep.rows import _catalog
 from prfaas_plan.sweep.spec import load_sweep, scenario_of
 from tests.cli.test_cli import assert_clean_error, run
+from tests.memos import forget_memos
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -140,6 +141,7 @@ def test_a_sweep_over_workloads_and_prices_is_one_group_whose_rows_are_single_pl
 
     monkeypatch.setattr("prfaas_plan.sweep.rows._one", one_at_a_time)
     rows = chunk_table(sweep, points).to_pylist()
+    forget_memos()  # each plan alone from nothing: not from what the block's batch memoised
     catalog = _catalog(None)
     for (i, point), row in zip(points, rows, strict=True):
         assert row["error_class"] is None, row["error_message"]

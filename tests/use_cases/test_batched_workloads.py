@@ -20,6 +20,7 @@ from prfaas_plan.inputs.scenario import Problem, build_problem, problem_like, sc
 from prfaas_plan.render.plan import plan_to_json
 from prfaas_plan.use_cases import calls
 from prfaas_plan.use_cases.requests import PlanRequest
+from tests.memos import forget_memos
 
 CASE = default_scenario_file()
 CATALOG = CachedCatalog.open(None)
@@ -52,27 +53,35 @@ def text(report: Any) -> str:
 def assert_batch_is_each_alone(problems: list[Problem], request: PlanRequest) -> None:
     """The batch's documents are each problem's own, as JSON text; a batch refused (numpy
     overflow: use_cases/numerics.py) is refused for one of its problems alone, alike. A numpy
-    warning fails the test: the model's arithmetic either answers or refuses."""
+    warning fails the test: the model's arithmetic either answers or refuses.
+
+    Each side plans problems built afresh from the scenarios, after every memo of the package
+    is emptied (`fresh`, tests/memos.py): a value one path leaves behind (an interned log-normal's split
+    constants, normaliser or mean written by log_normal_rows.prepare, a mesh) cannot be what
+    the other path reads."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        alone: list[str] = []
+        refusals: list[str] = []
+        for p in fresh(problems):
+            try:
+                alone.append(text(calls.optimize(p, request, CATALOG)))
+            except PrfaasPlanError as exc:
+                refusals.append(str(exc))
         try:
-            together = [text(r) for r in calls.optimize_many(problems, request, CATALOG)]
+            together = [text(r) for r in calls.optimize_many(fresh(problems), request, CATALOG)]
         except PrfaasPlanError as refused:
-            assert str(refused) in _refusals(problems, request)
+            assert str(refused) in refusals
             return
-        alone = [text(calls.optimize(p, request, CATALOG)) for p in problems]
+    assert not refusals, f"the batch planned what alone was refused: {refusals[0]}"
     for i, (batched, single) in enumerate(zip(together, alone, strict=True)):
         assert batched == single, f"problem {i} differs"
 
 
-def _refusals(problems: list[Problem], request: PlanRequest) -> list[str]:
-    refusals = []
-    for p in problems:
-        try:
-            calls.optimize(p, request, CATALOG)
-        except PrfaasPlanError as exc:
-            refusals.append(str(exc))
-    return refusals
+def fresh(problems: list[Problem]) -> list[Problem]:
+    """The problems built again from their scenarios, with nothing memoised (tests/memos.py)."""
+    forget_memos()
+    return [build_problem(p.scenario, CASE, CATALOG) for p in problems]
 
 
 SCENARIO = st.tuples(
