@@ -67,6 +67,9 @@ def _one(
 # of the fast path pending at once: a task's memory is a few blocks of Python objects and its
 # rows as Arrow (~550 bytes a row for optimize), whatever the chunk size (up to 10^5)
 ROW_BLOCK = 1000
+# a refused fast-path batch of at least this many scenarios is planned as two halves, a smaller
+# one a scenario at a time (`_ChunkRows._plan_built`)
+SPLIT_FROM = 8
 
 
 MAX_PENDING_GROUPS = 1000
@@ -141,19 +144,37 @@ class _ChunkRows:
                 self.add_row(scenario_id, _one(sweep, scenario, group.parameters, data_dir), True)
                 continue
             built.append((scenario_id, scenario, problem))
-        if not built:
-            return group.ids
+        if built:
+            self._plan_built(built, group.parameters, catalog)
+        return group.ids
+
+    def _plan_built(
+        self,
+        built: list[tuple[int, Scenario, Problem]],
+        parameters: dict[str, Any],
+        catalog: Catalog,
+    ) -> None:
+        """Plan built problems in one batch. A refused batch is refused for one of its
+        scenarios (`plan_many`), so its halves are planned each (the others stay batched: one
+        out-of-range scenario among 1,000 costs a few refused batches, not 999 single plans),
+        and a refused batch of fewer than SPLIT_FROM scenarios goes one scenario at a time,
+        where a refused scenario gets its error row."""
         try:
-            columns = fast.optimize_block([p for _, _, p in built], group.parameters, catalog)
+            columns = fast.optimize_block([p for _, _, p in built], parameters, catalog)
         except Exception:
+            if len(built) >= SPLIT_FROM:
+                half = len(built) // 2
+                self._plan_built(built[:half], parameters, catalog)
+                self._plan_built(built[half:], parameters, catalog)
+                return
             for scenario_id, scenario, _ in built:
-                self.add_row(scenario_id, _one(sweep, scenario, group.parameters, data_dir), True)
-            return group.ids
+                row = _one(self.sweep, scenario, parameters, self.data_dir)
+                self.add_row(scenario_id, row, True)
+            return
         none: list[Any] = [None] * len(built)
         columns = {"error_class": none, "error_message": none, **columns}
         self.block_names.update(dict.fromkeys(columns))
         self._part([scenario_id for scenario_id, _, _ in built], columns)
-        return group.ids
 
     def _part(self, ids: list[int], columns: Columns) -> None:
         import pyarrow as pa

@@ -188,6 +188,45 @@ def test_a_scenario_whose_problem_does_not_build_leaves_its_block_batched(tmp_pa
         assert {k: rows[i][k] for k in expected} == expected
 
 
+def test_a_refused_batch_is_halved_until_its_refused_scenario_is_alone(tmp_path, monkeypatch):
+    """Under `out_of_range: error` one scenario of 21 (the last: min_tokens 128, below the
+    prefill tables' 1,000) refuses its block's batch; the block is planned as halves, and only a
+    refused part smaller than SPLIT_FROM goes one scenario at a time: that scenario gets its
+    error row, and every row is its scenario's single plan."""
+    from prfaas_plan.sweep import rows as sweep_rows
+    from prfaas_plan.sweep.rows import SPLIT_FROM, chunk_table
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import PlanRequest
+
+    lows = [1000 + i for i in range(20)] + [128]
+    text = (
+        f"name: halves\nscenario: {ROOT}/examples/case_study.yaml\ncommand: optimize\n"
+        "parameters: {{out_of_range: error}}\nsampling: grid\naxes:\n"
+        f"  workload.input_tokens.min_tokens: {{{{values: {lows}}}}}\n"
+        "  workload.input_tokens.max_tokens: {{values: [120000]}}\n"  # the tables' 128,000
+    )
+    sweep = load_sweep(_sweep_file(tmp_path, text), parameter_names)
+    points = list(sweep.points())
+    alone: list[object] = []
+    one = sweep_rows._one
+
+    def recorded(sweep_: object, scenario: object, *rest: object) -> dict:
+        alone.append(scenario)
+        return one(sweep_, scenario, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("prfaas_plan.sweep.rows._one", recorded)
+    rows = chunk_table(sweep, points).to_pylist()
+    assert 1 <= len(alone) < SPLIT_FROM < len(points) // 2
+    assert [r["error_class"] for r in rows] == [None] * 20 + ["RangeError"]
+    forget_memos()
+    catalog = _catalog(None)
+    for i in (0, 14, 19):
+        problem = sweep_rows._problem(sweep, scenario_of(sweep, points[i][1], i), None)
+        report = calls.optimize(problem, PlanRequest(out_of_range="error"), catalog)
+        expected = flatten(plan_to_json(report))
+        assert {k: rows[i][k] for k in expected} == expected
+
+
 @pytest.mark.slow
 def test_fast_path_rows_equal_the_per_scenario_path(tmp_path):
     """The whole study both ways: the fast path's columns are the generic path's values."""
