@@ -36,10 +36,18 @@ THRESHOLD_ROWS_PER_PASS = 256
 def mesh_moments(distributions: Sequence[TruncatedLogNormal]) -> tuple[FloatArray, FloatArray]:
     """(mass, first moment) of each mesh cell of each distribution, shape (rows, cells): what
     `_log_normal_mesh` computes (partial_moments at the cell edges, then their differences)
-    for distributions of one `min_tokens`, `max_tokens` and `mesh_cells`, element by element
-    the same arithmetic."""
+    for distributions of one `mesh_cells`, element by element the same arithmetic. The edges
+    are each distribution's range's (`mesh_edge_logs`): one row shared by all when they share
+    their range, else a row each."""
     first = distributions[0]
-    log_lo, log_hi = mesh_edge_logs(first.min_tokens, first.max_tokens, first.mesh_cells)
+    if all(
+        (d.min_tokens, d.max_tokens) == (first.min_tokens, first.max_tokens) for d in distributions
+    ):
+        log_lo, log_hi = mesh_edge_logs(first.min_tokens, first.max_tokens, first.mesh_cells)
+    else:
+        edges = [mesh_edge_logs(d.min_tokens, d.max_tokens, d.mesh_cells) for d in distributions]
+        log_lo = np.array([lo for lo, _ in edges])[:, None]
+        log_hi = np.stack([hi for _, hi in edges])
 
     def column(values: list[float]) -> FloatArray:
         out: FloatArray = np.array(values, float)[:, None]
@@ -69,9 +77,9 @@ def unloaded_ttfts_rows(
     each i, the same summaries to the last bit, a few dozen workloads per numpy pass (at most
     ROWS_PER_PASS workloads and THRESHOLD_ROWS_PER_PASS thresholds in all)."""
     out: list[list[TtftSummary]] = [[] for _ in workloads]
-    by_mesh: dict[tuple[float, float, int], list[int]] = {}
+    by_mesh: dict[int, list[int]] = {}  # meshes of one size, whatever their length ranges
     for i, d in enumerate(workloads):
-        by_mesh.setdefault((d.min_tokens, d.max_tokens, d.mesh_cells), []).append(i)
+        by_mesh.setdefault(d.mesh_cells, []).append(i)
 
     def run(chosen: list[int]) -> None:
         found = _pass(
@@ -107,7 +115,7 @@ def _pass(
     thresholds_tokens: Sequence[Sequence[float]],
     links_bytes_per_s: Sequence[Sequence[float]],
 ) -> list[list[TtftSummary]]:
-    """`unloaded_ttfts_rows` of workloads that share their mesh's bounds and size."""
+    """`unloaded_ttfts_rows` of workloads whose meshes have one size."""
     mass, moment = mesh_moments(workloads)
     full = np.all(mass > 0, axis=1)  # mesh_of keeps every cell
     out: list[list[TtftSummary]] = [[] for _ in workloads]

@@ -100,8 +100,8 @@ def _balance_point(
     lower_bound: FloatArray,
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Solve Θ_prfaas/p = Θ_pd-p/(1−p) for every split (Anderson–Björck regula falsi,
-    vectorised), inside the first grid bracket [t_i, t_i+1] where f − g (the two terms on the
-    grid) turns non-negative. Splits whose crossing cannot beat `lower_bound` (a Λ already reached by their
+    vectorised), inside the first bracket [t_i, t_i+1] of its row of `grid` (rows x points)
+    where f − g (the two terms on the grid) turns non-negative. Splits whose crossing cannot beat `lower_bound` (a Λ already reached by their
     deployment) are skipped: with f rising and g falling in the bracket, Λ there is at most
     min(f(t_i+1), g(t_i), Θ_pd-d).
     Returns thresholds, their Λ and the prefill capacity there (min of the two terms), or
@@ -123,7 +123,7 @@ def _balance_point(
     if not crosses.any():
         nothing = np.full(n_p.shape, -np.inf)
         return np.full(n_p.shape, np.nan), nothing, nothing
-    a, b = grid[first], grid[first + 1]
+    a, b = grid[index, first], grid[index, first + 1]
     ga, gb = gap[index, first], gap[index, first + 1]
     # the prefill capacity min(f, g) at each end, kept with the end: Λ at the answer without
     # evaluating the model there again
@@ -188,21 +188,24 @@ def _pick(lam: FloatArray, headroom: FloatArray) -> IntArray:
 def _optimize_splits(
     system: ServingSystem, grid: FloatArray, rows: Splits
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Best threshold, its Λ and prefill headroom for every split (row): the coarse grid, then
-    the balance point and, where Λ peaks away from it, a golden-section polish."""
-    lam, f, g = _limits(system, grid[None, :], rows.column())
+    """Best threshold, its Λ and prefill headroom for every split (row): the coarse grid (one
+    shared by every row, or a row of `grid` per row: workloads of differing length ranges),
+    then the balance point and, where Λ peaks away from it, a golden-section polish."""
+    points = grid if grid.ndim == 2 else grid[None, :]
+    lam, f, g = _limits(system, points, rows.column())
     best_index = lam.argmax(axis=1)
     index = np.arange(rows.n_p.size)
-    thresholds = grid[best_index]
+    at = np.broadcast_to(points, lam.shape)  # each row's grid
+    thresholds = at[index, best_index]
     best_lam = np.where(rows.valid, lam[index, best_index], -np.inf)
     headroom = np.minimum(f, g)[index, best_index]
     discrete = (
         isinstance(rows.workload, LengthDistribution)
         and rows.workload.threshold_candidates() is not None
     )
-    if grid.size > 1 and not discrete:
+    if points.shape[1] > 1 and not discrete:
         balance_t, balance_lam, balance_prefill = _balance_point(
-            system, rows, grid, f, g, rows.per_deployment_max(best_lam)
+            system, rows, at, f, g, rows.per_deployment_max(best_lam)
         )
         # where Λ peaks away from the balance point (a prefill term that is not monotone in t),
         # polish the best grid point too; not where decode already binds there (Λ cannot exceed
@@ -213,12 +216,13 @@ def _optimize_splits(
             monotone = np.all(~(np.diff(f, axis=1) < 0), axis=1) & np.all(
                 ~(np.diff(g, axis=1) > 0), axis=1
             )
-        near_balance = np.abs(np.searchsorted(grid, balance_t) - best_index) <= 1
+        position = np.searchsorted(grid, balance_t) if grid.ndim == 1 else _positions(at, balance_t)
+        near_balance = np.abs(position - best_index) <= 1
         away = ~near_balance & ~decode_bound & ~monotone & rows.valid
         if away.any():
-            last = grid.size - 1
-            lo = grid[np.clip(best_index - 1, 0, last)][away]
-            hi = grid[np.clip(best_index + 1, 0, last)][away]
+            last = points.shape[1] - 1
+            lo = at[index, np.clip(best_index - 1, 0, last)][away]
+            hi = at[index, np.clip(best_index + 1, 0, last)][away]
             polished = rows.take(away)
             t_polished, lam_polished = golden_section_max(
                 lambda t: _limits(system, t, polished)[0], lo, hi, GOLDEN_STEPS
@@ -232,6 +236,14 @@ def _optimize_splits(
         best_lam = np.where(use, balance_lam, best_lam)
         headroom = np.where(use, balance_prefill, headroom)
     return thresholds, best_lam, headroom
+
+
+def _positions(grid: FloatArray, values: FloatArray) -> IntArray:
+    """`np.searchsorted(grid[i], values[i])` for each row i of an ascending `grid`: how many of
+    the row's points lie below its value (nan past the last, where searchsorted puts it)."""
+    below = np.count_nonzero(grid < values[:, None], axis=1)
+    positions: IntArray = np.where(np.isnan(values), grid.shape[1], below)
+    return positions
 
 
 def optimize_fixed_hardware_batch(
@@ -289,7 +301,8 @@ def optimize_fixed_hardware_batch(
             workload=per_row.take(spread) if per_row is not None else _shared(workload),
             decode_rps_per_instance=decode if isinstance(decode, float) else decode[spread],
         )  # fmt: skip
-        thresholds, lam, headroom = _optimize_splits(system, grid, rows)
+        row_grid = grid if grid.ndim == 1 else grid[spread]  # a grid per deployment: per row
+        thresholds, lam, headroom = _optimize_splits(system, row_grid, rows)
         chosen = _pick(lam.reshape(-1, width), headroom.reshape(-1, width))
         flat = np.arange(members.size) * width + chosen
         t_out[members] = thresholds[flat]
@@ -309,18 +322,24 @@ def _grids(
 ) -> list[tuple[BoolArray, FloatArray]]:
     """The deployments (a mask) that search each threshold grid: all of them a fixed
     threshold; without PrfaaS (nothing can be offloaded) infinity; the others the coarse grid
-    of their workload, one per distinct length range."""
+    of their workload: one shared grid, or, where the truncated log-normals' length ranges
+    differ, a row per deployment (its own range's grid: shape deployments x points), so that
+    differing ranges are still one search."""
     if threshold_tokens is not None:
         return [(np.ones(prfaas.size, bool), np.array([float(threshold_tokens)]))]
     grids = [(prfaas == 0, np.array([np.inf]))]
     if isinstance(workload, LengthDistribution):
         return [*grids, (prfaas > 0, threshold_grid(workload, COARSE_GRID_POINTS))]
-    bounds = [(d.min_tokens, d.max_tokens) for d in workload]
-    first = {pair: d for pair, d in zip(bounds, workload, strict=True)}
-    for pair, d in first.items():
-        same = np.array([b == pair for b in bounds])
-        grids.append((same & (prfaas > 0), threshold_grid(d, COARSE_GRID_POINTS)))
-    return grids
+    index_of: dict[tuple[float, float], int] = {}  # each distinct range's first workload
+    firsts: list[TruncatedLogNormal] = []
+    which = []
+    for d in workload:
+        index_of.setdefault((d.min_tokens, d.max_tokens), len(firsts))
+        if len(index_of) > len(firsts):
+            firsts.append(d)
+        which.append(index_of[(d.min_tokens, d.max_tokens)])
+    per_range = np.stack([threshold_grid(d, COARSE_GRID_POINTS) for d in firsts])
+    return [*grids, (prfaas > 0, per_range[0] if len(firsts) == 1 else per_range[which])]
 
 
 def _row_modes(

@@ -241,3 +241,31 @@ def test_the_root_search_converges_superlinearly_where_alternating_sides_slowed_
     plan = optimize_fixed_hardware(system, problem.workload, space, Mode.EXACT)
     assert plan.configuration.pd_prefill_instances == 13
     assert len(calls) <= 8
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.floats(1.0, 1e6), min_size=1, max_size=9),
+            st.one_of(
+                st.floats(0.0, 2e6), st.sampled_from([float("nan"), float("inf"), -float("inf")])
+            ),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_each_rows_position_in_its_own_grid_is_searchsorteds(cases):
+    """A batch of differing length ranges searches a grid per row (solve/threshold.py
+    `_positions`): each row's position is np.searchsorted's in that row's grid, nan, inf and
+    a value equal to a grid point included."""
+    from prfaas_plan.solve.threshold import _positions
+
+    width = max(len(g) for g, _ in cases)
+    grids = np.array([sorted(g) + [max(g)] * (width - len(g)) for g, _ in cases])
+    values = np.array(
+        [v if i % 2 else grids[i, -1 - i % len(grids[i])] for i, (_, v) in enumerate(cases)]
+    )
+    expected = [np.searchsorted(grid, v) for grid, v in zip(grids, values, strict=True)]
+    assert _positions(grids, values).tolist() == expected
