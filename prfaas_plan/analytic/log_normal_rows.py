@@ -113,16 +113,26 @@ class LogNormalRows:
     def split(self, threshold_tokens: ArrayLike) -> tuple[FloatArray, FloatArray]:
         """(short, long) partial moments (k = 0, 1, 2) of each row's distribution at its
         threshold(s): `threshold_tokens` of the rows' shape, or broadcasting against it. A
-        column of rows at one row of thresholds (the same for every row) is split once per
-        distinct distribution: each element is the same arithmetic on the same numbers."""
+        column of rows at one row of thresholds (the same for every row), or at a row each that
+        is the same for the rows of one distribution, is split once per distinct distribution:
+        each element is the same arithmetic on the same numbers."""
         d, source = self.distinct, self.source
         if (
             d is not None and source is not None and self.mu_log.ndim == 2
-            and np.ndim(threshold_tokens) == 2 and np.shape(threshold_tokens)[0] == 1
-            and d.mu_log.shape[0] < source.shape[0]
+            and np.ndim(threshold_tokens) == 2 and d.mu_log.shape[0] < source.shape[0]
         ):  # fmt: skip
-            short, long = d.column().split(threshold_tokens)
-            return short[:, source], long[:, source]
+            t = np.asarray(threshold_tokens, float)
+            if t.shape[0] == 1:
+                short, long = d.column().split(t)
+                return short[:, source], long[:, source]
+            # a row of thresholds per row that is its distribution's (an optimiser's coarse grid
+            # over differing length ranges): each distinct distribution split once as well
+            if t.shape[0] == source.shape[0]:
+                present, first = np.unique(source, return_index=True)
+                at = np.searchsorted(present, source)
+                if np.array_equal(t[first][at], t):
+                    short, long = d.take(present).column().split(t[first])
+                    return short[:, at], long[:, at]
         t = np.minimum(np.maximum(threshold_tokens, self.min_tokens), self.max_tokens)
         return split_at(t, self.mu_log, self.sigma_log, self.constants)
 

@@ -40,6 +40,10 @@ from prfaas_plan.solve.splits import Splits
 
 ROOT_MAX_STEPS = 60
 ROOT_RTOL = 1e-10
+# (deployment, PD split) rows searched in one pass: its arrays hold rows x COARSE_GRID_POINTS
+# values (8.5 MB each, a few dozen alive at once), whatever the PD clusters' sizes; a batch of
+# 1,000 scenarios of 8 PD instances in both modes is one pass
+MAX_SPLIT_ROWS = 16384
 
 
 @dataclass(frozen=True)
@@ -287,7 +291,11 @@ def optimize_fixed_hardware_batch(
         for chosen, grid in _grids(workload, prfaas, threshold_tokens)
         for b in distinct_sorted(bucket[chosen])
     ]
-    for members, grid in groups:
+    passes = []
+    for members, grid in groups:  # at most MAX_SPLIT_ROWS rows a pass: a deployment's answer
+        step = max(1, MAX_SPLIT_ROWS // int(pd[members].max()))  # does not depend on the others
+        passes += [(members[i : i + step], grid) for i in range(0, members.size, step)]
+    for members, grid in passes:
         width = int(pd[members].max())
         n_p = np.tile(np.arange(width), members.size)
         n_d = np.repeat(pd[members], width) - n_p

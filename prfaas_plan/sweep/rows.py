@@ -43,7 +43,10 @@ def _catalog(data_dir: str | None) -> Catalog:
 
 
 def _error_row(exc: BaseException) -> dict[str, Any]:
-    return {"error_class": type(exc).__name__, "error_message": str(exc).splitlines()[0][:500]}
+    """A refused scenario's row: the error's class and the first line of its message (the
+    class again where it has none: a bare MemoryError)."""
+    first = (str(exc).splitlines() or [type(exc).__name__])[0]
+    return {"error_class": type(exc).__name__, "error_message": first[:500]}
 
 
 def _problem(sweep: Sweep, scenario: Scenario, data_dir: str | None) -> Problem:
@@ -68,7 +71,7 @@ def _one(
 # rows as Arrow (~550 bytes a row for optimize), whatever the chunk size (up to 10^5)
 ROW_BLOCK = 1000
 # a refused fast-path batch of at least this many scenarios is planned as two halves, a smaller
-# one a scenario at a time (`_ChunkRows._plan_built`)
+# one a scenario at a time (`_ChunkRows._halves`)
 SPLIT_FROM = 8
 
 
@@ -154,27 +157,55 @@ class _ChunkRows:
         parameters: dict[str, Any],
         catalog: Catalog,
     ) -> None:
-        """Plan built problems in one batch. A refused batch is refused for one of its
-        scenarios (`plan_many`), so its halves are planned each (the others stay batched: one
-        out-of-range scenario among 1,000 costs a few refused batches, not 999 single plans),
-        and a refused batch of fewer than SPLIT_FROM scenarios goes one scenario at a time,
-        where a refused scenario gets its error row."""
+        """Plan built problems in one batch; a batch refused is refused for one of its
+        scenarios (`plan_many`), so it is halved (`_halves`)."""
+        if not self._batch(built, parameters, catalog):
+            self._halves(built, parameters, catalog)
+
+    def _halves(
+        self,
+        built: list[tuple[int, Scenario, Problem]],
+        parameters: dict[str, Any],
+        catalog: Catalog,
+    ) -> None:
+        """`built`, refused as one batch: its halves each in a batch, and the refused half
+        halved again (one out-of-range scenario among 1,000 costs a few refused batches, not
+        999 single plans); a refused part below SPLIT_FROM scenarios, or both halves refused
+        (more than one scenario refused), one scenario at a time, where each refused one gets
+        its error row. So the halving costs at most about one batch of `built` more than
+        planning it one at a time."""
+        if len(built) >= SPLIT_FROM:
+            half = len(built) // 2
+            refused = [
+                part
+                for part in (built[:half], built[half:])
+                if not self._batch(part, parameters, catalog)
+            ]
+            if len(refused) < 2:
+                if refused:
+                    self._halves(refused[0], parameters, catalog)
+                return
+        for scenario_id, scenario, _ in built:
+            row = _one(self.sweep, scenario, parameters, self.data_dir)
+            self.add_row(scenario_id, row, True)
+
+    def _batch(
+        self,
+        built: list[tuple[int, Scenario, Problem]],
+        parameters: dict[str, Any],
+        catalog: Catalog,
+    ) -> bool:
+        """Plan `built` in one batch and keep its rows; False if the batch is refused (its
+        error and the arrays it held freed on return, before anything else is tried)."""
         try:
             columns = fast.optimize_block([p for _, _, p in built], parameters, catalog)
         except Exception:
-            if len(built) >= SPLIT_FROM:
-                half = len(built) // 2
-                self._plan_built(built[:half], parameters, catalog)
-                self._plan_built(built[half:], parameters, catalog)
-                return
-            for scenario_id, scenario, _ in built:
-                row = _one(self.sweep, scenario, parameters, self.data_dir)
-                self.add_row(scenario_id, row, True)
-            return
+            return False
         none: list[Any] = [None] * len(built)
         columns = {"error_class": none, "error_message": none, **columns}
         self.block_names.update(dict.fromkeys(columns))
         self._part([scenario_id for scenario_id, _, _ in built], columns)
+        return True
 
     def _part(self, ids: list[int], columns: Columns) -> None:
         import pyarrow as pa

@@ -160,3 +160,51 @@ def test_rows_at_shared_thresholds_split_each_distinct_distribution_once(ds, pic
         own_short, own_long = ds[p % len(ds)].split(np.array(ts))
         np.testing.assert_array_equal(short[:, i], own_short)
         np.testing.assert_array_equal(long[:, i], own_long)
+
+
+@given(
+    st.lists(distributions, min_size=1, max_size=5),
+    st.lists(st.integers(0, 4), min_size=2, max_size=12),
+    st.lists(thresholds, min_size=2, max_size=8),
+    st.booleans(),
+)
+@settings(max_examples=40, deadline=None)
+def test_rows_at_their_own_distributions_thresholds_split_each_distinct_distribution_once(
+    ds, picks, ts, disturb
+):
+    """A row of thresholds per row, the same for the rows of one distribution (the coarse grid
+    over differing length ranges), is split once per distinct distribution too; one row's
+    thresholds changed (`disturb`), every row is split as itself: the numbers of each row's own
+    split either way, and the split per distinct distribution is taken only when it applies."""
+    chosen = np.array([p % len(ds) for p in picks])
+    rows = LogNormalRows.of(ds).take(chosen)
+    per_distribution = np.array([np.array(ts) * (1 + 0.25 * k) for k in range(len(ds))])
+    grid = per_distribution[chosen]
+    if disturb:
+        grid[-1, 0] = 7777.0 if grid[-1, 0] != 7777.0 else 8888.0
+    import prfaas_plan.analytic.log_normal_rows as module
+
+    split_rows = []  # the rows each split's arithmetic (split_at) computes
+    original = module.split_at
+
+    def counted(t: np.ndarray, *rest: object) -> tuple[np.ndarray, np.ndarray]:
+        split_rows.append(np.shape(t)[0])
+        return original(t, *rest)  # type: ignore[arg-type]
+
+    module.split_at = counted  # type: ignore[assignment]
+    try:
+        short, long = rows.column().split(grid)
+    finally:
+        module.split_at = original
+    for i, p in enumerate(chosen):
+        own_short, own_long = ds[p].split(grid[i])
+        np.testing.assert_array_equal(short[:, i], own_short)
+        np.testing.assert_array_equal(long[:, i], own_long)
+    # the rows of each distribution at one row of thresholds (the disturbed row may be its
+    # distribution's only one), and fewer distributions than rows (`of`: one per instance)
+    consistent = all(
+        np.array_equal(grid[i], grid[j])
+        for i in range(len(chosen)) for j in range(len(chosen)) if chosen[i] == chosen[j]
+    )  # fmt: skip
+    once = consistent and len(ds) < len(chosen)
+    assert split_rows == [len(set(chosen.tolist())) if once else len(chosen)]

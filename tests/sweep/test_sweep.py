@@ -188,17 +188,22 @@ def test_a_scenario_whose_problem_does_not_build_leaves_its_block_batched(tmp_pa
         assert {k: rows[i][k] for k in expected} == expected
 
 
-def test_a_refused_batch_is_halved_until_its_refused_scenario_is_alone(tmp_path, monkeypatch):
-    """Under `out_of_range: error` one scenario of 21 (the last: min_tokens 128, below the
-    prefill tables' 1,000) refuses its block's batch; the block is planned as halves, and only a
-    refused part smaller than SPLIT_FROM goes one scenario at a time: that scenario gets its
-    error row, and every row is its scenario's single plan."""
+@pytest.mark.parametrize("refused", [(20,), (3, 17)])
+def test_a_refused_batch_is_halved_until_its_refused_scenario_is_alone(
+    tmp_path, monkeypatch, refused
+):
+    """Under `out_of_range: error` a scenario of 21 with min_tokens 128 (below the prefill
+    tables' 1,000) refuses its block's batch. One refused (the last): the block is planned as
+    halves, and only a refused part smaller than SPLIT_FROM goes one scenario at a time. Two
+    refused, one in each half: both halves are refused, so all 21 go one at a time (the
+    halving costs at most a batch more than that). Each refused scenario gets its error row,
+    and every other row is its scenario's single plan."""
     from prfaas_plan.sweep import rows as sweep_rows
     from prfaas_plan.sweep.rows import SPLIT_FROM, chunk_table
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import PlanRequest
 
-    lows = [1000 + i for i in range(20)] + [128]
+    lows = [128 if i in refused else 1000 + i for i in range(21)]
     text = (
         f"name: halves\nscenario: {ROOT}/examples/case_study.yaml\ncommand: optimize\n"
         "parameters: {{out_of_range: error}}\nsampling: grid\naxes:\n"
@@ -216,8 +221,13 @@ def test_a_refused_batch_is_halved_until_its_refused_scenario_is_alone(tmp_path,
 
     monkeypatch.setattr("prfaas_plan.sweep.rows._one", recorded)
     rows = chunk_table(sweep, points).to_pylist()
-    assert 1 <= len(alone) < SPLIT_FROM < len(points) // 2
-    assert [r["error_class"] for r in rows] == [None] * 20 + ["RangeError"]
+    if len(refused) == 1:
+        assert 1 <= len(alone) < SPLIT_FROM < len(points) // 2
+    else:
+        assert len(alone) == len(points)
+    assert [r["error_class"] for r in rows] == [
+        "RangeError" if i in refused else None for i in range(21)
+    ]
     forget_memos()
     catalog = _catalog(None)
     for i in (0, 14, 19):
@@ -225,6 +235,16 @@ def test_a_refused_batch_is_halved_until_its_refused_scenario_is_alone(tmp_path,
         report = calls.optimize(problem, PlanRequest(out_of_range="error"), catalog)
         expected = flatten(plan_to_json(report))
         assert {k: rows[i][k] for k in expected} == expected
+
+
+def test_an_error_without_a_message_is_named_by_its_class():
+    """A bare MemoryError (no message) still makes an error row (it had raised IndexError)."""
+    from prfaas_plan.sweep.rows import _error_row
+
+    assert _error_row(MemoryError()) == {
+        "error_class": "MemoryError", "error_message": "MemoryError"
+    }  # fmt: skip
+    assert _error_row(ValueError("one\ntwo"))["error_message"] == "one"
 
 
 @pytest.mark.slow
