@@ -34,7 +34,9 @@ Columns = dict[str, list[Any]]
 # thresholds values: a whole chunk of 5,000 scenarios of up to 20 instances is 6.5 million per
 # array (52 MB), above the 32 MB up to which glibc reuses freed heap, so each of the hundreds of
 # arrays was a fresh mmap, page-faulted and zeroed, and streamed from main memory. 1,000 keep
-# them near 10 MB (heap reused, within the shared cache) and cost little Python per array.
+# them near 10 MB (heap reused, within the shared cache) and cost little Python per array; the
+# optimiser itself searches at most solve/threshold.py MAX_SPLIT_ROWS (scenario, split) rows a
+# pass, so larger PD clusters hold no larger arrays.
 BLOCK = 1000
 
 

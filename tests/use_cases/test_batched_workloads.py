@@ -138,6 +138,23 @@ def test_a_batch_at_the_edges_of_the_inputs_is_each_scenario_planned_alone(scena
         assert_batch_is_each_alone(problems, PlanRequest(mode=mode))
 
 
+def test_a_batch_searched_a_few_deployments_a_pass_is_each_scenario_planned_alone(
+    monkeypatch,
+):
+    """The optimiser searches at most MAX_SPLIT_ROWS (deployment, split) rows a pass; here 24,
+    so these deployments (both modes, 3 to 20 PD instances, three length ranges) are searched
+    one or two a pass, each as alone."""
+    monkeypatch.setattr("prfaas_plan.solve.threshold.MAX_SPLIT_ROWS", 24)
+    problems = [
+        problem(scenario_data(mu, 1.0, low, high, prfaas, pd, 40, None))
+        for mu, low, high, prfaas, pd in (
+            (9.0, 128, 131072, 2, 3), (9.8, 1000, 65536, 6, 20), (10.3, 128, 65536, 4, 12),
+            (9.4, 1000, 65536, 0, 7), (8.8, 256, 131072, 9, 16),
+        )
+    ]  # fmt: skip
+    assert_batch_is_each_alone(problems, PlanRequest(mode="exact"))
+
+
 def test_a_role_serving_a_subnormal_share_never_binds():
     """mu_log 10, sigma_log 0.25, max 32,768 tokens, 1 Gbps: the search meets thresholds where
     the offloaded share is subnormal and capacity / share overflows; that role never binds (a
