@@ -152,12 +152,29 @@ def test_a_sweep_over_workloads_and_prices_is_one_group_whose_rows_are_single_pl
         assert {k: row[k] for k in expected} == expected
 
 
+def _rows_and_alone(
+    sweep: object, points: list, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[dict], list[object]]:
+    """A chunk's rows, and the scenarios it planned one at a time (sweep/rows.py `_one`)."""
+    from prfaas_plan.sweep import rows as sweep_rows
+    from prfaas_plan.sweep.rows import chunk_table
+
+    alone: list[object] = []
+    one = sweep_rows._one
+
+    def recorded(sweep_: object, scenario: object, *rest: object) -> dict:
+        alone.append(scenario)
+        return one(sweep_, scenario, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("prfaas_plan.sweep.rows._one", recorded)
+    return chunk_table(sweep, points).to_pylist(), alone  # type: ignore[arg-type]
+
+
 def test_a_scenario_whose_problem_does_not_build_leaves_its_block_batched(tmp_path, monkeypatch):
     """One scenario of a group has a log-normal with no mass on its range (mu_log 2): it alone
     goes the per-scenario path and gets its error row; the others are still planned in one
     batch, each its single plan."""
     from prfaas_plan.sweep import rows as sweep_rows
-    from prfaas_plan.sweep.rows import chunk_table
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import PlanRequest
 
@@ -168,15 +185,7 @@ def test_a_scenario_whose_problem_does_not_build_leaves_its_block_batched(tmp_pa
     )
     sweep = load_sweep(_sweep_file(tmp_path, text), parameter_names)
     points = list(sweep.points())
-    alone: list[object] = []
-    one = sweep_rows._one
-
-    def recorded(sweep_: object, scenario: object, *rest: object) -> dict:
-        alone.append(scenario)
-        return one(sweep_, scenario, *rest)  # type: ignore[arg-type]
-
-    monkeypatch.setattr("prfaas_plan.sweep.rows._one", recorded)
-    rows = chunk_table(sweep, points).to_pylist()
+    rows, alone = _rows_and_alone(sweep, points, monkeypatch)
     assert len(alone) == 1 and rows[1]["error_class"] == "ConfigError"
     assert "puts 3.28e-179 of its probability" in rows[1]["error_message"]
     catalog = _catalog(None)
@@ -199,7 +208,7 @@ def test_a_refused_batch_is_halved_until_its_refused_scenario_is_alone(
     halving costs at most a batch more than that). Each refused scenario gets its error row,
     and every other row is its scenario's single plan."""
     from prfaas_plan.sweep import rows as sweep_rows
-    from prfaas_plan.sweep.rows import SPLIT_FROM, chunk_table
+    from prfaas_plan.sweep.rows import SPLIT_FROM
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import PlanRequest
 
@@ -212,15 +221,7 @@ def test_a_refused_batch_is_halved_until_its_refused_scenario_is_alone(
     )
     sweep = load_sweep(_sweep_file(tmp_path, text), parameter_names)
     points = list(sweep.points())
-    alone: list[object] = []
-    one = sweep_rows._one
-
-    def recorded(sweep_: object, scenario: object, *rest: object) -> dict:
-        alone.append(scenario)
-        return one(sweep_, scenario, *rest)  # type: ignore[arg-type]
-
-    monkeypatch.setattr("prfaas_plan.sweep.rows._one", recorded)
-    rows = chunk_table(sweep, points).to_pylist()
+    rows, alone = _rows_and_alone(sweep, points, monkeypatch)
     if len(refused) == 1:
         assert 1 <= len(alone) < SPLIT_FROM < len(points) // 2
     else:
