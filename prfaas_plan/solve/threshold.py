@@ -338,15 +338,12 @@ def _grids(
     grids = [(prfaas == 0, np.array([np.inf]))]
     if isinstance(workload, LengthDistribution):
         return [*grids, (prfaas > 0, threshold_grid(workload, COARSE_GRID_POINTS))]
-    index_of: dict[tuple[float, float], int] = {}  # each distinct range's first workload
-    firsts: list[TruncatedLogNormal] = []
-    which = []
+    firsts: dict[tuple[float, float], TruncatedLogNormal] = {}  # each range's first workload
     for d in workload:
-        index_of.setdefault((d.min_tokens, d.max_tokens), len(firsts))
-        if len(index_of) > len(firsts):
-            firsts.append(d)
-        which.append(index_of[(d.min_tokens, d.max_tokens)])
-    per_range = np.stack([threshold_grid(d, COARSE_GRID_POINTS) for d in firsts])
+        firsts.setdefault((d.min_tokens, d.max_tokens), d)
+    position = {key: i for i, key in enumerate(firsts)}
+    which = [position[(d.min_tokens, d.max_tokens)] for d in workload]
+    per_range = np.stack([threshold_grid(d, COARSE_GRID_POINTS) for d in firsts.values()])
     return [*grids, (prfaas > 0, per_range[0] if len(firsts) == 1 else per_range[which])]
 
 

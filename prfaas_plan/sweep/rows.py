@@ -73,6 +73,8 @@ ROW_BLOCK = 1000
 # a refused fast-path batch of at least this many scenarios is planned as two halves, a smaller
 # one a scenario at a time (`_ChunkRows._halves`)
 SPLIT_FROM = 8
+# a block's scenarios whose problems were built: (scenario id, scenario, problem)
+Built = list[tuple[int, Scenario, Problem]]
 
 
 MAX_PENDING_GROUPS = 1000
@@ -125,9 +127,9 @@ class _ChunkRows:
         self.rows = []
 
     def plan(self, group: _Group) -> list[int]:
-        """Plan a fast-path block: the scenarios whose problems build, in one batch (if the batch
-        fails, each of them on its own); a scenario whose problem does not build goes the
-        per-scenario path, whose error row it gets. Its ids."""
+        """Plan a fast-path block: the scenarios whose problems build, in one batch (a refused
+        batch halved: `_halves`); a scenario whose problem does not build goes the per-scenario
+        path, whose error row it gets. Its ids."""
         from prfaas_plan.inputs.scenario import problem_like
 
         sweep, data_dir, catalog = self.sweep, self.data_dir, _catalog(self.data_dir)
@@ -135,7 +137,7 @@ class _ChunkRows:
         # to compute fails where its problem is built, and gets its error row)
         with contextlib.suppress(Exception):
             fast.prepare_workloads(group.scenarios)
-        built: list[tuple[int, Scenario, Problem]] = []
+        built: Built = []
         for scenario_id, scenario in zip(group.ids, group.scenarios, strict=True):
             try:
                 problem = (
@@ -147,27 +149,12 @@ class _ChunkRows:
                 self.add_row(scenario_id, _one(sweep, scenario, group.parameters, data_dir), True)
                 continue
             built.append((scenario_id, scenario, problem))
-        if built:
-            self._plan_built(built, group.parameters, catalog)
+        # a batch is refused for one of its scenarios (`plan_many`)
+        if built and not self._batch(built, group.parameters, catalog):
+            self._halves(built, group.parameters, catalog)
         return group.ids
 
-    def _plan_built(
-        self,
-        built: list[tuple[int, Scenario, Problem]],
-        parameters: dict[str, Any],
-        catalog: Catalog,
-    ) -> None:
-        """Plan built problems in one batch; a batch refused is refused for one of its
-        scenarios (`plan_many`), so it is halved (`_halves`)."""
-        if not self._batch(built, parameters, catalog):
-            self._halves(built, parameters, catalog)
-
-    def _halves(
-        self,
-        built: list[tuple[int, Scenario, Problem]],
-        parameters: dict[str, Any],
-        catalog: Catalog,
-    ) -> None:
+    def _halves(self, built: Built, parameters: dict[str, Any], catalog: Catalog) -> None:
         """`built`, refused as one batch: its halves each in a batch, and the refused half
         halved again (one out-of-range scenario among 1,000 costs a few refused batches, not
         999 single plans); a refused part below SPLIT_FROM scenarios, or both halves refused
@@ -189,12 +176,7 @@ class _ChunkRows:
             row = _one(self.sweep, scenario, parameters, self.data_dir)
             self.add_row(scenario_id, row, True)
 
-    def _batch(
-        self,
-        built: list[tuple[int, Scenario, Problem]],
-        parameters: dict[str, Any],
-        catalog: Catalog,
-    ) -> bool:
+    def _batch(self, built: Built, parameters: dict[str, Any], catalog: Catalog) -> bool:
         """Plan `built` in one batch and keep its rows; False if the batch is refused (its
         error and the arrays it held freed on return, before anything else is tried)."""
         try:
