@@ -9,13 +9,56 @@ inputs/reading.py `read_yaml`.
 """
 
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from typing import Any
-
-import yaml
 
 from prfaas_plan import plausible
 from prfaas_plan.errors import ConfigError, PrfaasPlanError
+
+# PyYAML's pure-Python reader compiles this pattern (every character YAML forbids) as PyYAML
+# is imported: 57M instructions, 4% of an `optimize`, spent in re's charset optimiser on 63,000
+# code points. libyaml's reader, which `optimize` uses, never needs it, so PyYAML is imported
+# with it compiled at its first use instead (by the pure-Python reader, when libyaml is absent
+# or a test asks for that reader). tests/inputs/test_hostile_files.py checks it is the pattern
+# PyYAML compiles and that it refuses what the compiled one refuses.
+_NON_PRINTABLE = "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+
+
+class _CompiledWhenUsed:
+    """A regular expression compiled at its first use: its attributes are those of the
+    compiled pattern (re.compile's own cache keeps the one compilation)."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+
+    def __getattr__(self, name: str) -> Any:  # only for attributes not yet copied here
+        attribute = getattr(_compile_now(self.pattern), name)
+        setattr(self, name, attribute)
+        return attribute
+
+
+_compile_now = re.compile
+
+
+@contextmanager
+def _non_printable_compiled_when_used() -> Iterator[None]:
+    """While importing PyYAML: re.compile of _NON_PRINTABLE (only) gives a _CompiledWhenUsed."""
+
+    def compile_later(pattern: Any, flags: int = 0) -> Any:
+        if pattern == _NON_PRINTABLE and flags == 0:
+            return _CompiledWhenUsed(pattern)
+        return _compile_now(pattern, flags)
+
+    re.compile = compile_later
+    try:
+        yield
+    finally:
+        re.compile = _compile_now
+
+
+with _non_printable_compiled_when_used():
+    import yaml
 
 
 class _YamlRefusedError(Exception):

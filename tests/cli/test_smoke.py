@@ -110,8 +110,13 @@ PLAN_RUN = (
 def test_a_plan_imports_nothing_it_does_not_use(plugins, stubbed):
     """`optimize` leaves out what start-up would spend on modules it does not use: pydantic's
     plugin loader (importlib.metadata) when every plugin is off, `statistics` and numpy.random;
-    with plugins named one by one, pydantic's own loader runs."""
-    check = "len(list(sys.modules['pydantic.plugin._loader'].get_plugins()))"
+    with plugins named one by one, pydantic's own loader runs. PyYAML's pure reader's pattern
+    is left to its first use (and re.compile is re.compile again)."""
+    check = (
+        "len(list(sys.modules['pydantic.plugin._loader'].get_plugins())), "
+        "type(sys.modules['yaml'].reader.Reader.NON_PRINTABLE).__name__, "
+        "sys.modules['re'].compile.__module__"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     if plugins is not None:
         env["PYDANTIC_DISABLE_PLUGINS"] = plugins
@@ -121,8 +126,9 @@ def test_a_plan_imports_nothing_it_does_not_use(plugins, stubbed):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["plan"]["threshold_tokens"] > 0
-    loader_answer, unused = result.stderr.strip().split(" ", 1)
+    loader_answer, pattern, compile_restored, unused = result.stderr.strip().split(" ", 3)
     assert loader_answer == "0"  # no plugin, from either loader
+    assert (pattern, compile_restored) == ("_CompiledWhenUsed", "re")
     expected = [] if stubbed else ["importlib.metadata"]
     assert unused == str(expected)
 
