@@ -8,18 +8,21 @@ modules are imported inside the commands so `--help` stays fast.
 
 import os
 import sys
-from importlib import import_module
 from types import ModuleType
 
-from prfaas_plan.cli.app import app, command_line
+import typer
 
-# every command registers on `app` when its module is imported, in the order --help lists them
-COMMAND_MODULES = ("plan", "catalog", "simulate", "check", "explain", "import_profile",
-                   "procure", "sensitivity", "serve", "sweep", "export")  # fmt: skip
-for _module in COMMAND_MODULES:
-    import_module(f"prfaas_plan.cli.{_module}")
+from prfaas_plan.cli.application import command_line, whole_app
 
 __all__ = ["app", "main"]
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`app`: the application with every command (the console script imports only the one
+    it runs: `main`)."""
+    if name == "app":
+        return whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # the values of PYDANTIC_DISABLE_PLUGINS for which pydantic's loader finds no plugin at all

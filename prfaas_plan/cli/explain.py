@@ -1,7 +1,7 @@
 """The `explain` command: the model's equations with the scenario's numbers substituted, and the
 elasticities of Λ_max (sympy, imported only when the command runs)."""
 
-from prfaas_plan.cli.app import app
+from prfaas_plan.cli.application import app
 from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import (
     BandwidthOpt,

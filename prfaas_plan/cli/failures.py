@@ -77,10 +77,10 @@ def parameter_flags() -> dict[str, str]:
     """Every command's options as {library name: flag} (`option_flags`), derived from the
     declared options, never written by hand; a name two commands set with different flags is
     a bug the tests catch (`flag_conflicts`)."""
-    from prfaas_plan.cli.app import app
+    from prfaas_plan.cli.application import whole_app
 
     table: dict[str, str] = {}
-    for command in app.registered_commands:
+    for command in whole_app().registered_commands:
         if command.callback is not None:
             for name, flag in option_flags(command.callback).items():
                 table.setdefault(name, flag)
@@ -89,11 +89,11 @@ def parameter_flags() -> dict[str, str]:
 
 def flag_conflicts() -> list[tuple[str, str, str]]:
     """(name, flag, other flag) for a library name that two commands map to different flags."""
-    from prfaas_plan.cli.app import app
+    from prfaas_plan.cli.application import whole_app
 
     seen: dict[str, str] = {}
     conflicts = []
-    for command in app.registered_commands:
+    for command in whole_app().registered_commands:
         if command.callback is not None:
             for name, flag in option_flags(command.callback).items():
                 if seen.setdefault(name, flag) != flag:

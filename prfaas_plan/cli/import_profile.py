@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from prfaas_plan.choices import ProfileFormat, ProfileKind
-from prfaas_plan.cli.app import app
+from prfaas_plan.cli.application import app
 from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import FormatOpt, OutputFormat, OutputOpt, source
 from prfaas_plan.cli.output import emit, guard_output, note_inputs

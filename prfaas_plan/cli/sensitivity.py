@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from prfaas_plan.cli.app import app
+from prfaas_plan.cli.application import app
 from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import (
     BandwidthOpt,

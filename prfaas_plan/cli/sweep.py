@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from prfaas_plan.cli.app import app
+from prfaas_plan.cli.application import app
 from prfaas_plan.cli.failures import CliCommand
 from prfaas_plan.cli.options import (
     DataDirOpt,

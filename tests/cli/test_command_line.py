@@ -1,5 +1,5 @@
 """The console script runs a group of the one command its first argument names
-(cli/app.py `command_line`), so typer builds that command's options alone: the group must
+(cli/application.py `command_line`), so typer builds that command's options alone: the group must
 parse, help, fail and exit exactly as the whole app does for that command. Each case runs the
 same arguments through both, in process, and compares exit code, stdout and stderr."""
 
@@ -9,6 +9,7 @@ import pytest
 import typer
 
 from prfaas_plan.cli import app, command_line
+from prfaas_plan.cli.application import COMMANDS, _name
 
 NAMES = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 # the default suite's: a command with a required option, one named apart from its function and
@@ -28,6 +29,13 @@ def both(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[tuple, tu
     assert alone is not app
     assert list(alone.commands) == [args[0]]  # type: ignore[attr-defined]
     return run(alone, args, capsys), run(app, args, capsys)
+
+
+def test_the_command_map_names_each_commands_module_in_help_order():
+    """COMMANDS (which module a command line imports) is what the modules register, in the
+    order --help lists the commands."""
+    registered = [(_name(c), c.callback.__module__) for c in app.registered_commands]
+    assert registered == [(name, f"prfaas_plan.cli.{module}") for name, module in COMMANDS.items()]
 
 
 @pytest.mark.parametrize(
