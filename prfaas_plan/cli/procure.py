@@ -29,7 +29,7 @@ from prfaas_plan.use_cases.field_docs import describe
 
 if TYPE_CHECKING:
     from prfaas_plan.inputs.scenario import Problem
-    from prfaas_plan.use_cases.requests import ParetoRequest
+    from prfaas_plan.use_cases.procure_requests import ParetoRequest
 
 
 class ProcureFormat(StrEnum):
@@ -109,7 +109,8 @@ def procure_command(
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.procure import procure_to_json, procure_view
     from prfaas_plan.use_cases import calls
-    from prfaas_plan.use_cases.requests import ParetoRequest, ProcureRequest, build
+    from prfaas_plan.use_cases.procure_requests import ParetoRequest, ProcureRequest
+    from prfaas_plan.use_cases.requests import build
 
     check_distinct_outputs(output, plot)
     if pareto and (ttft_target_s is not None or ttft_load is not None or ttft_percentile):

@@ -129,7 +129,8 @@ def simulate(
     from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.simulation import simulation_json, simulation_view
     from prfaas_plan.use_cases import calls
-    from prfaas_plan.use_cases.requests import SimulateRequest, build
+    from prfaas_plan.use_cases.requests import build
+    from prfaas_plan.use_cases.simulate_request import SimulateRequest
 
     request = build(
         SimulateRequest, load=list(float_list(load, "--load")) if load is not None else None,

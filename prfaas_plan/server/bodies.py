@@ -11,15 +11,14 @@ from prfaas_plan.export.build import ExportRequest
 from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.scenario_schema import Scenario
 from prfaas_plan.use_cases.field_docs import describe
+from prfaas_plan.use_cases.procure_requests import ParetoRequest, ProcureRequest
 from prfaas_plan.use_cases.requests import (
     EvaluateRequest,
     ExplainRequest,
-    ParetoRequest,
     PlanRequest,
-    ProcureRequest,
     SensitivityRequest,
-    SimulateRequest,
 )
+from prfaas_plan.use_cases.simulate_request import SimulateRequest
 
 # what one request may ask for (the server's own bounds; the library's are in plausible.py)
 MAX_SIMULATED_REQUESTS = 20_000  # over every load of one /simulate request (~1 s of simulation)

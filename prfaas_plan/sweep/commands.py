@@ -11,6 +11,7 @@ from typing import Any
 
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog
+from prfaas_plan.inputs.reading import Strict
 from prfaas_plan.inputs.scenario import Problem
 
 Document = dict[str, Any]
@@ -19,28 +20,31 @@ Parameters = dict[str, Any]
 
 @dataclass(frozen=True)
 class Sweepable:
-    """A command a sweep runs: its request (a class of use_cases/requests.py), its use-case (a
+    """A command a sweep runs: its request (module of use_cases/, class), its use-case (a
     function of use_cases/calls.py) and its JSON renderer (module of render/, function) —
     exactly what the CLI's `--format json` and the HTTP API run."""
 
-    request: str
+    request: tuple[str, str]
     use_case: str
     document: tuple[str, str]
     # `optimize` without sizing or a TTFT target: a whole chunk in a few array operations
     vectorised: Callable[[Parameters], bool] = lambda _: False
 
+    def request_type(self) -> type[Strict]:
+        module, name = self.request
+        request: type[Strict] = getattr(import_module(f"prfaas_plan.use_cases.{module}"), name)
+        return request
+
     @property
     def parameters(self) -> frozenset[str]:
         """What a sweep file may set or sweep: the request's fields."""
-        from prfaas_plan.use_cases import requests
-
-        return frozenset(getattr(requests, self.request).model_fields)
+        return frozenset(self.request_type().model_fields)
 
     def run(self, problem: Problem, parameters: Parameters, catalog: Catalog) -> Document:
         """The command's document for one scenario (`catalog`: the problem's)."""
         from prfaas_plan.use_cases import calls, requests
 
-        request = requests.build(getattr(requests, self.request), **parameters)
+        request = requests.build(self.request_type(), **parameters)
         report = getattr(calls, self.use_case)(problem, request, catalog)
         render = import_module(f"prfaas_plan.render.{self.document[0]}")
         document: Document = getattr(render, self.document[1])(report)
@@ -54,14 +58,20 @@ def _optimize_vectorised(p: Parameters) -> bool:
 
 SWEEPABLE: dict[str, Sweepable] = {
     "optimize": Sweepable(
-        "PlanRequest", "optimize", ("plan", "plan_to_json"), _optimize_vectorised
+        ("requests", "PlanRequest"), "optimize", ("plan", "plan_to_json"), _optimize_vectorised
     ),
-    "evaluate": Sweepable("EvaluateRequest", "evaluate", ("plan", "evaluation_to_json")),
-    "simulate": Sweepable("SimulateRequest", "simulate", ("simulation", "simulation_json")),
+    "evaluate": Sweepable(
+        ("requests", "EvaluateRequest"), "evaluate", ("plan", "evaluation_to_json")
+    ),
+    "simulate": Sweepable(
+        ("simulate_request", "SimulateRequest"), "simulate", ("simulation", "simulation_json")
+    ),
     "sensitivity": Sweepable(
-        "SensitivityRequest", "sensitivity", ("sensitivity", "sensitivity_to_json")
+        ("requests", "SensitivityRequest"), "sensitivity", ("sensitivity", "sensitivity_to_json")
     ),
-    "procure": Sweepable("ProcureRequest", "procure", ("procure", "procure_to_json")),
+    "procure": Sweepable(
+        ("procure_requests", "ProcureRequest"), "procure", ("procure", "procure_to_json")
+    ),
 }
 
 

@@ -38,8 +38,8 @@ def seconds_per_scenario(sweep: Sweep) -> float | None:
             return SECONDS_PER_BATCHED_SCENARIO
     if command != "simulate":
         return SECONDS_PER_SCENARIO.get(command)
-    from prfaas_plan.use_cases.requests import SimulateRequest
     from prfaas_plan.use_cases.simulate import SECONDS_PER_SIMULATED_REQUEST
+    from prfaas_plan.use_cases.simulate_request import SimulateRequest
 
     params: dict[str, Any] = {k: v for k, v in sweep.spec.parameters.items() if v is not None}
     if "requests" in sweep.spec.axes:

@@ -15,13 +15,9 @@ from prfaas_plan.inputs.scenario import Problem
 from prfaas_plan.use_cases.requests import (
     EvaluateRequest,
     ExplainRequest,
-    ParetoRequest,
     PlanRequest,
     Prices,
-    ProcureRequest,
     SensitivityRequest,
-    SimulateRequest,
-    in_request_terms,
 )
 
 if TYPE_CHECKING:
@@ -30,8 +26,10 @@ if TYPE_CHECKING:
     from prfaas_plan.use_cases.plan import EvaluationReport, PlanReport
     from prfaas_plan.use_cases.procure import ProcureReport
     from prfaas_plan.use_cases.procure_pareto import ParetoReport
+    from prfaas_plan.use_cases.procure_requests import ParetoRequest, ProcureRequest
     from prfaas_plan.use_cases.sensitivity import SensitivityReport
     from prfaas_plan.use_cases.simulate import Progress, SimulationReport
+    from prfaas_plan.use_cases.simulate_request import SimulateRequest
 
 
 def prices(problem: Problem, request: Prices, catalog: Catalog) -> "Pricing | None":
@@ -122,7 +120,10 @@ def explain(problem: Problem, request: ExplainRequest, _catalog: Catalog) -> "Ex
 
 
 def procure(
-    problem: Problem, request: ProcureRequest, catalog: Catalog, export_model: Path | None = None
+    problem: Problem,
+    request: "ProcureRequest",
+    catalog: Catalog,
+    export_model: Path | None = None,
 ) -> "ProcureReport":
     """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget
     (`export_model`: also write the MILP there, the CLI's --export-model)."""
@@ -146,7 +147,7 @@ def procure(
     )  # fmt: skip
 
 
-def pareto(problem: Problem, request: ParetoRequest, catalog: Catalog) -> "ParetoReport":
+def pareto(problem: Problem, request: "ParetoRequest", catalog: Catalog) -> "ParetoReport":
     """`procure --pareto`: the cost frontiers against Λ_max and against P90 TTFT."""
     from prfaas_plan.use_cases.procure_pareto import procure_pareto
     from prfaas_plan.use_cases.procure_sites import procure_pricing
@@ -165,13 +166,14 @@ def pareto(problem: Problem, request: ParetoRequest, catalog: Catalog) -> "Paret
 
 def simulate(
     problem: Problem,
-    request: SimulateRequest,
+    request: "SimulateRequest",
     _catalog: Catalog,
     progress: "Progress | None" = None,
 ) -> "SimulationReport":
     """`simulate`: the planned deployment (or the request's threshold) under load; an error
     names the request's fields (`burst_cv`), not the simulator's spec (`arrivals.burst_cv`)."""
     from prfaas_plan.use_cases.simulate import run_simulations
+    from prfaas_plan.use_cases.simulate_request import in_request_terms
 
     try:
         return run_simulations(

@@ -18,14 +18,14 @@ from prfaas_plan.analytic.ttft import TtftSummary
 from prfaas_plan.choices import Mode, RangePolicy, Solver
 from prfaas_plan.errors import ConfigError, RangeError
 from prfaas_plan.inputs.scenario import Problem
-from prfaas_plan.solve.sizing import SizingResult, size_prfaas_cluster
 from prfaas_plan.solve.threshold import SearchSpace
 from prfaas_plan.use_cases.numerics import model_numerics
 
-if TYPE_CHECKING:  # queueing is imported only when a TTFT target is given
+if TYPE_CHECKING:  # queueing is imported only when a TTFT target is given, sizing when asked
     from prfaas_plan.analytic.cost import DeploymentCost
     from prfaas_plan.analytic.loaded_ttft import LoadedTtft
     from prfaas_plan.inputs.pricing import Pricing
+    from prfaas_plan.solve.sizing import SizingResult
     from prfaas_plan.use_cases.cost import PlanCost
 
 
@@ -161,7 +161,7 @@ class PlanReport:
     homogeneous: Deployment
     naive: Deployment
     modes: ModeComparison
-    sizing: SizingResult | None
+    sizing: "SizingResult | None"
     range_notes: tuple[RangeNote, ...]
     ttft_target: TtftTarget | None = None
     loaded_ttft: "LoadedTtft | None" = None  # the plan's TTFT under the target's load
@@ -252,8 +252,10 @@ def _size(
     target_rps: float | None,
     max_prfaas_gpus: int | None,
     solver: Solver,
-) -> SizingResult:
+) -> "SizingResult":
     """The PrfaaS cluster size (solve/sizing.py), with `max_prfaas_gpus` in whole instances."""
+    from prfaas_plan.solve.sizing import size_prfaas_cluster
+
     per_instance = problem.scenario.prfaas_cluster.gpus_per_instance
     if max_prfaas_gpus is not None and (max_prfaas_gpus < 0 or max_prfaas_gpus % per_instance):
         below = max(max_prfaas_gpus, 0) // per_instance * per_instance

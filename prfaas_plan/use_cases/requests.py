@@ -8,21 +8,21 @@ Names are the library's (`target_rps`, `gpu_prices_usd_per_gpu_hour`), with unit
 alone knows them as flags. Plausibility bounds stay in plausible.py, checked by the use-cases
 whichever door a request came through. Strict as a scenario file: unknown fields, wrong types,
 NaN and inf refused.
+
+Here: the fields requests share, `build`, and the requests of the commands on one deployment
+(optimize, evaluate, sensitivity, explain). procure's and its Pareto frontier's requests are in
+use_cases/procure_requests.py, simulate's in use_cases/simulate_request.py: modules a command
+imports only when it runs them (the console script starts only the one command it runs).
 """
 
-import re
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError, field_validator
 
-from prfaas_plan.choices import ArrivalProcess, CostModel, Mode, RangePolicy, RoutingPolicy, Solver
-from prfaas_plan.errors import ConfigError, PrfaasPlanError
+from prfaas_plan.choices import CostModel, Mode, RangePolicy, Solver
+from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.reading import Strict, format_validation_error
 from prfaas_plan.use_cases.field_docs import describe
-
-if TYPE_CHECKING:
-    from prfaas_plan.use_cases.simulation_spec import SimulationRequest
 
 Percentile = Literal["mean", "50", "90", "99"]
 # a choice is given by its value ("exact", "tco"): from a JSON body, a sweep file or a flag
@@ -122,36 +122,6 @@ class ExplainRequest(Strict):
     mode: ModeChoice = Field(Mode.PAPER, description=describe("ExplainRequest", "mode"))
 
 
-class ProcureSpaceFields(GpuPrices):
-    """What `procure` and its Pareto frontier share: prices and the candidate space's bound.
-    No link offering or utilization: each candidate site brings its own offering."""
-
-    max_instances_per_site: int | None = Field(
-        None,
-        description=describe("ProcureSpaceFields", "max_instances_per_site"),
-    )
-    mode: ModeChoice = Field(Mode.PAPER, description=describe("ProcureSpaceFields", "mode"))
-
-
-class ProcureRequest(ProcureSpaceFields, TtftFields):
-    """`procure`: the cheapest deployment reaching target_rps, or the most Λ within a budget."""
-
-    target_rps: float | None = Field(None, description=describe("ProcureRequest", "target_rps"))
-    ttft_load: float | None = Field(None, description=describe("ProcureRequest", "ttft_load"))
-    budget_usd_per_hour: float | None = Field(
-        None, description=describe("ProcureRequest", "budget_usd_per_hour")
-    )
-
-
-class ParetoRequest(ProcureSpaceFields):
-    """`procure --pareto`: cost against Λ_max and, reaching target_rps, against P90 TTFT."""
-
-    target_rps: float = Field(description=describe("ParetoRequest", "target_rps"))
-    ttft_load_rps: float | None = Field(
-        None, description=describe("ParetoRequest", "ttft_load_rps")
-    )
-
-
 def parameter_names(request: type[Strict]) -> frozenset[str]:
     """The fields a request takes: what a sweep may set or sweep for its command."""
     return frozenset(request.model_fields)
@@ -173,127 +143,3 @@ def build(request: type[R], **values: Any) -> R:
         if len(loc) > 1:
             text = text.replace(".".join(loc), loc[0] + "".join(f"[{p}]" for p in loc[1:]), 1)
         raise ConfigError(text, parameter=field) from None
-
-
-ArrivalChoice = Annotated[ArrivalProcess, Field(strict=False)]
-PolicyChoice = Annotated[RoutingPolicy, Field(strict=False)]
-
-
-class SimulateRequest(Strict):
-    """`simulate`: the planned deployment under load, event by event (`spec` gives the
-    simulator's SimulationRequest, its defaults and checks: use_cases/simulation_spec.py, the
-    one home of simulate's defaults; a field left None takes the spec's)."""
-
-    load: list[float] | None = Field(None, description=describe("SimulateRequest", "load"))
-    rate_rps: float | None = Field(None, description=describe("SimulateRequest", "rate_rps"))
-    requests: int | None = Field(None, description=describe("SimulateRequest", "requests"))
-    duration_s: float | None = Field(None, description=describe("SimulateRequest", "duration_s"))
-    seed: int | None = Field(None, description=describe("SimulateRequest", "seed"))
-    arrivals: ArrivalChoice | None = Field(
-        None, description=describe("SimulateRequest", "arrivals")
-    )
-    burst_cv: float | None = Field(None, description=describe("SimulateRequest", "burst_cv"))
-    period_s: float | None = Field(None, description=describe("SimulateRequest", "period_s"))
-    amplitude: float | None = Field(None, description=describe("SimulateRequest", "amplitude"))
-    trace: Annotated[Path, Field(strict=False)] | None = Field(
-        None, description=describe("SimulateRequest", "trace")
-    )
-    policy: PolicyChoice | None = Field(None, description=describe("SimulateRequest", "policy"))
-    link_latency_s: float | None = Field(
-        None, description=describe("SimulateRequest", "link_latency_s")
-    )
-    dip_start_s: float | None = Field(None, description=describe("SimulateRequest", "dip_start_s"))
-    dip_duration_s: float | None = Field(
-        None, description=describe("SimulateRequest", "dip_duration_s")
-    )
-    dip_fraction: float | None = Field(
-        None, description=describe("SimulateRequest", "dip_fraction")
-    )
-    mode: ModeChoice = Field(Mode.PAPER, description=describe("SimulateRequest", "mode"))
-    threshold_tokens: float | None = Field(
-        None, description=describe("SimulateRequest", "threshold_tokens")
-    )
-    sustainable: bool = Field(False, description=describe("SimulateRequest", "sustainable"))
-
-    @field_validator("load", mode="before")
-    @classmethod
-    def _one_load(cls, value: object) -> object:
-        """A sweep's axis gives one fraction a scenario: a run of one."""
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        return [value] if number else value
-
-    def spec(self) -> "SimulationRequest":
-        """The simulator's request: without a load, the default fraction, unless a rate is
-        given or a trace replays as recorded; without requests or a window, the default
-        count. Refuses flags of another arrival process, then checks the whole (validate),
-        its errors told in this request's terms (`in_request_terms`)."""
-        try:
-            return self._spec()
-        except PrfaasPlanError as exc:
-            raise in_request_terms(exc) from None
-
-    def _spec(self) -> "SimulationRequest":
-        from prfaas_plan.use_cases.simulation_spec import (
-            ArrivalSpec,
-            LoadSpec,
-            PolicySpec,
-            SimulationRequest,
-            StressSpec,
-            refuse_unused,
-            validate,
-        )
-
-        process = self.arrivals or (
-            ArrivalProcess.TRACE if self.trace is not None else ArrivalSpec.process
-        )
-        refuse_unused(process, self.burst_cv, self.period_s, self.amplitude, self.dip_fraction,
-                      self.dip_start_s, self.dip_duration_s)  # fmt: skip
-        default_load = () if self.trace or self.rate_rps else LoadSpec.fractions
-        sized = self.requests is not None or self.duration_s is not None or self.trace is not None
-        given: dict[str, Any] = {"burst_cv": self.burst_cv, "period_s": self.period_s,
-                                 "amplitude": self.amplitude, "seed": self.seed}  # fmt: skip
-        request = SimulationRequest(
-            arrivals=ArrivalSpec(
-                process=process, requests=self.requests if sized else ArrivalSpec.requests,
-                duration_s=self.duration_s, trace=self.trace,
-                **{k: v for k, v in given.items() if v is not None},
-            ),
-            load=LoadSpec(
-                fractions=tuple(self.load) if self.load is not None else default_load,
-                rate_rps=self.rate_rps,
-            ),
-            stress=StressSpec(
-                self.dip_start_s, self.dip_duration_s,
-                *(() if self.dip_fraction is None else (self.dip_fraction,)),
-            ),
-            policy=PolicySpec(*(() if self.policy is None else (self.policy,))),
-            **({} if self.link_latency_s is None else {"link_latency_s": self.link_latency_s}),
-        )  # fmt: skip
-        validate(request)
-        return request
-
-
-# the simulator's spec paths (use_cases/simulation_spec.py) of SimulateRequest's fields
-SPEC_FIELDS = {
-    "arrivals.process": "arrivals", "arrivals.requests": "requests",
-    "arrivals.duration_s": "duration_s", "arrivals.seed": "seed", "arrivals.trace": "trace",
-    "arrivals.burst_cv": "burst_cv", "arrivals.period_s": "period_s",
-    "arrivals.amplitude": "amplitude", "load.fractions": "load", "load.rate_rps": "rate_rps",
-    "stress.dip_start_s": "dip_start_s", "stress.dip_duration_s": "dip_duration_s",
-    "stress.dip_fraction": "dip_fraction", "policy.kind": "policy",
-}  # fmt: skip
-_SPEC_PATH = re.compile(r"(?<![\w.-])(?:arrivals|load|stress|policy)\.\w+")
-
-
-def in_request_terms(exc: PrfaasPlanError) -> PrfaasPlanError:
-    """`exc` of the simulator about its spec (`arrivals.burst_cv`) told in SimulateRequest's
-    terms (`burst_cv`, as code: the field every door takes), its parameter too."""
-
-    def field(match: re.Match[str]) -> str:
-        name = SPEC_FIELDS.get(match.group(0))
-        return match.group(0) if name is None else f"`{name}`"
-
-    exc.args = (_SPEC_PATH.sub(field, str(exc)), *exc.args[1:])
-    if exc.parameter is not None:
-        exc.parameter = SPEC_FIELDS.get(exc.parameter, exc.parameter)
-    return exc

@@ -9,7 +9,7 @@ import pytest
 from prfaas_plan.choices import RoutingPolicy
 from prfaas_plan.cli.failures import parameter_flags
 from prfaas_plan.errors import ConfigError
-from prfaas_plan.use_cases.requests import SPEC_FIELDS, SimulateRequest
+from prfaas_plan.use_cases.simulate_request import SPEC_FIELDS, SimulateRequest
 from prfaas_plan.use_cases.simulation_spec import (
     ArrivalSpec,
     LoadSpec,

@@ -13,7 +13,7 @@ from prfaas_plan.cli import app
 from prfaas_plan.cli.failures import flagged
 from prfaas_plan.export.build import ExportRequest
 from prfaas_plan.server import bodies
-from prfaas_plan.use_cases import field_docs, requests
+from prfaas_plan.use_cases import field_docs, procure_requests, requests, simulate_request
 from prfaas_plan.use_cases.simulation_spec import (
     ArrivalSpec,
     LoadSpec,
@@ -25,7 +25,7 @@ from prfaas_plan.use_cases.simulation_spec import (
 REQUESTS = {
     "optimize": requests.PlanRequest, "evaluate": requests.EvaluateRequest,
     "sensitivity": requests.SensitivityRequest, "explain": requests.ExplainRequest,
-    "procure": requests.ProcureRequest, "simulate": requests.SimulateRequest,
+    "procure": procure_requests.ProcureRequest, "simulate": simulate_request.SimulateRequest,
     "export": ExportRequest,
 }  # fmt: skip
 # the HTTP API's bodies: a scenario and a command's request, with the server's own limits
@@ -33,7 +33,7 @@ BODIES = [
     bodies.PlanBody, bodies.EvaluateBody, bodies.SimulateBody, bodies.SensitivityBody,
     bodies.ExplainBody, bodies.ProcureBody, bodies.ParetoBody, bodies.ExportBody,
 ]  # fmt: skip
-ALL = [*REQUESTS.values(), requests.ParetoRequest, *BODIES]
+ALL = [*REQUESTS.values(), procure_requests.ParetoRequest, *BODIES]
 TEXTS = {*field_docs.SHARED.values(), *field_docs.BY_REQUEST.values()}
 # simulate's fields whose default the simulator's spec sets (the request's is None)
 SPEC_DEFAULTS = {
@@ -79,7 +79,7 @@ def test_a_stated_default_is_the_requests(request_class):
     (a default resolved further on, such as the on-demand cost model, is stated as written)."""
     for name, field in request_class.model_fields.items():
         default = field.default if field.default not in (None, False) else None
-        if request_class is requests.SimulateRequest and name in SPEC_DEFAULTS:
+        if request_class is simulate_request.SimulateRequest and name in SPEC_DEFAULTS:
             default = SPEC_DEFAULTS[name]
         if default is not None and not field.is_required():
             text = field.description or ""

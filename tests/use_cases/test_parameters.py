@@ -21,7 +21,7 @@ from prfaas_plan.inputs.scenario import open_problem
 from prfaas_plan.use_cases.egress import egress_report
 from prfaas_plan.use_cases.kv import kv_report
 from prfaas_plan.use_cases.plan import TtftTarget, evaluate_configuration, plan, ttft_target
-from prfaas_plan.use_cases.requests import in_request_terms
+from prfaas_plan.use_cases.simulate_request import in_request_terms
 from tests.cli.test_cli import assert_clean_error, run
 
 CATALOG = Catalog.open()
@@ -152,7 +152,7 @@ def test_error_message_maps_parameters_to_flags(error: PrfaasPlanError, shown: s
 )  # fmt: skip
 def test_the_simulators_spec_fields_are_the_requests_then_flags(error: PrfaasPlanError, shown):
     """The simulator names its spec (`arrivals.requests`); simulate tells it in its request's
-    fields (use_cases/requests.py in_request_terms: what the API and a sweep row show), which
+    fields (use_cases/simulate_request.py in_request_terms: what the API and a sweep row show), which
     the CLI shows as flags."""
     assert error_message(in_request_terms(error)) == shown
 
