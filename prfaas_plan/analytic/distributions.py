@@ -11,11 +11,7 @@ from functools import cached_property
 import numpy as np
 
 from prfaas_plan.analytic.arrays import ArrayLike, FloatArray
-from prfaas_plan.analytic.length_distribution import MOMENT_ORDERS, mesh_of
-
-# inputs/scenario.py imports these from here
-from prfaas_plan.analytic.length_distribution import LengthDistribution as LengthDistribution
-from prfaas_plan.analytic.log_normal import truncated_log_normal as truncated_log_normal
+from prfaas_plan.analytic.length_distribution import MOMENT_ORDERS, LengthDistribution, mesh_of
 from prfaas_plan.errors import ConfigError
 
 # banded prefix-cache hit-rates: bisection steps of a non-monotone U's quantile, on ln U

@@ -4,15 +4,17 @@ profile table's meta.yaml, every figure with its provenance (basis, source, date
 files write them: GB, TB/s, TFLOP/s, Gbps, USD per GPU-hour, per month and per GB, ms.
 """
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from prfaas_plan import plausible
-from prfaas_plan.analytic.architecture import LayerGroup
 from prfaas_plan.inputs.reading import (
     Strict,
 )
+
+if TYPE_CHECKING:  # the architecture's layer groups: for the KV footprint, off the plan's path
+    from prfaas_plan.analytic.architecture import LayerGroup
 
 Basis = Literal["quoted", "datasheet", "estimate", "unknown"]
 _DATE_PATTERN = r"^\d{4}-\d{2}(-\d{2})?$"  # YYYY-MM or YYYY-MM-DD
@@ -199,7 +201,9 @@ class ModelSpec(Strict):
             raise ValueError(f"all swa groups must share one window_tokens, got {sorted(windows)}")
         return self
 
-    def layer_groups(self) -> tuple[LayerGroup, ...]:
+    def layer_groups(self) -> tuple["LayerGroup", ...]:
+        from prfaas_plan.analytic.architecture import LayerGroup
+
         return tuple(LayerGroup(**g.model_dump()) for g in self.layers)
 
 

@@ -20,12 +20,8 @@ from prfaas_plan.analytic.decode_point import (
     decode_point_for_slo,
     mean_decode_context_tokens,
 )
-from prfaas_plan.analytic.distributions import (
-    Histogram,
-    LengthDistribution,
-    UncachedLengths,
-    truncated_log_normal,
-)
+from prfaas_plan.analytic.length_distribution import LengthDistribution
+from prfaas_plan.analytic.log_normal import truncated_log_normal
 from prfaas_plan.errors import ConfigError
 from prfaas_plan.inputs.catalog import Catalog, DecodeTable
 from prfaas_plan.inputs.reading import parse, read_yaml
@@ -154,6 +150,10 @@ def build_workload(
             )
         return d
     if isinstance(spec, HistogramLengths):
+        from prfaas_plan.analytic.distributions import (
+            Histogram,  # empirical: off the log-normal's path
+        )
+
         return Histogram(tuple(spec.bin_edges_tokens), tuple(spec.weights))
     from prfaas_plan.inputs import file_workloads  # the file-backed kinds: off the plan's path
 
@@ -236,7 +236,11 @@ def build_problem(
         )  # fmt: skip
     full = build_workload(scenario.workload.input_tokens, source.parent, f"{source}: ")
     hit_rates, band_max_tokens = _hit_rates(scenario.workload, source.parent, f"{source}: ")
-    workload = UncachedLengths(full, hit_rates, band_max_tokens) if max(hit_rates) > 0 else full
+    workload = full
+    if max(hit_rates) > 0:
+        from prfaas_plan.analytic.distributions import UncachedLengths
+
+        workload = UncachedLengths(full, hit_rates, band_max_tokens)
     output = build_output_lengths(
         scenario.workload.output_tokens, scenario.workload.input_tokens, source.parent,
         f"{source}: ",
