@@ -23,6 +23,51 @@ PREFILL_LATENCY_DEGREE = 2
 KV_CACHE_SIZE_DEGREE = 1
 
 
+# numpy.polynomial's polyfit, polyval and polymul, as they compute (each checked bit for bit
+# against them by tests/analytic/test_profiles.py) without importing numpy.polynomial: 9M
+# instructions at every start, for the three functions a plan uses of it
+
+
+def horner(coefficients: Sequence[float] | FloatArray, tokens: ArrayLike) -> FloatArray:
+    """Σ_k coefficients[k] · x^k by Horner's rule as numpy's `polyval` computes it (c_n + 0·x,
+    then c_k + y·x)."""
+    x = np.asarray(tokens, dtype=float)
+    values: FloatArray = coefficients[-1] + x * 0
+    for coefficient in coefficients[-2::-1]:
+        values = coefficient + values * x
+    return values
+
+
+def _least_squares(tokens: FloatArray, values: FloatArray, degree: int) -> FloatArray:
+    """numpy's `polyfit`: least squares on the Vandermonde matrix (powers by repeated
+    products), its columns scaled to unit norm, singular values below rows·ε dropped."""
+    tokens, values = tokens + 0.0, values + 0.0  # as polyfit: a copy, -0 read as 0
+    vander = np.empty((degree + 1, tokens.size))
+    vander[0] = tokens * 0 + 1
+    if degree > 0:
+        vander[1] = tokens
+    for power in range(2, degree + 1):
+        vander[power] = vander[power - 1] * tokens
+    scale = np.sqrt(np.square(vander).sum(1))
+    scale[scale == 0] = 1
+    rcond = tokens.size * np.finfo(float).eps
+    coefficients: FloatArray = np.linalg.lstsq(vander.T / scale, values, rcond)[0] / scale
+    return coefficients
+
+
+def _trimmed(coefficients: FloatArray) -> FloatArray:
+    """Without trailing zero coefficients (at least one kept), as numpy's `trimseq`."""
+    nonzero = np.flatnonzero(coefficients)
+    return coefficients[: nonzero[-1] + 1 if nonzero.size else 1]
+
+
+def squared(coefficients: Sequence[float]) -> list[float]:
+    """The coefficients of y² from y's: numpy's `polymul(c, c)` (a self-convolution)."""
+    c = _trimmed(np.asarray(coefficients, float))
+    result: list[float] = _trimmed(np.convolve(c, c)).tolist()
+    return result
+
+
 def _weighted_sum(coefficients: Sequence[float], moments: FloatArray) -> FloatArray:
     """Σ_k coefficients[k] · moments[k] (moments stacked on the first axis)."""
     total = np.zeros(moments.shape[1:])
@@ -48,13 +93,9 @@ class FittedCurve:
     source: str
 
     def __call__(self, tokens: ArrayLike) -> FloatArray:
-        """Horner's rule as numpy's `polyval` computes it (c_n + 0·x, then c_k + y·x), without
-        its per-call set-up: the optimiser evaluates curves on a few dozen lengths at a time."""
-        x = np.asarray(tokens, dtype=float)
-        values: FloatArray = self.coefficients[-1] + x * 0
-        for coefficient in self.coefficients[-2::-1]:
-            values = coefficient + values * x
-        return values
+        """y at `tokens` (`horner`: numpy's `polyval` without its per-call set-up; the
+        optimiser evaluates curves on a few dozen lengths at a time)."""
+        return horner(self.coefficients, tokens)
 
     def expectation(self, moments: FloatArray) -> FloatArray:
         """E[y(L); A] = Σ_k c_k m_k from partial moments m_k = E[L^k; A] (stacked on the
@@ -64,9 +105,7 @@ class FittedCurve:
     def second_moment(self, moments: FloatArray) -> FloatArray:
         """E[y(L)²; A] from partial moments m_k = E[L^k; A], k up to 2·degree: the
         coefficients of y² are the self-convolution of y's."""
-        c = np.asarray(self.coefficients, float)
-        square = np.polynomial.polynomial.polymul(c, c).tolist()
-        return _weighted_sum(square, moments)
+        return _weighted_sum(squared(self.coefficients), moments)
 
     @property
     def degree(self) -> int:
@@ -134,12 +173,12 @@ def fit_curve(
         raise ProfileError(
             f"{source}: a degree-{degree} fit needs at least {degree + 1} rows, found {tokens.size}"
         )
-    coefficients = np.polynomial.polynomial.polyfit(tokens, values, degree)
-    fitted = np.polynomial.polynomial.polyval(tokens, coefficients)
+    coefficients = _least_squares(tokens, values, degree)
+    fitted = horner(coefficients, tokens)
     relative = np.abs(fitted - values) / values
     upper = max(check_up_to_tokens or 0.0, tokens[-1])
     grid = np.linspace(0.0, upper, 512)
-    on_grid = np.polynomial.polynomial.polyval(grid, coefficients)
+    on_grid = horner(coefficients, grid)
     if np.any(on_grid <= 0) or np.any(np.diff(on_grid) < 0):
         raise ProfileError(
             f"{source}: the degree-{degree} least-squares fit of {quantity} is not positive and "

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from prfaas_plan.analytic.decode_point import DecodePoint, decode_point_for_slo
@@ -226,3 +226,43 @@ def test_a_curve_is_numpys_polyval_bit_for_bit(coefficients, tokens):
             got = curve(x)
         assert np.shape(got) == np.shape(expected)
         assert np.asarray(got).tobytes() == np.asarray(expected).tobytes()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(st.floats(1e-3, 1e5, allow_nan=False), min_size=1, max_size=12),
+    start=st.floats(0, 1e5, allow_nan=False),
+    values=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=13, max_size=13),
+    degree=st.integers(0, 3),
+)
+def test_fits_and_squares_are_numpy_polynomials_bit_for_bit(steps, start, values, degree):
+    """The least squares, Horner and self-product of analytic/profiles.py (written there so
+    numpy.polynomial stays off the plan's start-up) give numpy.polynomial's numbers to the
+    last bit: polyfit on strictly increasing lengths (as validated tables have), polyval, and
+    polymul(c, c), trailing zeros trimmed as numpy trims them."""
+    from prfaas_plan.analytic import profiles
+
+    tokens = start + np.cumsum([0.0, *steps])
+    y = np.array(values[: tokens.size])
+    assume(tokens.size > degree and np.all(np.diff(tokens) > 0))  # a table the fit takes
+    expected = np.polynomial.polynomial.polyfit(tokens, y, degree)
+    got = profiles._least_squares(tokens, y, degree)
+    assert got.tobytes() == expected.tobytes()
+    assert profiles.horner(got, tokens).tobytes() == (
+        np.polynomial.polynomial.polyval(tokens, expected).tobytes()
+    )
+    for c in (got, np.append(got, [0.0, 0.0]), np.zeros(2), np.array([1.0, 1e-200])):
+        assert profiles.squared(c) == np.polynomial.polynomial.polymul(c, c).tolist()
+
+
+def test_a_bundled_tables_fit_is_numpys_polyfit():
+    """The case study's H200 prefill table, fitted at its degree: numpy's polyfit exactly."""
+    from prfaas_plan.analytic.profiles import PREFILL_LATENCY_DEGREE
+    from prfaas_plan.inputs.catalog import Catalog
+
+    catalog = Catalog.open()
+    curve = catalog.prefill_latency("internal-1t-hybrid", "h200", 8)
+    csv = catalog.data_dir / "profiles/internal-1t-hybrid/prefill/h200-x8/prefill_latency.csv"
+    table = np.loadtxt(csv, delimiter=",", skiprows=1)
+    expected = np.polynomial.polynomial.polyfit(table[:, 0], table[:, 1], PREFILL_LATENCY_DEGREE)
+    assert curve.coefficients == tuple(expected.tolist())
