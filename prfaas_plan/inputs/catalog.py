@@ -122,7 +122,11 @@ class Catalog:
         return ", ".join(names) or "none"
 
     def gpu(self, name: str, where: str = "", parameter: str | None = None) -> GpuSpec:
-        """The GPU's facts; `where` prefixes, and `parameter` tags, an unknown-GPU error."""
+        """The GPU's facts; `where` prefixes, and `parameter` tags, an unknown-GPU error. Read
+        once per catalog, as the models are (a plan asks for each of its GPUs at each table it
+        reads: 7 reads of 2 files in `optimize`); an error is not kept."""
+        if name in self._gpus:
+            return self._gpus[name]
         folder = self.data_dir / "gpus"
         path = folder / f"{name}.yaml"
         if (
@@ -137,7 +141,12 @@ class Catalog:
             raise ConfigError(
                 f"{path}: name must match the file name {name!r}, found {spec.name!r}"
             )
+        self._gpus[name] = spec
         return spec
+
+    @cached_property
+    def _gpus(self) -> dict[str, GpuSpec]:  # `gpu`'s, by name
+        return {}
 
     def link_offering(
         self, name: str, where: str = "", parameter: str | None = None

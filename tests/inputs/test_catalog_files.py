@@ -68,3 +68,19 @@ def test_broken_catalog_file_fails_with_one_line(tmp_path, break_it, load, error
 def test_a_data_dir_that_is_not_a_directory(tmp_path):
     with pytest.raises(ConfigError, match="is not a directory"):
         Catalog.open(tmp_path / "missing")
+
+
+def test_a_catalog_reads_each_gpu_file_once_and_keeps_no_error(tmp_path):
+    """A catalog's GPU (as its models) is read once; a new catalog reads the file again, and a
+    refused file is refused at each ask, not remembered."""
+    data = data_copy(tmp_path)
+    catalog = Catalog.open(data)
+    first = catalog.gpu("h200")
+    replace(data / "gpus/h200.yaml", "hbm_capacity_gb: 141", "hbm_capacity_gb: 142")
+    assert catalog.gpu("h200") is first and first.hbm_capacity_gb == 141
+    assert Catalog.open(data).gpu("h200").hbm_capacity_gb == 142
+    replace(data / "gpus/h200.yaml", "name: h200", "name: h201")
+    broken = Catalog.open(data)
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="name must match the file name 'h200'"):
+            broken.gpu("h200")
