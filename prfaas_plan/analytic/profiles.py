@@ -38,9 +38,10 @@ def horner(coefficients: Sequence[float] | FloatArray, tokens: ArrayLike) -> Flo
     return values
 
 
-def _least_squares(tokens: FloatArray, values: FloatArray, degree: int) -> FloatArray:
+def _least_squares(tokens: FloatArray, values: FloatArray, degree: int) -> tuple[FloatArray, int]:
     """numpy's `polyfit`: least squares on the Vandermonde matrix (powers by repeated
-    products), its columns scaled to unit norm, singular values below rows·ε dropped."""
+    products), its columns scaled to unit norm, singular values below rows·ε dropped; with the
+    matrix's numerical rank (below degree + 1, where polyfit warns, the fit is not determined)."""
     tokens, values = tokens + 0.0, values + 0.0  # as polyfit: a copy, -0 read as 0
     vander = np.empty((degree + 1, tokens.size))
     vander[0] = tokens * 0 + 1
@@ -51,8 +52,9 @@ def _least_squares(tokens: FloatArray, values: FloatArray, degree: int) -> Float
     scale = np.sqrt(np.square(vander).sum(1))
     scale[scale == 0] = 1
     rcond = tokens.size * np.finfo(float).eps
-    coefficients: FloatArray = np.linalg.lstsq(vander.T / scale, values, rcond)[0] / scale
-    return coefficients
+    solution, _, rank, _ = np.linalg.lstsq(vander.T / scale, values, rcond)
+    coefficients: FloatArray = solution / scale
+    return coefficients, int(rank)
 
 
 def _trimmed(coefficients: FloatArray) -> FloatArray:
@@ -173,7 +175,13 @@ def fit_curve(
         raise ProfileError(
             f"{source}: a degree-{degree} fit needs at least {degree + 1} rows, found {tokens.size}"
         )
-    coefficients = _least_squares(tokens, values, degree)
+    coefficients, rank = _least_squares(tokens, values, degree)
+    if rank < degree + 1:
+        raise ProfileError(
+            f"{source}: the lengths do not determine a degree-{degree} fit of {quantity} "
+            f"(numerical rank {rank} of {degree + 1}: rows too close together for their size); "
+            "check the table for a wrong row or unit"
+        )
     fitted = horner(coefficients, tokens)
     relative = np.abs(fitted - values) / values
     upper = max(check_up_to_tokens or 0.0, tokens[-1])

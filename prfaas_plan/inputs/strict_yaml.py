@@ -26,13 +26,16 @@ _NON_PRINTABLE = "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-
 
 
 class _CompiledWhenUsed:
-    """A regular expression compiled at its first use: its attributes are those of the
-    compiled pattern (re.compile's own cache keeps the one compilation)."""
+    """A regular expression compiled at its first use: its attributes (search, match, ...)
+    are those of the compiled pattern (re.compile's own cache keeps the one compilation).
+    Not an re.Pattern: `re.search(it, text)` is refused; PyYAML only calls its methods."""
 
     def __init__(self, pattern: str) -> None:
         self.pattern = pattern
 
     def __getattr__(self, name: str) -> Any:  # only for attributes not yet copied here
+        if name.startswith("__") or "pattern" not in vars(self):  # copy, pickle: the object's
+            raise AttributeError(name)
         attribute = getattr(_compile_now(self.pattern), name)
         setattr(self, name, attribute)
         return attribute

@@ -4,6 +4,7 @@ the quantile inverts the CDF given by partial_moments' order 0, and every moment
 with numerical integration and with the mean of a large sample drawn through `sample`."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -245,9 +246,13 @@ def test_fits_and_squares_are_numpy_polynomials_bit_for_bit(steps, start, values
     tokens = start + np.cumsum([0.0, *steps])
     y = np.array(values[: tokens.size])
     assume(tokens.size > degree and np.all(np.diff(tokens) > 0))  # a table the fit takes
-    expected = np.polynomial.polynomial.polyfit(tokens, y, degree)
-    got = profiles._least_squares(tokens, y, degree)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        expected = np.polynomial.polynomial.polyfit(tokens, y, degree)
+    got, rank = profiles._least_squares(tokens, y, degree)
     assert got.tobytes() == expected.tobytes()
+    warned = any(issubclass(w.category, np.exceptions.RankWarning) for w in caught)
+    assert (rank < degree + 1) == warned  # where polyfit warns, fit_curve refuses
     assert profiles.horner(got, tokens).tobytes() == (
         np.polynomial.polynomial.polyval(tokens, expected).tobytes()
     )
@@ -266,3 +271,11 @@ def test_a_bundled_tables_fit_is_numpys_polyfit():
     table = np.loadtxt(csv, delimiter=",", skiprows=1)
     expected = np.polynomial.polynomial.polyfit(table[:, 0], table[:, 1], PREFILL_LATENCY_DEGREE)
     assert curve.coefficients == tuple(expected.tolist())
+
+
+def test_a_table_whose_lengths_do_not_determine_the_fit_is_refused():
+    """Lengths too close together for their size (numpy's polyfit would warn that the fit
+    may be poorly conditioned): one ProfileError naming the table, not a fit."""
+    with pytest.raises(ProfileError, match=r"t\.csv: the lengths do not determine a degree-2 fit"):
+        fit_curve([1e8, 1e8 + 1, 1e8 + 2, 1e8 + 3], [1.0, 2.0, 3.0, 4.0], degree=2,
+                  quantity="prefill_latency_s", provenance="measured", source="t.csv")  # fmt: skip
