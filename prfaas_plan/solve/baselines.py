@@ -93,17 +93,19 @@ def _search(
     keys: list[tuple[ServingSystem, LengthDistribution, int, Mode]], mode: Mode
 ) -> list[Configuration]:
     """The homogeneous split of each key, in one search when the workloads are one or all
-    truncated log-normals, else one search per key."""
+    truncated log-normals, else one search per key; each key's own decode capacity where the
+    systems' differ."""
     first = keys[0][1]
     shared = all(w is first for _, w, _, _ in keys)
     if not shared and not all(isinstance(w, TruncatedLogNormal) for _, w, _, _ in keys):
         return [c for key in keys for c in _search([key], mode)]
     count = len(keys)
     pd = np.array([n for _, _, n, _ in keys])
+    decode = np.array([s.decode_rps_per_instance for s, _, _, _ in keys])
     t, n_p, n_d = optimize_fixed_hardware_batch(
         keys[0][0], first if shared else [w for _, w, _, _ in keys if isinstance(w, TruncatedLogNormal)],
         np.zeros(count, int), pd, np.full(count, UNUSED_LINK_BYTES_PER_S), np.inf, mode,
-        None if shared else np.array([s.decode_rps_per_instance for s, _, _, _ in keys]),
+        None if shared and np.all(decode == decode[0]) else decode,
     )  # fmt: skip
     return [Configuration(0, int(n_p[i]), int(n_d[i]), float(t[i])) for i in range(count)]
 

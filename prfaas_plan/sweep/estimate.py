@@ -19,9 +19,10 @@ SECONDS_PER_SCENARIO = {"optimize": 0.01, "evaluate": 0.01, "procure": 0.12, "se
 SECONDS_PER_BATCHED_SCENARIO = 0.0006
 # ... whose input-length distribution is its own (an axis over a log-normal's parameters): each
 # distinct distribution has its own split constants and TTFT mesh; 4,000 in 5.23 s of CPU,
-# 2026-12-04 (benchmarks/bench_sweep_lhs.py, 765 a second)
+# 2026-12-04 (benchmarks/bench_sweep_lhs.py, 765 a second); or whose output length is (each
+# scenario built alone, its own decode point: 1,039-1,329 a second, bench_sweep_outputs.py)
 SECONDS_PER_BATCHED_WORKLOAD_SCENARIO = 0.0013
-WORKLOAD_AXES = ("workload.input_tokens.",)
+WORKLOAD_AXES = ("workload.input_tokens.", "workload.output_tokens")
 
 
 def seconds_per_scenario(sweep: Sweep) -> float | None:

@@ -1,8 +1,8 @@
 """What the model is given for a batch of problems (a sweep's group, or a single plan: a batch
-of one): their systems share everything but the link and the decode point, and their input
-lengths are one shared distribution, or one truncated log-normal each (analytic/
-log_normal_rows.py). A batch of any other mixture is cut into batches that are (`batches`).
-Units: SI (req/s, tokens).
+of one): their systems share everything but the link and the decode point (which their input
+and output lengths move), and their input lengths are one shared distribution, or one
+truncated log-normal each (analytic/log_normal_rows.py). A batch of any other mixture is cut
+into batches that are (`batches`). Units: SI (req/s, tokens).
 """
 
 from collections.abc import Hashable, Sequence
@@ -44,17 +44,28 @@ def log_normals(workloads: Sequence[LengthDistribution]) -> list[TruncatedLogNor
     return out
 
 
+def decode_rows(
+    problems: Sequence[Problem], repeat: int = 1, shared: bool = False
+) -> list[float] | None:
+    """The decode capacity (req/s per instance) of `repeat` rows per problem; for problems of
+    one `shared` workload, None where every problem's is the first's (the model then takes
+    the system's own: their output lengths, which move it, are then alike)."""
+    capacities = [p.system.decode_rps_per_instance for p in problems]
+    if shared and all(c == capacities[0] for c in capacities):
+        return None
+    return [c for c in capacities for _ in range(repeat)]
+
+
 def model_inputs(
     problems: Sequence[Problem], repeat: int = 1
 ) -> tuple[Lengths, list[float] | None]:
     """The lengths and decode capacities (req/s per instance) of `repeat` rows per problem,
-    as `evaluate_many` takes them: the shared distribution (and the shared decode point), or
-    one truncated log-normal and decode capacity per row."""
+    as `evaluate_many` takes them: the shared distribution, or one truncated log-normal per
+    row, with a decode capacity per row where they may differ (`decode_rows`)."""
     if shared_workload(problems) is not None:
-        return problems[0].workload, None
+        return problems[0].workload, decode_rows(problems, repeat, shared=True)
     workloads = log_normals([p.workload for p in problems for _ in range(repeat)])
-    decode = [p.system.decode_rps_per_instance for p in problems for _ in range(repeat)]
-    return LogNormalRows.of(workloads), decode
+    return LogNormalRows.of(workloads), decode_rows(problems, repeat)
 
 
 def search_inputs(
@@ -64,6 +75,5 @@ def search_inputs(
     problem), as `model_inputs`."""
     shared = shared_workload(problems)
     if shared is not None:
-        return shared, None
-    workloads = log_normals([p.workload for p in problems])
-    return workloads, [p.system.decode_rps_per_instance for p in problems]
+        return shared, decode_rows(problems, shared=True)
+    return log_normals([p.workload for p in problems]), decode_rows(problems)

@@ -64,7 +64,7 @@ def optimize_many(
     problems: Sequence[Problem], request: PlanRequest, catalog: Catalog
 ) -> "list[PlanReport]":
     """`optimize` of problems that differ only in instance counts, link bandwidth, the
-    parameters of a truncated log-normal input length and prices, searched together
+    parameters of a truncated log-normal input length, output lengths and prices, searched together
     (use_cases/plan_reports.py plan_many): the reports `optimize` gives one at a time. For a
     request without sizing or a TTFT target (sweep/commands.py: the fast path's test)."""
     from prfaas_plan.use_cases.plan_reports import plan_many

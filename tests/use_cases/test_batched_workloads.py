@@ -237,3 +237,36 @@ def test_a_batch_under_out_of_range_error_refuses_as_its_first_scenario_alone():
         calls.optimize_many(problems, request, CATALOG)
     assert str(together.value) == str(alone.value)
     assert text(calls.optimize(problems[0], request, CATALOG))  # the first is in range
+
+
+def with_output(data: dict[str, Any], output: float | dict[str, Any]) -> dict[str, Any]:
+    """The scenario with `workload.output_tokens` replaced (a number or a distribution)."""
+    return {**data, "workload": {**data["workload"], "output_tokens": output}}
+
+
+def log_normal_output(mu: float, sigma: float) -> dict[str, Any]:
+    return {"distribution": "truncated_lognormal", "mu_log": mu, "sigma_log": sigma,
+            "min_tokens": 1, "max_tokens": 16384}  # fmt: skip
+
+
+OUTPUT = st.one_of(
+    st.floats(16, 8192),  # a constant output length
+    st.builds(log_normal_output, st.floats(4.0, 8.5), st.floats(0.2, 1.5)),
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    outputs=st.lists(OUTPUT, min_size=2, max_size=6),
+    inputs=st.lists(SCENARIO, min_size=1, max_size=2),
+    mode=st.sampled_from(["paper", "exact"]),
+)
+def test_a_batch_of_output_lengths_is_each_scenario_planned_alone(outputs, inputs, mode):
+    """Scenarios that differ in their output lengths (each its own decode point), sharing an
+    input distribution or each with their own: a decode capacity per row, never the first
+    scenario's for all (sweep/fast.py batches workload.output_tokens)."""
+    problems = [
+        problem(with_output(scenario_data(*inputs[i % len(inputs)]), output))
+        for i, output in enumerate(outputs)
+    ]
+    assert_batch_is_each_alone(problems, PlanRequest(mode=mode))

@@ -1,0 +1,57 @@
+"""An `optimize` study over the output length: SCENARIOS (1,000) scenarios of the case study
+whose `workload.output_tokens` run 256, 258, ... tokens (each its own decode point, one input
+distribution); with `--log-normal`, the output is a truncated log-normal on [1, 16,384] tokens
+whose mu_log runs 6.0, 6.001, .... One chunk planned in this process (after a warm-up of 20),
+its CPU seconds printed. Run it from the checkout to measure, alternated with another (issue
+23):
+
+    PYTHONPATH=. python benchmarks/bench_sweep_outputs.py [SCENARIOS] [--log-normal]
+"""
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    from prfaas_plan.sweep.commands import parameter_names
+    from prfaas_plan.sweep.rows import chunk_table
+    from prfaas_plan.sweep.spec import load_sweep
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenarios", type=int, nargs="?", default=1000)
+    parser.add_argument("--log-normal", action="store_true")
+    args = parser.parse_args()
+    n = args.scenarios
+    directory = Path(tempfile.mkdtemp())
+    base = (ROOT / "examples/case_study.yaml").read_text()
+    if args.log_normal:
+        output = ("{distribution: truncated_lognormal, mu_log: 6.0, sigma_log: 0.8, "
+                  "min_tokens: 1, max_tokens: 16384}")  # fmt: skip
+        base = base.replace("output_tokens: 1024", f"output_tokens: {output}")
+        axis = "workload.output_tokens.mu_log"
+        values = [round(6.0 + i * 0.001, 4) for i in range(n)]
+    else:
+        axis, values = "workload.output_tokens", [256 + 2 * i for i in range(n)]
+    (directory / "base.yaml").write_text(base)
+    path = directory / "outputs.yaml"
+    path.write_text(
+        f"name: outputs\nscenario: {directory / 'base.yaml'}\ncommand: optimize\n"
+        f"sampling: grid\naxes:\n  {axis}: {{values: {values}}}\nchunk_size: {n}\n"
+    )
+    sweep = load_sweep(path, parameter_names)
+    points = list(sweep.points())
+    chunk_table(sweep, points[:20])
+    cpu = time.process_time()
+    rows = chunk_table(sweep, points).to_pylist()
+    cpu = time.process_time() - cpu
+    refused = sum(r["error_class"] is not None for r in rows)
+    print(f"{ROOT.name}: {len(points):,} scenarios over {axis}, {refused} refused: "
+          f"{cpu:.2f} CPU s = {len(points) / cpu:,.0f}/CPU s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
