@@ -274,8 +274,13 @@ def problem_like(problem: Problem, scenario: Scenario, catalog: Catalog) -> Prob
     sweep/fast.py), the same Problem field for field, reading only what differs: the instance
     counts and the link's bandwidth alone, a truncated log-normal's parameters but for its
     upper bound (the profiles are checked up to it) and the decode point they move
-    (`_with_input_lengths`), or else the whole scenario (`build_problem`)."""
-    if scenario.workload != problem.scenario.workload:
+    (`_with_input_lengths`), the output lengths and the decode point they move, the input
+    distribution kept (`_with_output_lengths`), or else the whole scenario (`build_problem`)."""
+    old = problem.scenario.workload
+    if scenario.workload.model_copy(update={"output_tokens": old.output_tokens}) == old:
+        if scenario.workload != old:
+            return _with_output_lengths(problem, scenario, catalog)
+    elif scenario.workload != old:
         return _with_input_lengths(problem, scenario, catalog)
     return dataclasses.replace(
         problem, scenario=scenario,
@@ -284,6 +289,35 @@ def problem_like(problem: Problem, scenario: Scenario, catalog: Catalog) -> Prob
             link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(scenario.link.bandwidth_gbps),
         ),
         prfaas_instances=scenario.prfaas_cluster.instances, pd_instances=scenario.pd_cluster.instances,
+    )  # fmt: skip
+
+
+def _with_output_lengths(problem: Problem, scenario: Scenario, catalog: Catalog) -> Problem:
+    """`problem_like` of a scenario whose workload differs in its output lengths alone: the
+    problem's input distribution, the same object (a batch of them searches it once), and the
+    output lengths and the decode point they move built as `build_problem` builds them."""
+    source = Path(problem.source)
+    output = build_output_lengths(
+        scenario.workload.output_tokens, scenario.workload.input_tokens, source.parent,
+        f"{source}: ",
+    )  # fmt: skip
+    pd = scenario.pd_cluster
+    table = catalog.decode_table(
+        scenario.model, pd.gpu, pd.gpus_per_instance, where=f"{source}: pd_cluster: "
+    )
+    from prfaas_plan.analytic.distributions import UncachedLengths
+
+    full = problem.workload  # the input lengths before a prefix cache's share (build_problem's)
+    if isinstance(full, UncachedLengths):
+        full = full.full
+    system = dataclasses.replace(
+        problem.system, decode=decode_point(table, scenario.slo.decode_tokens_per_s, full, output),
+        output_tokens=output.mean_tokens,
+        link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(scenario.link.bandwidth_gbps),
+    )  # fmt: skip
+    return dataclasses.replace(
+        problem, scenario=scenario, system=system, output_lengths=output,
+        prfaas_instances=scenario.prfaas_cluster.instances, pd_instances=pd.instances,
     )  # fmt: skip
 
 

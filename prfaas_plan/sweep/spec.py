@@ -276,6 +276,13 @@ def load_sweep(path: Path, parameter_names: Callable[[str], frozenset[str]]) -> 
                 f"known: {', '.join(sorted(known))}"
             )
     base, base_dir = _base_scenario(spec, path)
+    for name in spec.axes:  # a field and a field inside it: which value would stand?
+        inner = next((other for other in spec.axes if other.startswith(name + ".")), None)
+        if inner is not None:
+            raise ConfigError(
+                f"{where}: axes.{inner}: inside axes.{name}, which sets the whole of it; sweep "
+                "one or the other (a distribution's parameters, or whole distributions)"
+            )
     parameter_axes = set()
     for name in spec.axes:
         if name in known:

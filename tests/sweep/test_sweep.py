@@ -341,6 +341,14 @@ def test_failures_are_rows_and_the_report_summarises(tmp_path):
         (("<= 2 *", "<= __import__('os') and 2 *"), "filters take names"),
         (("{values: [5, 50, 400]}", "{values: [5], low: 1}"), "exactly one of"),
         (("chunk_size: 10", "chunk_size: 0"), "chunk_size"),
+        (  # one axis inside another: the order of setting them would decide (found by review)
+            (
+                "axes:\n",
+                "axes:\n  workload.output_tokens: {{values: [512]}}\n"
+                "  workload.output_tokens.mu_log: {{values: [6.0]}}\n",
+            ),
+            "axes.workload.output_tokens.mu_log: inside axes.workload.output_tokens",
+        ),
     ],
 )
 def test_bad_sweep_files_are_refused_in_one_line(tmp_path, edit, fragment):

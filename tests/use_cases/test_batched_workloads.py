@@ -4,6 +4,7 @@ last bit, the document `optimize` gives for each alone: the JSON texts are compa
 The case study's decode table has a context column, so each log-normal also moves the decode
 point. Also: a histogram among log-normals (planned in its own batch)."""
 
+import dataclasses
 import json
 import warnings
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from prfaas_plan.analytic.distributions import UncachedLengths
 from prfaas_plan.errors import PrfaasPlanError
 from prfaas_plan.inputs.cached_catalog import CachedCatalog
 from prfaas_plan.inputs.reading import read_yaml
@@ -270,3 +272,44 @@ def test_a_batch_of_output_lengths_is_each_scenario_planned_alone(outputs, input
         for i, output in enumerate(outputs)
     ]
     assert_batch_is_each_alone(problems, PlanRequest(mode=mode))
+
+
+BAND = {"max_input_tokens": 8192, "hit_rate": 0.5}
+HISTOGRAM_INPUT = {"distribution": "histogram", "bin_edges_tokens": [128, 4096, 32768, 131072],
+                   "weights": [0.5, 0.3, 0.2]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        {},  # the case study's log-normal
+        {"input_tokens": HISTOGRAM_INPUT},
+        {"prefix_cache_hit_rate": 0.3},
+        {
+            "prefix_cache_hit_rate": {
+                "bands": [{"max_input_tokens": 8192, "hit_rate": 0.5}, {"hit_rate": 0.1}]
+            }
+        },
+    ],
+    ids=["log-normal", "histogram", "cached share", "cached bands"],
+)
+@pytest.mark.parametrize(
+    "output", [300.0, log_normal_output(6.5, 0.7)], ids=["number", "log-normal"]
+)
+def test_a_problem_like_another_but_for_its_output_keeps_its_input(workload, output):
+    """A group's scenario that differs from its first in the output lengths alone (and counts,
+    link, prices) keeps the first's input distribution, the same object, so the batch
+    searches it once; the Problem is build_problem's, field for field."""
+    base = {**BASE, "workload": {**BASE["workload"], **workload}}
+    first = problem(base)
+    data = with_output(scenario_data(9.9, 1.0, 128, 131072, 2, 5, 30, 4.0), output)
+    data["workload"] = {**data["workload"], **workload}
+    scenario = scenario_from_data(data, str(CASE))
+    like = problem_like(first, scenario, CATALOG)
+    assert like.workload is first.workload
+    built = build_problem(scenario, CASE, CATALOG)
+    if isinstance(built.workload, UncachedLengths):  # equal by identity: compared by its parts
+        parts = [(w.full, w.hit_rates, w.band_max_tokens) for w in (like.workload, built.workload)]
+        assert parts[0] == parts[1]
+        like = dataclasses.replace(like, workload=built.workload)
+    assert like == built
