@@ -19,11 +19,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def main() -> None:
+def one_chunk(path: Path) -> tuple[list, int, float]:
+    """The sweep file's scenarios planned as one chunk in this process, after a warm-up of 20:
+    its points, how many rows are errors, and its CPU seconds."""
     from prfaas_plan.sweep.commands import parameter_names
     from prfaas_plan.sweep.rows import chunk_table
     from prfaas_plan.sweep.spec import load_sweep
 
+    sweep = load_sweep(path, parameter_names)
+    points = list(sweep.points())
+    chunk_table(sweep, points[:20])
+    cpu = time.process_time()
+    rows = chunk_table(sweep, points).to_pylist()
+    cpu = time.process_time() - cpu
+    return points, sum(r["error_class"] is not None for r in rows), cpu
+
+
+def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenarios", type=int, nargs="?", default=1000)
     parser.add_argument("--refused", action="store_true")
@@ -45,13 +57,7 @@ def main() -> None:
     )
     path = Path(tempfile.mkdtemp()) / "bounds.yaml"
     path.write_text(text)
-    sweep = load_sweep(path, parameter_names)
-    points = list(sweep.points())
-    chunk_table(sweep, points[:20])
-    cpu = time.process_time()
-    rows = chunk_table(sweep, points).to_pylist()
-    cpu = time.process_time() - cpu
-    refused = sum(r["error_class"] is not None for r in rows)
+    points, refused, cpu = one_chunk(path)
     what = "mu_log on one range" if args.one_range else "min_tokens"
     print(f"{ROOT.name}: {len(points):,} scenarios over {what}, {args.pd_instances} PD instances, "
           f"{refused} refused: {cpu:.2f} CPU s = {len(points) / cpu:,.0f}/CPU s")  # fmt: skip

@@ -9,18 +9,17 @@ its CPU seconds printed. Run it from the checkout to measure, alternated with an
 """
 
 import argparse
+import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sweep_bounds import one_chunk
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
-    from prfaas_plan.sweep.commands import parameter_names
-    from prfaas_plan.sweep.rows import chunk_table
-    from prfaas_plan.sweep.spec import load_sweep
-
     parser = argparse.ArgumentParser()
     parser.add_argument("scenarios", type=int, nargs="?", default=1000)
     parser.add_argument("--log-normal", action="store_true")
@@ -42,13 +41,7 @@ def main() -> None:
         f"name: outputs\nscenario: {directory / 'base.yaml'}\ncommand: optimize\n"
         f"sampling: grid\naxes:\n  {axis}: {{values: {values}}}\nchunk_size: {n}\n"
     )
-    sweep = load_sweep(path, parameter_names)
-    points = list(sweep.points())
-    chunk_table(sweep, points[:20])
-    cpu = time.process_time()
-    rows = chunk_table(sweep, points).to_pylist()
-    cpu = time.process_time() - cpu
-    refused = sum(r["error_class"] is not None for r in rows)
+    points, refused, cpu = one_chunk(path)
     print(f"{ROOT.name}: {len(points):,} scenarios over {axis}, {refused} refused: "
           f"{cpu:.2f} CPU s = {len(points) / cpu:,.0f}/CPU s")  # fmt: skip
 

@@ -301,22 +301,36 @@ def _with_output_lengths(problem: Problem, scenario: Scenario, catalog: Catalog)
         scenario.workload.output_tokens, scenario.workload.input_tokens, source.parent,
         f"{source}: ",
     )  # fmt: skip
-    pd = scenario.pd_cluster
-    table = catalog.decode_table(
-        scenario.model, pd.gpu, pd.gpus_per_instance, where=f"{source}: pd_cluster: "
-    )
     from prfaas_plan.analytic.distributions import UncachedLengths
 
     full = problem.workload  # the input lengths before a prefix cache's share (build_problem's)
     if isinstance(full, UncachedLengths):
         full = full.full
+    return _like(problem, scenario, catalog, problem.workload, full, output)
+
+
+def _like(
+    problem: Problem,
+    scenario: Scenario,
+    catalog: Catalog,
+    workload: LengthDistribution,
+    full: LengthDistribution,
+    output: OutputLengths,
+) -> Problem:
+    """`problem` with `scenario`'s instance counts and link, `workload` its input lengths, and
+    the decode point of `full` input and `output` lengths (build_problem's, where they are
+    what build_problem would build)."""
+    pd = scenario.pd_cluster
+    table = catalog.decode_table(
+        scenario.model, pd.gpu, pd.gpus_per_instance, where=f"{Path(problem.source)}: pd_cluster: "
+    )
     system = dataclasses.replace(
         problem.system, decode=decode_point(table, scenario.slo.decode_tokens_per_s, full, output),
         output_tokens=output.mean_tokens,
         link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(scenario.link.bandwidth_gbps),
     )  # fmt: skip
     return dataclasses.replace(
-        problem, scenario=scenario, system=system, output_lengths=output,
+        problem, scenario=scenario, system=system, workload=workload, output_lengths=output,
         prfaas_instances=scenario.prfaas_cluster.instances, pd_instances=pd.instances,
     )  # fmt: skip
 
@@ -337,19 +351,7 @@ def _with_input_lengths(problem: Problem, scenario: Scenario, catalog: Catalog) 
     ):
         return build_problem(scenario, source, catalog)
     workload = build_workload(lengths, source.parent, f"{source}: ")
-    pd = scenario.pd_cluster
-    table = catalog.decode_table(
-        scenario.model, pd.gpu, pd.gpus_per_instance, where=f"{source}: pd_cluster: "
-    )
-    decode = decode_point(table, scenario.slo.decode_tokens_per_s, workload, problem.output_lengths)
-    system = dataclasses.replace(
-        problem.system, decode=decode,
-        link_bandwidth_bytes_per_s=units.gbps_to_bytes_per_s(scenario.link.bandwidth_gbps),
-    )  # fmt: skip
-    return dataclasses.replace(
-        problem, scenario=scenario, system=system, workload=workload,
-        prfaas_instances=scenario.prfaas_cluster.instances, pd_instances=pd.instances,
-    )  # fmt: skip
+    return _like(problem, scenario, catalog, workload, workload, problem.output_lengths)
 
 
 def open_problem(
