@@ -26,12 +26,11 @@ def explain(
 ) -> None:
     """The plan put through the model's equations with the scenario's numbers (Markdown renders
     the LaTeX), and the elasticities of Λ_max derived symbolically."""
-    from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.explain import explain_to_json, explain_view
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import ExplainRequest, build
 
     request = build(ExplainRequest, mode=mode)
-    problem = load_problem(scenario, data_dir, bandwidth_gbps)
-    report = calls.explain(problem, request, Catalog.open(data_dir))
+    problem, catalog = load_problem(scenario, data_dir, bandwidth_gbps)
+    report = calls.explain(problem, request, catalog)
     emit(explain_view(report), explain_to_json(report), fmt, output)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.scenario import Problem
     from prfaas_plan.render.views import Document, View
 
@@ -40,12 +41,13 @@ def guard_output(output: Path | None) -> None:
 
 def load_problem(
     scenario: Path | None, data_dir: Path | None, bandwidth_gbps: float | None
-) -> "Problem":
-    """The scenario's problem; `bandwidth_gbps` overrides link.bandwidth_gbps."""
-    from prfaas_plan.inputs.scenario import open_problem
+) -> "tuple[Problem, Catalog]":
+    """The scenario's problem (`bandwidth_gbps` overrides link.bandwidth_gbps), and the
+    catalog it was read against, for the command's use-case."""
+    from prfaas_plan.inputs.scenario import open_problem_and_catalog
 
     note_inputs(scenario)
-    return open_problem(scenario, data_dir, bandwidth_gbps)
+    return open_problem_and_catalog(scenario, data_dir, bandwidth_gbps)
 
 
 def emit(view: "View", document: "Document", fmt: OutputFormat, output: Path | None) -> None:

@@ -96,7 +96,6 @@ def optimize(
 ) -> None:
     """Choose the threshold t and the PD prefill/decode split (or size the PrfaaS cluster) and
     compare with the homogeneous PD and naive heterogeneous baselines."""
-    from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.plan import plan_to_json, plan_view
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import PlanRequest, build
@@ -109,12 +108,12 @@ def optimize(
         ttft_load_rps=ttft_load_rps, gpu_prices_usd_per_gpu_hour=gpu_prices(gpu_prices_usd_per_gpu_hour),
         link_offering=link_offering, cost_model=cost_model, utilization=utilization,
     )  # fmt: skip
-    problem = load_problem(scenario, data_dir, bandwidth_gbps)
+    problem, catalog = load_problem(scenario, data_dir, bandwidth_gbps)
     sizing = target_rps is not None or max_prfaas_gpus is not None
     with spinner(
         sizing and fmt is OutputFormat.TABLE and output is None, "solving the sizing MILP…"
     ):
-        report = calls.optimize(problem, request, Catalog.open(data_dir))
+        report = calls.optimize(problem, request, catalog)
     if plot is not None:
         from prfaas_plan.render.plot import plot_threshold_balance
 
@@ -151,7 +150,6 @@ def evaluate(
     data_dir: DataDirOpt = None,
 ) -> None:
     """Evaluate one given configuration (t, N_p, N_d = rest of the PD cluster) without optimising."""
-    from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.plan import evaluation_to_json, evaluation_view
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import EvaluateRequest, build
@@ -162,6 +160,6 @@ def evaluate(
         out_of_range=out_of_range, gpu_prices_usd_per_gpu_hour=gpu_prices(gpu_prices_usd_per_gpu_hour),
         link_offering=link_offering, cost_model=cost_model, utilization=utilization,
     )  # fmt: skip
-    problem = load_problem(scenario, data_dir, bandwidth_gbps)
-    report = calls.evaluate(problem, request, Catalog.open(data_dir))
+    problem, catalog = load_problem(scenario, data_dir, bandwidth_gbps)
+    report = calls.evaluate(problem, request, catalog)
     emit(evaluation_view(report), evaluation_to_json(report), fmt, output)

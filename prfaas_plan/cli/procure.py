@@ -28,6 +28,7 @@ from prfaas_plan.errors import ConfigError
 from prfaas_plan.use_cases.field_docs import describe
 
 if TYPE_CHECKING:
+    from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.scenario import Problem
     from prfaas_plan.use_cases.procure_requests import ParetoRequest
 
@@ -106,7 +107,6 @@ def procure_command(
     threshold) reaching --target-rps, or the highest throughput within --budget-usd-per-hour.
     Each site brings its own link offering (procurement.sites), so there is no --link-offering.
     --pareto: the cost frontiers instead (needs --target-rps for the latency frontier)."""
-    from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.procure import procure_to_json, procure_view
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.procure_requests import ParetoRequest, ProcureRequest
@@ -136,31 +136,29 @@ def procure_command(
         pareto_request = build(
             ParetoRequest, target_rps=target_rps, ttft_load_rps=ttft_load_rps, **prices, **space
         )
-        _pareto(load_problem(scenario, data_dir, None), pareto_request, plot, fmt, output,
-                data_dir)  # fmt: skip
+        _pareto(*load_problem(scenario, data_dir, None), pareto_request, plot, fmt, output)
         return
     request = build(
         ProcureRequest, target_rps=target_rps, budget_usd_per_hour=budget_usd_per_hour,
         ttft_target_s=ttft_target_s, ttft_percentile=ttft_percentile, ttft_load=ttft_load,
         ttft_load_rps=ttft_load_rps, **prices, **space,
     )  # fmt: skip
-    problem = load_problem(scenario, data_dir, None)
+    problem, catalog = load_problem(scenario, data_dir, None)
     with spinner(fmt is ProcureFormat.TABLE and output is None, "solving the procurement MILP…"):
-        report = calls.procure(problem, request, Catalog.open(data_dir), export_model)
+        report = calls.procure(problem, request, catalog, export_model)
     emit(procure_view(report), procure_to_json(report), OutputFormat(fmt.value), output)
 
 
-def _pareto(problem: "Problem", request: "ParetoRequest", plot: Path | None,
-            fmt: ProcureFormat, output: Path | None, data_dir: Path | None) -> None:  # fmt: skip
+def _pareto(problem: "Problem", catalog: "Catalog", request: "ParetoRequest", plot: Path | None,
+            fmt: ProcureFormat, output: Path | None) -> None:  # fmt: skip
     import sys
 
-    from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.inputs.files import write_atomically, write_text
     from prfaas_plan.render.procure import pareto_to_csv, pareto_to_json, pareto_view, plot_pareto
     from prfaas_plan.use_cases import calls
 
     with spinner(fmt is ProcureFormat.TABLE and output is None, "enumerating the frontier…"):
-        report = calls.pareto(problem, request, Catalog.open(data_dir))
+        report = calls.pareto(problem, request, catalog)
     if plot is not None:
         plot_pareto(report, plot)
     if fmt is not ProcureFormat.CSV:

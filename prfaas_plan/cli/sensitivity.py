@@ -93,7 +93,6 @@ def sensitivity(
     """What binds at the optimum, what one more PrfaaS instance, PD instance, 10% of link or 10%
     of decode SLO slack is worth, the capacities' shadow prices and the routing LP's upper bound
     on every length-based routing policy."""
-    from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.sensitivity import sensitivity_to_json, sensitivity_view
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import SensitivityRequest, build
@@ -105,9 +104,8 @@ def sensitivity(
         gpu_prices_usd_per_gpu_hour=gpu_prices(gpu_prices_usd_per_gpu_hour), link_offering=link_offering,
         cost_model=cost_model, utilization=utilization,
     )  # fmt: skip
-    problem = load_problem(scenario, data_dir, bandwidth_gbps)
+    problem, catalog = load_problem(scenario, data_dir, bandwidth_gbps)
     with spinner(fmt is OutputFormat.TABLE and output is None, "solving the routing LPs…"):
-        catalog = Catalog.open(data_dir)
         report = calls.sensitivity(problem, request, catalog)
         lines = sensitivity_curves(problem, request.mode, catalog) if curves or plot else ()
     if curves is not None:

@@ -126,7 +126,6 @@ def simulate(
 ) -> None:
     """Discrete-event simulation of the planned deployment: throughput, TTFT under load, queues,
     utilisation and link load, next to the closed-form model."""
-    from prfaas_plan.inputs.catalog import Catalog
     from prfaas_plan.render.simulation import simulation_json, simulation_view
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import build
@@ -141,9 +140,9 @@ def simulate(
         threshold_tokens=threshold_tokens, sustainable=sustainable,
     )  # fmt: skip
     request.spec()  # refused before the scenario is read, as every flag
-    problem = load_problem(scenario, data_dir, bandwidth_gbps)
+    problem, catalog = load_problem(scenario, data_dir, bandwidth_gbps)
     with progress_bar("simulating") as step:
-        report = calls.simulate(problem, request, Catalog.open(data_dir), progress=step)
+        report = calls.simulate(problem, request, catalog, progress=step)
     emit(simulation_view(report), simulation_json(report), fmt, output)
 
 
@@ -184,7 +183,7 @@ def compare_policies_command(
     from prfaas_plan.use_cases.simulate import compare_policies_for
     from prfaas_plan.use_cases.simulation_spec import ComparisonSpec
 
-    problem = load_problem(scenario, data_dir, bandwidth_gbps)
+    problem, _ = load_problem(scenario, data_dir, bandwidth_gbps)
     spec = ComparisonSpec(load_fraction=load, requests=requests, seed=seed, trace=trace)
     with progress_bar("comparing policies") as step:
         planned = {} if mode is None else {"plan_mode": mode}  # else the use-case's default

@@ -361,5 +361,17 @@ def open_problem(
 ) -> Problem:
     """Read a scenario file (default: the paper's case study) against the catalog in
     `data_dir` (default: the shipped data) and build its Problem."""
+    return open_problem_and_catalog(scenario, data_dir, bandwidth_gbps)[0]
+
+
+def open_problem_and_catalog(
+    scenario: Path | None = None,
+    data_dir: Path | None = None,
+    bandwidth_gbps: float | None = None,
+) -> tuple[Problem, Catalog]:
+    """`open_problem`, and the catalog the scenario was read against: a command prices the
+    problem with it, so each catalog file is read once (a catalog keeps what it read)."""
     path = scenario if scenario is not None else default_scenario_file()
-    return build_problem(load_scenario(path), path, Catalog.open(data_dir), bandwidth_gbps)
+    loaded = load_scenario(path)
+    catalog = Catalog.open(data_dir)
+    return build_problem(loaded, path, catalog, bandwidth_gbps), catalog
