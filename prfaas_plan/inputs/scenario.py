@@ -150,9 +150,8 @@ def build_workload(
             )
         return d
     if isinstance(spec, HistogramLengths):
-        from prfaas_plan.analytic.distributions import (
-            Histogram,  # empirical: off the log-normal's path
-        )
+        # the empirical distributions' module: off the log-normal's path
+        from prfaas_plan.analytic.distributions import Histogram
 
         return Histogram(tuple(spec.bin_edges_tokens), tuple(spec.weights))
     from prfaas_plan.inputs import file_workloads  # the file-backed kinds: off the plan's path
