@@ -1,5 +1,5 @@
-"""What `procure` and its Pareto frontier are asked (use_cases/requests.py: every command's
-request, declared once, built by every door)."""
+"""What `procure` and its Pareto frontier are asked: their requests, declared once and built by
+every door as use_cases/requests.py's are (its docstring says which request lives where)."""
 
 from pydantic import Field
 

@@ -1,5 +1,5 @@
-"""What `simulate` is asked (use_cases/requests.py: every command's request, declared once,
-built by every door), and the simulator's errors told in its terms (`in_request_terms`)."""
+"""What `simulate` is asked: its request, declared once and built by every door as
+use_cases/requests.py's are, and the simulator's errors told in its terms (`in_request_terms`)."""
 
 import re
 from pathlib import Path
