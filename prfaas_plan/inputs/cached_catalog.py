@@ -1,5 +1,6 @@
 """The catalog for many plans in one process (a long-running server, a sweep's workers): each
-GPU file, link offering and profile table read, validated and fitted once, then served from memory (a plan
+link offering and profile table read, validated and fitted once (and each GPU file, as any
+catalog reads it: Catalog.gpu), then served from memory (a plan
 otherwise spends two thirds of its time re-reading the same YAML and CSV files). The data
 directory is taken to stay as it was when the catalog was opened: restart `serve` after editing
 it."""
@@ -11,7 +12,7 @@ from typing import TypeVar
 
 from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.inputs.catalog import Catalog, DecodeTable
-from prfaas_plan.inputs.catalog_files import GpuSpec, LinkOffering
+from prfaas_plan.inputs.catalog_files import LinkOffering
 
 T = TypeVar("T")
 MAX_ENTRIES = (
@@ -36,12 +37,6 @@ class CachedCatalog(Catalog):
                 self.memo.clear()
             self.memo[key] = value
         return value
-
-    def gpu(self, name: str, where: str = "", parameter: str | None = None) -> GpuSpec:
-        return self._once(
-            ("gpu", name, where, parameter),
-            lambda: super(CachedCatalog, self).gpu(name, where, parameter),
-        )
 
     def link_offering(
         self, name: str, where: str = "", parameter: str | None = None

@@ -276,10 +276,9 @@ def problem_like(problem: Problem, scenario: Scenario, catalog: Catalog) -> Prob
     (`_with_input_lengths`), the output lengths and the decode point they move, the input
     distribution kept (`_with_output_lengths`), or else the whole scenario (`build_problem`)."""
     old = problem.scenario.workload
-    if scenario.workload.model_copy(update={"output_tokens": old.output_tokens}) == old:
-        if scenario.workload != old:
+    if scenario.workload != old:
+        if scenario.workload.model_copy(update={"output_tokens": old.output_tokens}) == old:
             return _with_output_lengths(problem, scenario, catalog)
-    elif scenario.workload != old:
         return _with_input_lengths(problem, scenario, catalog)
     return dataclasses.replace(
         problem, scenario=scenario,
