@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray
+from prfaas_plan.analytic.arrays import ArrayLike, BoolArray, FloatArray, IntArray
 from prfaas_plan.analytic.decode_point import DecodePoint
 from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.log_normal_rows import LogNormalRows
@@ -154,7 +154,11 @@ class _Prefill(NamedTuple):
     long_kv_cache_bytes: FloatArray
     prfaas_compute_rps: FloatArray
     prfaas_link_rps: FloatArray
-    pd_prefill_rps: FloatArray
+
+    def pd_prefill_rps(self, pd_prefill_instances: ArrayLike) -> FloatArray:
+        """Θ_pd-p of `pd_prefill_instances` PD prefill instances (nan where none is short)."""
+        rps: FloatArray = np.asarray(pd_prefill_instances, float) / self.pd_prefill_service_time_s
+        return rps
 
 
 def _prefill(
@@ -162,10 +166,11 @@ def _prefill(
     workload: Lengths,
     threshold_tokens: ArrayLike,
     prfaas_instances: ArrayLike,
-    pd_prefill_instances: ArrayLike,
     mode: Mode | BoolArray,
     link_bandwidth_bytes_per_s: ArrayLike | None,
 ) -> _Prefill:
+    """Both sides of the threshold, up to the PD prefill instances (`_Prefill.pd_prefill_rps`:
+    the only term that depends on the PD split)."""
     short, long = workload.split(threshold_tokens)
     with np.errstate(divide="ignore", invalid="ignore"):  # nan where a role serves nobody
         # S_kv is affine, so E[S_kv(L) | L > t] = S_kv(l_long): both modes agree on the link term.
@@ -181,10 +186,7 @@ def _prefill(
         else link_bandwidth_bytes_per_s
     )
     link = np.asarray(bandwidth, float) / s_long
-    pd_prefill = np.asarray(pd_prefill_instances, float) / t_short
-    return _Prefill(
-        short, long, l_long, l_short, t_long, t_short, s_long, compute, link, pd_prefill
-    )
+    return _Prefill(short, long, l_long, l_short, t_long, t_short, s_long, compute, link)
 
 
 def rates(
@@ -206,9 +208,9 @@ def rates(
     The optimiser calls this in its inner loop on arrays of a few dozen elements, where each
     numpy call's fixed cost is the cost: hence one call per quantity, no more."""
     r = _prefill(
-        system, workload, threshold_tokens, prfaas_instances, pd_prefill_instances, mode,
-        link_bandwidth_bytes_per_s,
-    )  # fmt: skip
+        system, workload, threshold_tokens, prfaas_instances, mode, link_bandwidth_bytes_per_s
+    )
+    pd_prefill = r.pd_prefill_rps(pd_prefill_instances)
     p = r.long[0]
     per_instance = (
         system.decode_rps_per_instance
@@ -220,7 +222,7 @@ def rates(
         terms = (
             _per_share(r.prfaas_compute_rps, p),
             _per_share(r.prfaas_link_rps, p),
-            _per_share(r.pd_prefill_rps, r.short[0]),
+            _per_share(pd_prefill, r.short[0]),
             decode,
         )
     limits = np.empty((len(terms), *np.broadcast_shapes(*(term.shape for term in terms))))
@@ -235,7 +237,7 @@ def rates(
         long_kv_cache_bytes=r.long_kv_cache_bytes,
         prfaas_compute_rps=r.prfaas_compute_rps,
         prfaas_link_rps=r.prfaas_link_rps,
-        pd_prefill_rps=r.pd_prefill_rps,
+        pd_prefill_rps=pd_prefill,
         pd_decode_rps=decode,
         limits_rps=limits,
     )
@@ -253,13 +255,47 @@ def prefill_limits(
     """The two terms the threshold trades, Θ_prfaas/p and Θ_pd-p/(1 − p), as `rates` computes
     them (the same numbers) without the rest: the optimiser's root search calls only this."""
     r = _prefill(
-        system, workload, threshold_tokens, prfaas_instances, pd_prefill_instances, mode,
-        link_bandwidth_bytes_per_s,
-    )  # fmt: skip
+        system, workload, threshold_tokens, prfaas_instances, mode, link_bandwidth_bytes_per_s
+    )
     p = r.long[0]
     with np.errstate(divide="ignore", invalid="ignore"):
         prfaas = np.minimum(_per_share(r.prfaas_compute_rps, p), _per_share(r.prfaas_link_rps, p))
-        return prfaas, _per_share(r.pd_prefill_rps, r.short[0])
+        return prfaas, _per_share(r.pd_prefill_rps(pd_prefill_instances), r.short[0])
+
+
+def prefill_limits_of_splits(
+    system: ServingSystem,
+    workload: Lengths,
+    threshold_tokens: ArrayLike,
+    prfaas_instances: ArrayLike,
+    pd_prefill_instances: IntArray,
+    mode: Mode | BoolArray,
+    link_bandwidth_bytes_per_s: ArrayLike,
+    splits: int,
+) -> tuple[FloatArray, FloatArray]:
+    """`prefill_limits` of deployments of `splits` consecutive rows each (the optimiser's PD
+    splits), a deployment's rows differing in their PD prefill instances alone: every argument
+    given per deployment (a row each, broadcast against the row of thresholds) but
+    `pd_prefill_instances`, a column of one per row. The split of the workload, the service
+    times and the PrfaaS term are computed once per deployment, not once per split: each
+    row's terms are the same numbers as `prefill_limits` on the rows (the same arithmetic on
+    the same numbers, element by element)."""
+    r = _prefill(
+        system, workload, threshold_tokens, prfaas_instances, mode, link_bandwidth_bytes_per_s
+    )
+    p = r.long[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prfaas = np.minimum(_per_share(r.prfaas_compute_rps, p), _per_share(r.prfaas_link_rps, p))
+        shape = prfaas.shape  # deployments x thresholds: every argument broadcast
+
+        def each_split(per_deployment: FloatArray) -> FloatArray:
+            spread: FloatArray = np.repeat(np.broadcast_to(per_deployment, shape), splits, axis=0)
+            return spread
+
+        pd_prefill = np.asarray(pd_prefill_instances, float) / each_split(
+            r.pd_prefill_service_time_s
+        )
+        return each_split(prfaas), _per_share(pd_prefill, each_split(r.short[0]))
 
 
 @dataclass(frozen=True)

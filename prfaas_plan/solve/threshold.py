@@ -22,6 +22,7 @@ from prfaas_plan.analytic.capacity import (
     ServingSystem,
     evaluate,
     prefill_limits,
+    prefill_limits_of_splits,
     row_modes,
 )
 from prfaas_plan.analytic.length_distribution import LengthDistribution
@@ -86,6 +87,21 @@ def _limits(
     the least of its four terms, from the two prefill terms and decode)."""
     f, g = _prefill_limits(system, t, rows)
     return _system_rps(rows, np.minimum(f, g)), f, g
+
+
+def _grid_limits(
+    system: ServingSystem, points: FloatArray, rows: Splits
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """`_limits` of every row at its row of `points` (one row for all, or a row per row, the
+    same for a deployment's rows), with what does not depend on the PD split computed once per
+    deployment (`prefill_limits_of_splits`): the same numbers."""
+    width = rows.per_deployment
+    firsts = rows.take(np.arange(0, rows.n_p.size, width)).column()
+    f, g = prefill_limits_of_splits(
+        system, firsts.workload, points if points.shape[0] == 1 else points[::width],
+        firsts.prfaas_instances, rows.n_p[:, None], firsts.mode, firsts.link_bytes_per_s, width,
+    )  # fmt: skip
+    return _system_rps(rows.column(), np.minimum(f, g)), f, g
 
 
 def _system_rps(rows: Splits, prefill_rps: FloatArray) -> FloatArray:
@@ -196,7 +212,7 @@ def _optimize_splits(
     shared by every row, or a row of `grid` per row: workloads of differing length ranges),
     then the balance point and, where Λ peaks away from it, a golden-section polish."""
     points = grid if grid.ndim == 2 else grid[None, :]
-    lam, f, g = _limits(system, points, rows.column())
+    lam, f, g = _grid_limits(system, points, rows)
     best_index = lam.argmax(axis=1)
     index = np.arange(rows.n_p.size)
     at = np.broadcast_to(points, lam.shape)  # each row's grid

@@ -12,10 +12,12 @@ from prfaas_plan.analytic.capacity import (
     evaluate,
     evaluate_many,
     prefill_limits,
+    prefill_limits_of_splits,
     rates,
 )
 from prfaas_plan.analytic.distributions import Histogram, ObservedLengths, UncachedLengths
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal, truncated_log_normal
+from prfaas_plan.analytic.log_normal_rows import LogNormalRows
 from prfaas_plan.analytic.ttft import unloaded_ttft, unloaded_ttfts
 from prfaas_plan.choices import Mode
 
@@ -76,6 +78,65 @@ def test_prefill_limits_are_the_rates_terms(case_problem, kind, rows):
     r = rates(s, w, t, prfaas, n_p, n_d, exact)
     np.testing.assert_array_equal(f, r.limits_rps[:2].min(axis=0))
     np.testing.assert_array_equal(g, r.limits_rps[2])
+
+
+deployments = st.tuples(
+    st.integers(0, 12),  # PrfaaS instances
+    st.booleans(),  # exact mode
+    st.floats(1e9, 1e11),  # link bytes/s
+    st.sampled_from([(9.9, 1.0, 128.0, 131072.0), (8.5, 0.6, 128.0, 131072.0),
+                     (10.4, 1.4, 300.0, 60000.0)]),  # fmt: skip
+)
+
+
+@given(
+    st.sampled_from([*sorted(WORKLOADS), "log-normal rows"]),
+    st.lists(deployments, min_size=1, max_size=4),
+    st.integers(1, 5),
+    st.lists(thresholds, min_size=1, max_size=6),
+    st.booleans(),
+    st.booleans(),
+)
+@settings(max_examples=80, deadline=None)
+def test_prefill_limits_of_splits_are_those_of_each_row(
+    case_problem, kind, chosen, splits, ts, grid_per_deployment, modes_per_row
+):
+    """The optimiser's coarse grid: what does not depend on the PD split computed once per
+    deployment gives every row the terms `prefill_limits` gives it (a workload for all, or
+    one per deployment; one row of thresholds for all, or one per deployment; one mode, or a
+    mode per deployment)."""
+    s = case_problem.system
+    count = len(chosen)
+    if kind == "log-normal rows":
+        workload = LogNormalRows.of([truncated_log_normal(*d[3]) for d in chosen])
+    else:
+        workload = WORKLOADS[kind]
+    grid = np.array(ts)[None, :]
+    if grid_per_deployment:  # each deployment's thresholds scaled: no two rows alike
+        grid = grid * np.linspace(0.5, 1.5, count)[:, None]
+    prfaas = np.array([float(d[0]) for d in chosen])
+    links = np.array([d[2] for d in chosen])
+    exact = np.array([d[1] for d in chosen])
+    mode = exact if modes_per_row else (Mode.EXACT if exact[0] else Mode.PAPER)
+    n_p = np.tile(np.arange(splits), count)  # each deployment's splits: 0 .. splits - 1
+    per_deployment = workload.column() if isinstance(workload, LogNormalRows) else workload
+    f, g = prefill_limits_of_splits(
+        s, per_deployment, grid, prfaas[:, None], n_p[:, None],
+        mode if isinstance(mode, Mode) else mode[:, None], links[:, None], splits,
+    )  # fmt: skip
+    spread = np.repeat(np.arange(count), splits)
+    rows_workload = (
+        workload.take(spread).column() if isinstance(workload, LogNormalRows) else workload
+    )
+    expected_f, expected_g = prefill_limits(
+        s, rows_workload, grid if grid.shape[0] == 1 else grid[spread], prfaas[spread][:, None],
+        n_p[:, None], mode if isinstance(mode, Mode) else mode[spread][:, None],
+        links[spread][:, None],
+    )  # fmt: skip
+    shape = (count * splits, grid.shape[1])
+    np.testing.assert_array_equal(f, np.broadcast_to(expected_f, shape))
+    np.testing.assert_array_equal(g, np.broadcast_to(expected_g, shape))
+    assert f.shape == g.shape == shape
 
 
 def test_one_log_normal_instance_per_parameters():
