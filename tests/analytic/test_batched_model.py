@@ -84,8 +84,9 @@ deployments = st.tuples(
     st.integers(0, 12),  # PrfaaS instances
     st.booleans(),  # exact mode
     st.floats(1e9, 1e11),  # link bytes/s
-    st.sampled_from([(9.9, 1.0, 128.0, 131072.0), (8.5, 0.6, 128.0, 131072.0),
-                     (10.4, 1.4, 300.0, 60000.0)]),  # fmt: skip
+    st.sampled_from(
+        [(9.9, 1.0, 128.0, 131072.0), (8.5, 0.6, 128.0, 131072.0), (10.4, 1.4, 300.0, 60000.0)]
+    ),  # log-normal parameters, where a deployment has its own
 )
 
 
