@@ -45,6 +45,11 @@ ROOT_RTOL = 1e-10
 # values (8.5 MB each, a few dozen alive at once), whatever the PD clusters' sizes; a batch of
 # 1,000 scenarios of 8 PD instances in both modes is one pass
 MAX_SPLIT_ROWS = 16384
+# (row, threshold) pairs of a coarse grid from which its split-independent terms are computed
+# once per deployment (`_grid_limits`): below, the few extra array operations cost more than
+# they save (a single plan's grid, 2 modes x 8 splits x 65 points, measured: 1% more
+# instructions a plan); the numbers are the same either way
+PER_DEPLOYMENT_FROM = 4096
 
 
 @dataclass(frozen=True)
@@ -212,7 +217,10 @@ def _optimize_splits(
     shared by every row, or a row of `grid` per row: workloads of differing length ranges),
     then the balance point and, where Λ peaks away from it, a golden-section polish."""
     points = grid if grid.ndim == 2 else grid[None, :]
-    lam, f, g = _grid_limits(system, points, rows)
+    if rows.per_deployment > 1 and rows.n_p.size * points.shape[1] >= PER_DEPLOYMENT_FROM:
+        lam, f, g = _grid_limits(system, points, rows)
+    else:
+        lam, f, g = _limits(system, points, rows.column())
     best_index = lam.argmax(axis=1)
     index = np.arange(rows.n_p.size)
     at = np.broadcast_to(points, lam.shape)  # each row's grid
