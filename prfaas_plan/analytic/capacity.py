@@ -14,6 +14,7 @@ E[T(L) | L > t] (and E[S_kv(L) | L > t]), which is what a pool of servers actual
 All functions broadcast over numpy arrays so the optimiser evaluates whole grids at once.
 """
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -341,11 +342,11 @@ BOUND_TOLERANCE = 1e-6
 BOUND_TIE_RTOL = 1e-9
 
 
-def binding_terms(limits: FloatArray, system_rps: float) -> tuple[Bound, ...]:
+def binding_terms(limits: Sequence[float], system_rps: float) -> tuple[Bound, ...]:
     """The terms within BOUND_TOLERANCE of Λ_max, tightest first (ties on BOUND_TIE_RTOL's
     grid in BOUND_ORDER)."""
     within = [
-        k for k in range(limits.size) if limits[k] <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
+        k for k in range(len(limits)) if limits[k] <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
     ]
     if 0 < system_rps < np.inf:
         within.sort(key=lambda k: (round(float(limits[k] / system_rps - 1) / BOUND_TIE_RTOL), k))
@@ -393,37 +394,46 @@ def evaluate_many(
         links,
         None if decode_rps_per_instance is None else np.asarray(decode_rps_per_instance, float),
     )
+    count = len(configurations)
+
+    def each(values: FloatArray) -> list[float]:  # one Python float per configuration
+        numbers: list[float] = np.broadcast_to(values, (count,)).tolist()
+        return numbers
+
+    # each configuration's four terms, a contiguous row each: its least as `.min()` of the
+    # row alone finds it (the same reduction; a nan or a signed zero included)
+    by_configuration = np.ascontiguousarray(np.broadcast_to(r.limits_rps, (4, count)).T)
+    terms, lowest = by_configuration.tolist(), by_configuration.min(axis=1).tolist()
+    p_all, kv = each(r.offload_fraction), each(r.long_kv_cache_bytes)
+    long_means, short_means = each(r.long_mean_tokens), each(r.short_mean_tokens)
+    prfaas_times, pd_times = each(r.prfaas_service_time_s), each(r.pd_prefill_service_time_s)
+    prfaas_rps, compute = each(r.prfaas_rps), each(r.prfaas_compute_rps)
+    link_rps, pd_prefill = each(r.prfaas_link_rps), each(r.pd_prefill_rps)
+    decode, link_list = each(r.pd_decode_rps), each(links)
     evaluations = []
     for i, (c, mode) in enumerate(zip(configurations, modes, strict=True)):
-        limits = r.limits_rps[:, i].astype(float)
-        system_rps = float(limits.min())
-        bounds = binding_terms(limits, system_rps)
-        p = float(r.offload_fraction[i])
-        egress = (
-            system_rps * p * float(r.long_kv_cache_bytes[i])
-            if p > 0 and np.isfinite(system_rps)
-            else 0.0
-        )
+        system_rps, p = lowest[i], p_all[i]
+        egress = system_rps * p * kv[i] if p > 0 and math.isfinite(system_rps) else 0.0
         evaluations.append(
             Evaluation(
                 configuration=c,
                 mode=mode,
                 offload_fraction=p,
-                long_mean_tokens=float(r.long_mean_tokens[i]),
-                short_mean_tokens=float(r.short_mean_tokens[i]),
-                prfaas_service_time_s=float(r.prfaas_service_time_s[i]),
-                pd_prefill_service_time_s=float(r.pd_prefill_service_time_s[i]),
+                long_mean_tokens=long_means[i],
+                short_mean_tokens=short_means[i],
+                prfaas_service_time_s=prfaas_times[i],
+                pd_prefill_service_time_s=pd_times[i],
                 throughput=RoleThroughput(
-                    prfaas_rps=float(r.prfaas_rps[i]),
-                    prfaas_compute_rps=float(r.prfaas_compute_rps[i]),
-                    prfaas_link_rps=float(r.prfaas_link_rps[i]),
-                    pd_prefill_rps=float(r.pd_prefill_rps[i]),
-                    pd_decode_rps=float(r.pd_decode_rps[i]),
+                    prfaas_rps=prfaas_rps[i],
+                    prfaas_compute_rps=compute[i],
+                    prfaas_link_rps=link_rps[i],
+                    pd_prefill_rps=pd_prefill[i],
+                    pd_decode_rps=decode[i],
                 ),
                 system_throughput_rps=system_rps,
-                bounds=bounds,
+                bounds=binding_terms(terms[i], system_rps),
                 kv_egress_bytes_per_s=egress,
-                link_bandwidth_bytes_per_s=float(links[i]),
+                link_bandwidth_bytes_per_s=link_list[i],
             )
         )
     return evaluations
