@@ -4,13 +4,14 @@ request offloaded), and the paper's exhaustive grid search (every split x a fixe
 step), the brute-force oracle for tests and benchmarks."""
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
 from prfaas_plan.analytic.capacity import Configuration, Evaluation, ServingSystem, evaluate
+from prfaas_plan.analytic.decode_point import DecodePoint
 from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.log_normal import TruncatedLogNormal
+from prfaas_plan.analytic.profiles import FittedCurve
 from prfaas_plan.choices import Mode
 from prfaas_plan.solve.threshold import SearchSpace, optimize_fixed_hardware_batch
 
@@ -55,9 +56,14 @@ def homogeneous_configuration(
     return homogeneous_configurations([system], [workload], [pd_instances], mode)[0]
 
 
-UNUSED_LINK_BYTES_PER_S = 1.0  # the homogeneous split's memo key: no request crosses a link
+UNUSED_LINK_BYTES_PER_S = 1.0  # the homogeneous search's link: no request crosses one
 MAX_MEMO = 4096  # a sweep's equal-cost baselines span many instance counts and workloads
-_memo: dict[tuple[ServingSystem, LengthDistribution, int, Mode], Configuration] = {}
+# the memo's key: the system but for its link (its three curves, decode point and output
+# length, ServingSystem's other fields), the workload, the PD instances and the mode
+_Key = tuple[
+    FittedCurve, FittedCurve, FittedCurve, DecodePoint, float, LengthDistribution, int, Mode
+]
+_memo: dict[_Key, Configuration] = {}
 
 
 def homogeneous_configurations(
@@ -72,40 +78,59 @@ def homogeneous_configurations(
     a server planning the same PD cluster and workload at many link bandwidths or PrfaaS sizes
     (the what-if page's sliders; a sweep over links) searches it once. The systems share their
     profiles (they may differ in link and decode point), the workloads are one distribution or
-    truncated log-normals (solve/threshold.py `optimize_fixed_hardware_batch`)."""
-    keys = [
-        (replace(system, link_bandwidth_bytes_per_s=UNUSED_LINK_BYTES_PER_S), workload, n, mode)
-        for system, workload, n in zip(systems, workloads, pd_instances, strict=True)
-    ]
-    # each key hashed as few times as may be (a system's hash walks its profiles' fields)
+    truncated log-normals (solve/threshold.py `optimize_fixed_hardware_batch`). Each key is
+    hashed once, and each distinct key twice more at most (a system's hash walks its
+    profiles' fields: a sweep's block asks for a thousand)."""
+    slots: dict[_Key, int] = {}  # distinct key -> its place in `distinct`
+    distinct: list[ServingSystem] = []  # each distinct key's first system
+    at = []
+    for system, workload, n in zip(systems, workloads, pd_instances, strict=True):
+        key = (
+            system.prfaas_prefill_latency, system.pd_prefill_latency, system.kv_cache_size,
+            system.decode, system.output_tokens, workload, n, mode,
+        )  # fmt: skip
+        slot = slots.setdefault(key, len(slots))
+        if slot == len(distinct):
+            distinct.append(system)
+        at.append(slot)
+    keys = list(slots)
     found = [_memo.get(key) for key in keys]
-    missing = list(dict.fromkeys(key for key, c in zip(keys, found, strict=True) if c is None))
-    if not missing:
-        return [c for c in found if c is not None]
-    searched = dict(zip(missing, _search(missing, mode), strict=True))
-    if len(_memo) + len(missing) > MAX_MEMO:
-        _memo.clear()
-    _memo.update(searched)
-    return [searched[key] if c is None else c for key, c in zip(keys, found, strict=True)]
+    missing = [i for i, c in enumerate(found) if c is None]
+    if missing:
+        searched = _search(
+            [distinct[i] for i in missing], [keys[i][5] for i in missing],
+            [keys[i][6] for i in missing], mode,
+        )  # fmt: skip
+        if len(_memo) + len(missing) > MAX_MEMO:
+            _memo.clear()
+        for i, configuration in zip(missing, searched, strict=True):
+            found[i] = _memo[keys[i]] = configuration
+    configurations = [c for c in found if c is not None]  # every key found or searched
+    return [configurations[slot] for slot in at]
 
 
 def _search(
-    keys: list[tuple[ServingSystem, LengthDistribution, int, Mode]], mode: Mode
+    systems: list[ServingSystem],
+    workloads: list[LengthDistribution],
+    pd_instances: list[int],
+    mode: Mode,
 ) -> list[Configuration]:
-    """The homogeneous split of each key, in one search when the workloads are one or all
-    truncated log-normals, else one search per key; each key's own decode capacity where the
-    systems' differ."""
-    first = keys[0][1]
-    shared = all(w is first for _, w, _, _ in keys)
-    if not shared and not all(isinstance(w, TruncatedLogNormal) for _, w, _, _ in keys):
-        return [c for key in keys for c in _search([key], mode)]
-    count = len(keys)
-    pd = np.array([n for _, _, n, _ in keys])
-    decode = np.array([s.decode_rps_per_instance for s, _, _, _ in keys])
+    """The homogeneous split of each (system, workload, PD instances), in one search when the
+    workloads are one or all truncated log-normals, else one search each; each one's own
+    decode capacity where the systems' differ."""
+    first = workloads[0]
+    shared = all(w is first for w in workloads)
+    if not shared and not all(isinstance(w, TruncatedLogNormal) for w in workloads):
+        return [
+            _search([system], [workload], [n], mode)[0]
+            for system, workload, n in zip(systems, workloads, pd_instances, strict=True)
+        ]
+    count = len(systems)
+    decode = np.array([s.decode_rps_per_instance for s in systems])
     t, n_p, n_d = optimize_fixed_hardware_batch(
-        keys[0][0], first if shared else [w for _, w, _, _ in keys if isinstance(w, TruncatedLogNormal)],
-        np.zeros(count, int), pd, np.full(count, UNUSED_LINK_BYTES_PER_S), np.inf, mode,
-        None if shared and np.all(decode == decode[0]) else decode,
+        systems[0], first if shared else [w for w in workloads if isinstance(w, TruncatedLogNormal)],
+        np.zeros(count, int), np.array(pd_instances), np.full(count, UNUSED_LINK_BYTES_PER_S),
+        np.inf, mode, None if shared and np.all(decode == decode[0]) else decode,
     )  # fmt: skip
     return [Configuration(0, int(n_p[i]), int(n_d[i]), float(t[i])) for i in range(count)]
 
