@@ -103,12 +103,35 @@ def validate_context_table(
     return contexts
 
 
-def _steps_at(
-    context: FloatArray, batch: FloatArray, step: FloatArray, at_tokens: float, batches: FloatArray
-) -> FloatArray:
-    """Step time at `batches` at one profiled context (inf for batches not profiled there)."""
-    rows = context == at_tokens
-    return _step_at_batches(batch[rows], step[rows], batches)
+class ContextSteps:
+    """The step time of every whole batch from 1 to the table's largest at each profiled
+    context of a (context, batch, step) table (inf for batches not profiled there), each
+    context's computed when first asked for and kept: a decode table's, shared by the decode
+    points of every workload read on it (a sweep's block, a server's requests). Each batch's
+    step is interpolated alone (`np.interp` element by element), so a batch's number is the
+    same whichever others are asked for with it. Read-only arrays."""
+
+    def __init__(self, context: FloatArray, batch: FloatArray, step: FloatArray) -> None:
+        self._context, self._batch, self._step = context, batch, step
+        self.candidates: FloatArray = np.arange(1.0, float(batch.max()) + 1.0)
+        self._at: dict[float, FloatArray] = {}
+
+    def at(self, context_tokens: float) -> FloatArray:
+        """The step of each of `candidates` at a profiled context."""
+        steps = self._at.get(context_tokens)
+        if steps is None:
+            rows = self._context == context_tokens
+            steps = _step_at_batches(self._batch[rows], self._step[rows], self.candidates)
+            steps.setflags(write=False)
+            self._at[context_tokens] = steps
+        return steps
+
+    def pair(self, context_tokens: float, batch_size: int) -> FloatArray:
+        """The steps of `batch_size` (one of `candidates`) and `batch_size + 1` at a profiled
+        context."""
+        steps = self.at(context_tokens)
+        above = steps[batch_size] if batch_size < steps.size else np.inf  # past every row: inf
+        return np.array([steps[batch_size - 1], above])
 
 
 def _between(low: FloatArray, high: FloatArray, weight: float) -> FloatArray:
@@ -123,9 +146,7 @@ def _between(low: FloatArray, high: FloatArray, weight: float) -> FloatArray:
 
 
 def _context_side(
-    context: FloatArray,
-    batch: FloatArray,
-    step: FloatArray,
+    steps: ContextSteps,
     *,
     bracket: tuple[float, float],
     decode_context_tokens: float,
@@ -141,8 +162,7 @@ def _context_side(
     c0, c1 = bracket
     c = decode_context_tokens
     far = c1 if toward_high else c0
-    pair = np.array([batch_size, batch_size + 1], float)
-    at_low, at_high = (_steps_at(context, batch, step, x, pair) for x in bracket)
+    at_low, at_high = (steps.pair(x, batch_size) for x in bracket)
     here = _between(at_low, at_high, (c - c0) / (c1 - c0))
     there = at_high if toward_high else at_low
     ends: list[tuple[float, int]] = [(far, 0)]
@@ -172,10 +192,12 @@ def decode_point_at_context(
     slo_tokens_per_s: float,
     source: str,
     contexts: FloatArray | None = None,
+    context_steps: ContextSteps | None = None,
 ) -> DecodePoint:
     """Largest whole batch whose step at `decode_context_tokens` meets `1 / slo_tokens_per_s`,
     from a table of rows (context, batch, step); `contexts`: the table's distinct contexts where
-    it is already validated (validate_context_table's answer), else it is validated here.
+    it is already validated (validate_context_table's answer), else it is validated here;
+    `context_steps`: the table's ContextSteps where it has one (the same numbers).
 
     Interpolation: linear in batch within each profiled context, then linear in context between
     the two profiled contexts around `decode_context_tokens` (bilinear, exact for a roofline
@@ -200,12 +222,9 @@ def decode_point_at_context(
     low = float(contexts[upper] if profiled else contexts[upper - 1])
     high = float(contexts[upper])
     weight = 0.0 if high == low else (decode_context_tokens - low) / (high - low)
-    candidates = np.arange(1.0, float(batch.max()) + 1.0)
-    steps = _between(
-        _steps_at(context, batch, step, low, candidates),
-        _steps_at(context, batch, step, high, candidates),
-        weight,
-    )
+    table = ContextSteps(context, batch, step) if context_steps is None else context_steps
+    candidates = table.candidates
+    steps = _between(table.at(low), table.at(high), weight)
     max_step_s = 1.0 / slo_tokens_per_s
     ok = np.flatnonzero(steps <= max_step_s * (1 + 1e-12))
     if ok.size == 0:
@@ -231,9 +250,7 @@ def decode_point_at_context(
         None
         if bracket is None
         else _context_side(
-            context,
-            batch,
-            step,
+            table,
             bracket=bracket,
             decode_context_tokens=decode_context_tokens,
             batch_size=batch_size,

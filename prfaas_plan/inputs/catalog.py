@@ -27,7 +27,7 @@ import numpy as np
 
 from prfaas_plan import plausible, units
 from prfaas_plan.analytic.decode_physics import DecodeInstance, implausible_step
-from prfaas_plan.analytic.decode_point import validate_context_table
+from prfaas_plan.analytic.decode_point import ContextSteps, validate_context_table
 from prfaas_plan.analytic.prefill_physics import (
     MFU_FLOOR,
     active_params_lower_bound,
@@ -84,6 +84,18 @@ class DecodeTable:
     context_tokens: np.ndarray | None = None  # the context of each row, when profiled
     # its distinct contexts, ascending, once the table is validated (validate_context_table)
     contexts: np.ndarray | None = None
+
+    @cached_property
+    def context_steps(self) -> ContextSteps | None:
+        """Each batch's step at each profiled context, kept for every decode point read on this
+        table (None without a context column)."""
+        if self.context_tokens is None:
+            return None
+        return ContextSteps(
+            np.asarray(self.context_tokens, dtype=float),
+            np.asarray(self.batch_sizes, dtype=float),
+            np.asarray(self.step_latencies_s, dtype=float),
+        )
 
 
 @dataclass(frozen=True)

@@ -195,7 +195,7 @@ def decode_point(
     return decode_point_at_context(
         table.context_tokens, table.batch_sizes, table.step_latencies_s,
         decode_context_tokens=context, slo_tokens_per_s=slo_tokens_per_s, source=table.source,
-        contexts=table.contexts,
+        contexts=table.contexts, context_steps=table.context_steps,
     )  # fmt: skip
 
 

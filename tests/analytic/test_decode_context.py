@@ -426,3 +426,34 @@ def test_output_lengths_from_a_csv_trace_are_its_generated_tokens(tmp_path, name
     assert problem.system.output_tokens == pytest.approx(sum(o for _, o in rows) / len(rows))
     joint = sum(i * o for i, o in rows) / len(rows)
     assert problem.output_lengths.mean_input_times_output_tokens == pytest.approx(joint)
+
+
+@given(
+    st.lists(st.integers(1, 64), min_size=1, max_size=5),
+    st.integers(1, 64),  # up to the table's largest batch, as a decode point's BS_max
+    st.sampled_from([0, 1, 2]),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_tables_kept_steps_are_each_batchs_own(asked_first, batch_size, at):
+    """A decode table keeps each profiled context's steps of every batch (ContextSteps), made
+    when a context is first asked for: each batch's step is the one interpolated for it alone,
+    whatever was asked before (a sweep's decode points share a table's), and inf past the
+    batches profiled there."""
+    from prfaas_plan.analytic.decode_point import ContextSteps, _step_at_batches
+
+    contexts = np.array([1024.0, 8192.0, 32768.0])
+    batches = {1024.0: [1, 4, 16, 64], 8192.0: [2, 8, 32], 32768.0: [1, 3, 9, 27, 60]}
+    rows = [(c, b, 0.01 + 1e-3 * b + 1e-7 * c * b) for c in contexts for b in batches[c]]
+    context, batch, step = (np.array(column, float) for column in zip(*rows, strict=True))
+    kept = ContextSteps(context, batch, step)
+    for b in asked_first:  # other batches, at every context, asked for first
+        for c in contexts:
+            kept.pair(float(c), b)
+    c = float(contexts[at])
+    alone = [
+        _step_at_batches(batch[context == c], step[context == c], np.array([float(b)]))[0]
+        for b in (batch_size, batch_size + 1)
+    ]
+    got = kept.pair(c, batch_size)
+    assert got.tolist() == alone  # the same bits (inf where not profiled)
+    assert kept.at(c)[batch_size - 1] == alone[0]
