@@ -9,6 +9,7 @@ is a row, never the end of the study.
 """
 
 import contextlib
+import gc
 import json
 import os
 from collections.abc import Iterator
@@ -257,7 +258,7 @@ def chunk_table(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> "pa.
     takes are planned a block (fast.BLOCK) of a group at a time; every other is run on its
     own; results become Arrow ROW_BLOCK rows at a time, so memory does not grow with the chunk
     beyond its Arrow rows."""
-    with _array_allocator():
+    with _array_allocator(), _collector_paused():
         rows = _ChunkRows(sweep, chunk, data_dir)
         groups: dict[Any, _Group] = {}
         pending = 0  # scenarios waiting in `groups`
@@ -288,6 +289,23 @@ def chunk_table(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> "pa.
         for group in groups.values():
             rows.plan(group)
         return rows.table()
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for one task, as it was again afterwards
+    (reference counting frees the task's objects as usual; only cycles wait for the next
+    collection). A chunk makes millions of objects that live until its table is built (its
+    problems, reports, documents and rows) and almost no cycles (345 unreachable objects after
+    2,000 Latin-hypercube scenarios), so the collector's passes over them were pure cost: in a
+    chunk of 4,000, 645 passes took 277 ms of 3.7 s, four full ones 211 ms of that."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # glibc's mallopt parameters (malloc.h) and its defaults on 64-bit Linux
