@@ -345,13 +345,15 @@ BOUND_TIE_RTOL = 1e-9
 def binding_terms(limits: Sequence[float], system_rps: float) -> tuple[Bound, ...]:
     """The terms within BOUND_TOLERANCE of Λ_max, tightest first (ties on BOUND_TIE_RTOL's
     grid in BOUND_ORDER)."""
-    within = [
-        k for k in range(len(limits)) if limits[k] <= system_rps * (1 + BOUND_TOLERANCE) + 1e-300
-    ]
-    if 0 < system_rps < np.inf:
-        within.sort(key=lambda k: (round(float(limits[k] / system_rps - 1) / BOUND_TIE_RTOL), k))
-    else:  # Λ_max 0 or inf: the terms equal to it, in BOUND_ORDER
-        within.sort(key=lambda k: (limits[k], k))
+    bound = system_rps * (1 + BOUND_TOLERANCE) + 1e-300
+    within = [k for k, limit in enumerate(limits) if limit <= bound]
+    if len(within) > 1:  # most evaluations have one binding term: nothing to order
+        if 0 < system_rps < np.inf:
+            within.sort(
+                key=lambda k: (round(float(limits[k] / system_rps - 1) / BOUND_TIE_RTOL), k)
+            )
+        else:  # Λ_max 0 or inf: the terms equal to it, in BOUND_ORDER
+            within.sort(key=lambda k: (limits[k], k))
     return tuple(BOUND_ORDER[k] for k in within)
 
 
