@@ -274,12 +274,20 @@ def problem_like(problem: Problem, scenario: Scenario, catalog: Catalog) -> Prob
     counts and the link's bandwidth alone, a truncated log-normal's parameters but for its
     upper bound (the profiles are checked up to it) and the decode point they move
     (`_with_input_lengths`), the output lengths and the decode point they move, the input
-    distribution kept (`_with_output_lengths`), or else the whole scenario (`build_problem`)."""
+    distribution kept (`_with_output_lengths`), the decode SLO and the decode point it moves,
+    or else the whole scenario (`build_problem`)."""
     old = problem.scenario.workload
     if scenario.workload != old:
         if scenario.workload.model_copy(update={"output_tokens": old.output_tokens}) == old:
             return _with_output_lengths(problem, scenario, catalog)
         return _with_input_lengths(problem, scenario, catalog)
+    if scenario.slo != problem.scenario.slo:  # the decode point alone moves
+        if problem.output_lengths is None:
+            return build_problem(scenario, Path(problem.source), catalog)
+        return _like(
+            problem, scenario, catalog, problem.workload, _full_input(problem),
+            problem.output_lengths,
+        )  # fmt: skip
     return dataclasses.replace(
         problem, scenario=scenario,
         system=dataclasses.replace(
@@ -299,12 +307,16 @@ def _with_output_lengths(problem: Problem, scenario: Scenario, catalog: Catalog)
         scenario.workload.output_tokens, scenario.workload.input_tokens, source.parent,
         f"{source}: ",
     )  # fmt: skip
+    return _like(problem, scenario, catalog, problem.workload, _full_input(problem), output)
+
+
+def _full_input(problem: Problem) -> LengthDistribution:
+    """The problem's input lengths before a prefix cache's share (build_problem's `full`: the
+    decode point's)."""
     from prfaas_plan.analytic.distributions import UncachedLengths
 
-    full = problem.workload  # the input lengths before a prefix cache's share (build_problem's)
-    if isinstance(full, UncachedLengths):
-        full = full.full
-    return _like(problem, scenario, catalog, problem.workload, full, output)
+    workload = problem.workload
+    return workload.full if isinstance(workload, UncachedLengths) else workload
 
 
 def _like(

@@ -14,15 +14,17 @@ from prfaas_plan.sweep.spec import Sweep
 
 # seconds a scenario (see the module docstring); evaluate is optimize's search without it
 SECONDS_PER_SCENARIO = {"optimize": 0.01, "evaluate": 0.01, "procure": 0.12, "sensitivity": 0.5}
-# an optimize scenario on the batched path (sweep/fast.py): 4,000 case-study scenarios in
-# 2.2 s of CPU in one process, 2026-12-04 (1,790 a second)
-SECONDS_PER_BATCHED_SCENARIO = 0.0006
+# an optimize scenario on the batched path (sweep/fast.py): 4,000 scenarios of
+# benchmarks/bench_sweep.py's hardware study in 1.6-1.8 s of CPU in one process, 2026-12-04
+# (2,226-2,463 a second); a study over the output lengths or the decode SLO (each scenario its
+# own decode point, one input distribution: benchmarks/bench_sweep_outputs.py, 1,934-2,026 a
+# second) runs near it
+SECONDS_PER_BATCHED_SCENARIO = 0.0005
 # ... whose input-length distribution is its own (an axis over a log-normal's parameters): each
-# distinct distribution has its own split constants and TTFT mesh; 4,000 in 5.23 s of CPU,
-# 2026-12-04 (benchmarks/bench_sweep_lhs.py, 765 a second); or whose output length is (each
-# scenario built alone, its own decode point: 1,039-1,329 a second, bench_sweep_outputs.py)
-SECONDS_PER_BATCHED_WORKLOAD_SCENARIO = 0.0013
-WORKLOAD_AXES = ("workload.input_tokens.", "workload.output_tokens")
+# distinct distribution has its own split constants and TTFT mesh; 4,000 in 3.4-3.7 s of CPU,
+# 2026-12-04 (benchmarks/bench_sweep_lhs.py, 1,074-1,189 a second)
+SECONDS_PER_BATCHED_WORKLOAD_SCENARIO = 0.0009
+WORKLOAD_AXES = ("workload.input_tokens.",)
 
 
 def seconds_per_scenario(sweep: Sweep) -> float | None:

@@ -1,9 +1,9 @@
 """The batched path of an `optimize` sweep: the scenarios of a chunk that share a system and
 differ only in instance counts, link bandwidth, the parameters of a truncated log-normal input
-length, the output lengths (a number, or a truncated log-normal's parameters) and GPU prices
-are planned together by the use-case's batched form (use_cases/calls.py optimize_many: one
-search for all of them), and each row is `optimize`'s JSON document flattened, exactly as the
-per-scenario path writes it. Scenarios whose other workload fields differ (a histogram's
+length, the output lengths (a number, or a truncated log-normal's parameters), the decode SLO
+and GPU prices are planned together by the use-case's batched form (use_cases/calls.py
+optimize_many: one search for all of them), and each row is `optimize`'s JSON document
+flattened, exactly as the per-scenario path writes it. Scenarios whose other workload fields differ (a histogram's
 weights, an observed trace, prefix-cache hit rates) each form their own group.
 """
 
@@ -30,6 +30,8 @@ BATCHED_FIELDS = (
     "workload.output_tokens.sigma_log",
     "workload.output_tokens.min_tokens",
     "workload.output_tokens.max_tokens",
+    # ... and so does the decode SLO
+    "slo.decode_tokens_per_s",
 )
 # ... and any field under this one: a GPU's price in the scenario's cost block
 BATCHED_PREFIXES = ("cost.gpu_prices_usd_per_gpu_hour.",)

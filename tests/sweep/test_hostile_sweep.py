@@ -719,7 +719,7 @@ ANNOUNCED = [
         "link.bandwidth_gbps: {values: [5, 50, 400]}",
         "workload.input_tokens.mu_log: {low: 9.0, high: 10.0}").replace(
         "chunk_size: 4", "chunk_size: 4000\nsampling: latin_hypercube\nsamples: 20000"), 1,
-     "sweep: 20,000 scenarios of optimize, about 1 ms each: about 26 s on 1 worker"),
+     "sweep: 20,000 scenarios of optimize, about 1 ms each: about 18 s on 1 worker"),
     ("a duration: the requests are not known", SIM_SWEEP.replace(
         "chunk_size: 4", "chunk_size: 4\nparameters: {duration_s: 100000}"), 1, None),
 ]  # fmt: skip

@@ -114,6 +114,7 @@ axes:
   prfaas_cluster.instances: {{low: 0, high: 8, integer: true}}
   cost.gpu_prices_usd_per_gpu_hour.h200: {{low: 1.0, high: 10.0}}
   workload.output_tokens: {{low: 64, high: 4096}}
+  slo.decode_tokens_per_s: {{low: 10, high: 80}}
 """
 
 
@@ -121,8 +122,9 @@ def test_a_sweep_over_workloads_and_prices_is_one_group_whose_rows_are_single_pl
     tmp_path, monkeypatch
 ):
     """Scenarios differing in mu_log, sigma_log, min_tokens, link, PrfaaS size, the H200's
-    price and the output length share one fast-path group, planned in one batch: each row is
-    the document of its scenario planned alone (`optimize`), to the last bit."""
+    price, the output length and the decode SLO share one fast-path group, planned in one
+    batch: each row is the document of its scenario planned alone (`optimize`), to the last
+    bit."""
     import yaml
 
     from prfaas_plan.sweep.rows import chunk_table

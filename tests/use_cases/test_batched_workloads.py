@@ -313,3 +313,55 @@ def test_a_problem_like_another_but_for_its_output_keeps_its_input(workload, out
         assert parts[0] == parts[1]
         like = dataclasses.replace(like, workload=built.workload)
     assert like == built
+
+
+def with_slo(data: dict[str, Any], tokens_per_s: float) -> dict[str, Any]:
+    """The scenario with `slo.decode_tokens_per_s` replaced."""
+    return {**data, "slo": {"decode_tokens_per_s": tokens_per_s}}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    slos=st.lists(st.floats(5.0, 120.0), min_size=2, max_size=6),
+    inputs=st.lists(SCENARIO, min_size=1, max_size=2),
+    output=OUTPUT,
+    mode=st.sampled_from(["paper", "exact"]),
+)
+def test_a_batch_of_decode_slos_is_each_scenario_planned_alone(slos, inputs, output, mode):
+    """Scenarios that differ in their decode SLO (each its own decode point), sharing an input
+    distribution or each with their own (sweep/fast.py batches slo.decode_tokens_per_s)."""
+    problems = [
+        problem(with_slo(with_output(scenario_data(*inputs[i % len(inputs)]), output), slo))
+        for i, slo in enumerate(slos)
+    ]
+    assert_batch_is_each_alone(problems, PlanRequest(mode=mode))
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        {},  # the case study's log-normal
+        {"input_tokens": HISTOGRAM_INPUT},
+        {"prefix_cache_hit_rate": 0.3},
+        {"output_tokens": log_normal_output(6.5, 0.7)},
+    ],
+    ids=["log-normal", "histogram", "cached share", "log-normal output"],
+)
+@pytest.mark.parametrize("slo", [8.0, 75.0])
+def test_a_problem_like_another_but_for_its_slo_keeps_its_workload(workload, slo):
+    """A group's scenario that differs from its first in the decode SLO alone (and counts,
+    link, prices) keeps the first's input distribution, the same object, and moves only the
+    decode point: the Problem is build_problem's, field for field."""
+    base = {**BASE, "workload": {**BASE["workload"], **workload}}
+    first = problem(base)
+    data = with_slo(scenario_data(9.9, 1.0, 128, 131072, 2, 5, 30, 4.0), slo)
+    data["workload"] = {**base["workload"]}
+    scenario = scenario_from_data(data, str(CASE))
+    like = problem_like(first, scenario, CATALOG)
+    assert like.workload is first.workload and like.system.decode != first.system.decode
+    built = build_problem(scenario, CASE, CATALOG)
+    if isinstance(built.workload, UncachedLengths):  # equal by identity: compared by its parts
+        parts = [(w.full, w.hit_rates, w.band_max_tokens) for w in (like.workload, built.workload)]
+        assert parts[0] == parts[1]
+        like = dataclasses.replace(like, workload=built.workload)
+    assert like == built
