@@ -274,6 +274,17 @@ def test_a_batch_of_output_lengths_is_each_scenario_planned_alone(outputs, input
     assert_batch_is_each_alone(problems, PlanRequest(mode=mode))
 
 
+def assert_built_alike(like: Problem, scenario: Any) -> None:
+    """`like` (problem_like's) is build_problem's Problem of `scenario`, field for field (a
+    prefix cache's uncached lengths, equal by identity, compared by their parts)."""
+    built = build_problem(scenario, CASE, CATALOG)
+    if isinstance(built.workload, UncachedLengths):
+        parts = [(w.full, w.hit_rates, w.band_max_tokens) for w in (like.workload, built.workload)]
+        assert parts[0] == parts[1]
+        like = dataclasses.replace(like, workload=built.workload)
+    assert like == built
+
+
 BAND = {"max_input_tokens": 8192, "hit_rate": 0.5}
 HISTOGRAM_INPUT = {"distribution": "histogram", "bin_edges_tokens": [128, 4096, 32768, 131072],
                    "weights": [0.5, 0.3, 0.2]}  # fmt: skip
@@ -307,12 +318,7 @@ def test_a_problem_like_another_but_for_its_output_keeps_its_input(workload, out
     scenario = scenario_from_data(data, str(CASE))
     like = problem_like(first, scenario, CATALOG)
     assert like.workload is first.workload
-    built = build_problem(scenario, CASE, CATALOG)
-    if isinstance(built.workload, UncachedLengths):  # equal by identity: compared by its parts
-        parts = [(w.full, w.hit_rates, w.band_max_tokens) for w in (like.workload, built.workload)]
-        assert parts[0] == parts[1]
-        like = dataclasses.replace(like, workload=built.workload)
-    assert like == built
+    assert_built_alike(like, scenario)
 
 
 def with_slo(data: dict[str, Any], tokens_per_s: float) -> dict[str, Any]:
@@ -359,9 +365,4 @@ def test_a_problem_like_another_but_for_its_slo_keeps_its_workload(workload, slo
     scenario = scenario_from_data(data, str(CASE))
     like = problem_like(first, scenario, CATALOG)
     assert like.workload is first.workload and like.system.decode != first.system.decode
-    built = build_problem(scenario, CASE, CATALOG)
-    if isinstance(built.workload, UncachedLengths):  # equal by identity: compared by its parts
-        parts = [(w.full, w.hit_rates, w.band_max_tokens) for w in (like.workload, built.workload)]
-        assert parts[0] == parts[1]
-        like = dataclasses.replace(like, workload=built.workload)
-    assert like == built
+    assert_built_alike(like, scenario)
