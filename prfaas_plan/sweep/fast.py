@@ -3,8 +3,9 @@ differ only in instance counts, link bandwidth, the parameters of a truncated lo
 length, the output lengths (a number, or a truncated log-normal's parameters), the decode SLO
 and GPU prices are planned together by the use-case's batched form (use_cases/calls.py
 optimize_many: one search for all of them), and each row is `optimize`'s JSON document
-flattened, exactly as the per-scenario path writes it. Scenarios whose other workload fields differ (a histogram's
-weights, an observed trace, prefix-cache hit rates) each form their own group.
+flattened, exactly as the per-scenario path writes it. Scenarios whose other workload fields
+differ (a histogram's weights, an observed trace, prefix-cache hit rates) each form their own
+group.
 """
 
 from typing import Any
