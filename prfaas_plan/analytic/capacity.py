@@ -156,6 +156,15 @@ class _Prefill(NamedTuple):
     prfaas_compute_rps: FloatArray
     prfaas_link_rps: FloatArray
 
+    def prfaas_limit_rps(self) -> FloatArray:
+        """Θ_prfaas / p: the least of the compute and link terms, each over the offloaded share
+        (called under np.errstate(divide="ignore", invalid="ignore"))."""
+        p = self.long[0]
+        limit: FloatArray = np.minimum(
+            _per_share(self.prfaas_compute_rps, p), _per_share(self.prfaas_link_rps, p)
+        )
+        return limit
+
     def pd_prefill_rps(self, pd_prefill_instances: ArrayLike) -> FloatArray:
         """Θ_pd-p of `pd_prefill_instances` PD prefill instances (nan where none is short)."""
         rps: FloatArray = np.asarray(pd_prefill_instances, float) / self.pd_prefill_service_time_s
@@ -258,9 +267,8 @@ def prefill_limits(
     r = _prefill(
         system, workload, threshold_tokens, prfaas_instances, mode, link_bandwidth_bytes_per_s
     )
-    p = r.long[0]
     with np.errstate(divide="ignore", invalid="ignore"):
-        prfaas = np.minimum(_per_share(r.prfaas_compute_rps, p), _per_share(r.prfaas_link_rps, p))
+        prfaas = r.prfaas_limit_rps()
         return prfaas, _per_share(r.pd_prefill_rps(pd_prefill_instances), r.short[0])
 
 
@@ -284,9 +292,8 @@ def prefill_limits_of_splits(
     r = _prefill(
         system, workload, threshold_tokens, prfaas_instances, mode, link_bandwidth_bytes_per_s
     )
-    p = r.long[0]
     with np.errstate(divide="ignore", invalid="ignore"):
-        prfaas = np.minimum(_per_share(r.prfaas_compute_rps, p), _per_share(r.prfaas_link_rps, p))
+        prfaas = r.prfaas_limit_rps()
         shape = prfaas.shape  # deployments x thresholds: every argument broadcast
 
         def each_split(per_deployment: FloatArray) -> FloatArray:
