@@ -3,13 +3,14 @@ time of the CLI package from `python -X importtime`), to show that commands impo
 sympy lazily leave it unchanged.
 
 Run by hand (not a test), from the checkout to measure:
-    PYTHONPATH=$PWD python benchmarks/bench_startup.py [--runs N]
+    PYTHONPATH=$PWD python benchmarks/bench_startup.py [--runs N] [--against DIR [--frozen-floor]]
 
 With `--against DIR` (another checkout, e.g. `git worktree add /tmp/base <commit>`): paired,
 alternated runs of `python -c "import numpy, scipy.special"` (the import floor), this checkout's
 `optimize -f json` and DIR's, each with PYTHONPATH set to its checkout; prints the median over
 pairs of each one's ratio to the floor run beside it (a shared machine's load drifts: a ratio
-of neighbours is steadier than a ratio of medians).
+of neighbours is steadier than a ratio of medians). `--frozen-floor`: the floor process also
+skips the cyclic collector's pass at exit, as the CLI does (see FROZEN).
 
 Every run sees compiled bytecode, as an installed package does (pip compiles it): both
 checkouts are compiled first, and PYTHONDONTWRITEBYTECODE is removed from the runs'
@@ -28,6 +29,12 @@ import time
 
 # the environment of every run: bytecode read and written, as an installed package's is
 BYTECODE_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+# `--frozen-floor`: the floor process ends as the CLI does (cli/__init__.py `_no_final_collection`),
+# its objects out of the cyclic collector's reach before the teardown: the ratio of what each
+# process does before its exit, without the ~25 ms teardown pass only the CLI skips
+FROZEN = "; import gc; gc.freeze()"
 
 
 def wall_seconds(args: list[str], runs: int) -> list[float]:
@@ -96,9 +103,9 @@ def one_run(command: list[str], checkout: str | None = None) -> tuple[float, flo
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def paired(against: str, runs: int) -> None:
+def paired(against: str, runs: int, frozen_floor: bool = False) -> None:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    floor = [sys.executable, "-c", "import numpy, scipy.special"]
+    floor = [sys.executable, "-c", "import numpy, scipy.special" + FROZEN * frozen_floor]
     optimize = [sys.executable, "-m", "prfaas_plan", "optimize", "-f", "json"]
     labels = ("this checkout", against)
     for checkout in (here, against):
@@ -113,7 +120,7 @@ def paired(against: str, runs: int) -> None:
             times["floor"].append(base)
             times[label].append(run)
             ratios[label].append((run[0] / base[0], run[1] / base[1]))
-    print(f"# {runs} alternated pairs: optimize -f json / import numpy, scipy.special")
+    print(f"# {runs} alternated pairs: optimize -f json / {floor[-1]}")
     for label, values in times.items():
         wall, cpu = (statistics.median(v[j] for v in values) for j in (0, 1))
         print(f"{label:<24} median wall {wall:.3f} s, CPU {cpu:.3f} s")
@@ -130,9 +137,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--against", help="another checkout: paired ratios to the import floor")
+    parser.add_argument(
+        "--frozen-floor", action="store_true", help="the floor process skips the collector at exit"
+    )
     args = parser.parse_args()
     if args.against:
-        paired(args.against, args.runs)
+        paired(args.against, args.runs, args.frozen_floor)
         return
     compiled(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     print(f"# {args.runs} runs each (median / min / max, s)")
