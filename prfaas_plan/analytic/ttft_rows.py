@@ -16,7 +16,15 @@ import numpy as np
 
 from prfaas_plan.analytic.arrays import FloatArray, IntArray
 from prfaas_plan.analytic.capacity import ServingSystem
-from prfaas_plan.analytic.log_normal import TruncatedLogNormal, mesh_edge_logs
+from prfaas_plan.analytic.log_normal import (
+    MeshNodes,
+    TruncatedLogNormal,
+    mesh_edge_logs,
+    mesh_nodes,
+    quadrature_fits,
+    quadrature_moments,
+    quadrature_scale,
+)
 from prfaas_plan.analytic.log_normal_rows import LogNormalRows
 from prfaas_plan.analytic.normal import mass_between, small_tail
 from prfaas_plan.analytic.ttft import (
@@ -26,19 +34,66 @@ from prfaas_plan.analytic.ttft import (
     unloaded_ttfts,
 )
 
-# distributions meshed in one pass (their meshes, 4,097 cells a row: ~2 MB an array), and
-# (workload, threshold) rows in one pass (each row's TTFTs over its workload's mesh: ~8 MB an
-# array); a workload with more thresholds than that is computed alone (`unloaded_ttfts`)
+# distributions meshed in one pass (their meshes' quadrature nodes, 3 x 4,096 a row: ~6 MB an
+# array), and (workload, threshold) rows in one pass (each row's TTFTs over its workload's
+# mesh: ~8 MB an array); a workload with more thresholds than that is computed alone
+# (`unloaded_ttfts`)
 ROWS_PER_PASS = 64
 THRESHOLD_ROWS_PER_PASS = 256
 
 
 def mesh_moments(distributions: Sequence[TruncatedLogNormal]) -> tuple[FloatArray, FloatArray]:
     """(mass, first moment) of each mesh cell of each distribution, shape (rows, cells): what
-    `_log_normal_mesh` computes (partial_moments at the cell edges, then their differences)
-    for distributions of one `mesh_cells`, element by element the same arithmetic. The edges
-    are each distribution's range's (`mesh_edge_logs`): one row shared by all when they share
-    their range, else a row each."""
+    `_log_normal_mesh` computes for distributions of one `mesh_cells`, element by element the
+    same arithmetic: by quadrature for those that `quadrature_fits` (in one pass), from the
+    partial moments at the cell edges for the others."""
+    nodes = [mesh_nodes(d.min_tokens, d.max_tokens, d.mesh_cells) for d in distributions]
+    fits = [quadrature_fits(d, n) for d, n in zip(distributions, nodes, strict=True)]
+    by_quadrature = [i for i, f in enumerate(fits) if f]
+    by_closed_form = [i for i, f in enumerate(fits) if not f]
+    mass = np.empty((len(distributions), distributions[0].mesh_cells))
+    moment = np.empty_like(mass)
+    if by_quadrature:
+        mass[by_quadrature], moment[by_quadrature] = _quadrature(
+            [distributions[i] for i in by_quadrature], [nodes[i] for i in by_quadrature]
+        )
+    if by_closed_form:
+        mass[by_closed_form], moment[by_closed_form] = _closed_form(
+            [distributions[i] for i in by_closed_form]
+        )
+    return mass, moment
+
+
+def _column(values: list[float], ndim: int) -> FloatArray:
+    """Per-distribution numbers as a column against `ndim` - 1 more axes."""
+    out: FloatArray = np.array(values, float).reshape((-1,) + (1,) * (ndim - 1))
+    return out
+
+
+def _quadrature(
+    distributions: list[TruncatedLogNormal], nodes: list[MeshNodes]
+) -> tuple[FloatArray, FloatArray]:
+    """`quadrature_moments` of each distribution, as rows: one range's nodes shared, or
+    each distribution's own."""
+    stacked = nodes[0]
+    if any(n is not stacked for n in nodes):  # (rows, 3, cells): each row its range's nodes
+        stacked = MeshNodes(
+            logs=np.stack([n.logs for n in nodes]),
+            weights=np.stack([n.weights for n in nodes]),
+            tokens=np.stack([n.tokens for n in nodes]),
+            widest_log=max(n.widest_log for n in nodes),
+        )
+    return quadrature_moments(
+        stacked,
+        _column([d.mu_log for d in distributions], 3),
+        _column([d.sigma_log for d in distributions], 3),
+        _column([quadrature_scale(d) for d in distributions], 2),
+    )
+
+
+def _closed_form(distributions: list[TruncatedLogNormal]) -> tuple[FloatArray, FloatArray]:
+    """The partial moments at each distribution's cell edges (`mesh_edge_logs`), differenced:
+    one row of edges shared by all when they share their range, else a row each."""
     first = distributions[0]
     if all(
         (d.min_tokens, d.max_tokens) == (first.min_tokens, first.max_tokens) for d in distributions
@@ -48,21 +103,16 @@ def mesh_moments(distributions: Sequence[TruncatedLogNormal]) -> tuple[FloatArra
         edges = [mesh_edge_logs(d.min_tokens, d.max_tokens, d.mesh_cells) for d in distributions]
         log_lo = np.array([lo for lo, _ in edges])[:, None]
         log_hi = np.stack([hi for _, hi in edges])
-
-    def column(values: list[float]) -> FloatArray:
-        out: FloatArray = np.array(values, float)[:, None]
-        return out
-
-    mu = column([d.mu_log for d in distributions])
-    sigma = column([d.sigma_log for d in distributions])
+    mu = _column([d.mu_log for d in distributions], 2)
+    sigma = _column([d.sigma_log for d in distributions], 2)
     moments = []
     for k in range(2):
-        offset = column([k * d.sigma_log**2 for d in distributions])  # as `_z` computes it
+        offset = _column([k * d.sigma_log**2 for d in distributions], 2)  # as `_z` computes it
         z_lo = (log_lo - mu - offset) / sigma
         z_hi = (log_hi - mu - offset) / sigma
         tail_lo, tail_hi = small_tail(z_lo), small_tail(z_hi)
         mass = mass_between(z_lo, tail_lo, z_hi, tail_hi)
-        scaled = column([d._scale(k) for d in distributions]) * mass
+        scaled = _column([d._scale(k) for d in distributions], 2) * mass
         moments.append(scaled[:, 1:] - scaled[:, :-1])  # np.diff along the edges
     return moments[0], moments[1]
 
