@@ -53,9 +53,9 @@ def _no_final_collection() -> None:
     collector's reach (`gc.freeze`). The teardown still frees each module and what only it
     holds, by reference counting; what it no longer does is pass the collector over every
     object still alive, ~23 ms of an `optimize`'s ~250 ms here (31 -> 8 ms from the last line
-    to the end of the process, bench_startup.py). Nothing a command does waits on it: output is
-    written and closed before the command returns, and Python does not promise to finalise
-    objects still alive at exit."""
+    to the end of the process; benchmarks/RESULTS.md, startup). Nothing a command does waits on
+    it: output is written and closed before the command returns, and Python does not promise
+    to finalise objects still alive at exit."""
     gc.freeze()
 
 
