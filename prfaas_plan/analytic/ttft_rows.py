@@ -23,7 +23,6 @@ from prfaas_plan.analytic.log_normal import (
     mesh_nodes,
     quadrature_fits,
     quadrature_moments,
-    quadrature_scale,
 )
 from prfaas_plan.analytic.log_normal_rows import LogNormalRows
 from prfaas_plan.analytic.normal import mass_between, small_tail
@@ -87,7 +86,6 @@ def _quadrature(
         stacked,
         _column([d.mu_log for d in distributions], 3),
         _column([d.sigma_log for d in distributions], 3),
-        _column([quadrature_scale(d) for d in distributions], 2),
     )
 
 
