@@ -85,7 +85,6 @@ def test_mesh_by_quadrature_is_each_cells_mass_and_mean(
     assert abs(weights.sum() - 1.0) <= 1e-13
 
 
-
 @pytest.mark.parametrize(
     ("mu_log", "sigma_log", "min_tokens", "max_tokens"),
     [
@@ -109,6 +108,7 @@ def test_a_narrow_ranges_masses_are_probabilities_to_the_last_digits(
     for i, (mass, moment) in zip(cells, exact_cells(d, cells), strict=True):
         assert abs(weights[i] - mass) <= 1e-14 * mass, i
         assert abs(lengths[i] - moment / mass) <= 1e-14 * lengths[i], i
+
 
 @pytest.mark.parametrize(
     ("mu_log", "sigma_log", "min_tokens", "max_tokens"),
