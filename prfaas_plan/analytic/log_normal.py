@@ -286,12 +286,24 @@ def quadrature_moments(
     the bound of it): on a range narrow against σ, Z's difference of tails keeps few digits
     (1.8e-9 of itself for 1 token at 1e6 tokens with σ = 10), while the sum keeps them all,
     so the masses are probabilities to the last digits."""
-    u = (nodes.logs - mu_log) / sigma_log
-    mass = nodes.weights * np.exp(-0.5 * (u * u))
+    # in place, one temporary: the same operations on the same numbers as
+    # nodes.weights * np.exp(-0.5 * ((nodes.logs - mu_log) / sigma_log) ** 2), without an
+    # array allocated (and page-faulted) per step: a block's arrays are rows x 3 x 4,096
+    mass = nodes.logs - mu_log
+    mass /= sigma_log
+    np.multiply(mass, mass, out=mass)
+    mass *= -0.5
+    np.exp(mass, out=mass)
+    mass *= nodes.weights
     moment = mass * nodes.tokens
-    cell_mass = mass[..., 0, :] + mass[..., 1, :] + mass[..., 2, :]
+    cell_mass = mass[..., 0, :] + mass[..., 1, :]
+    cell_mass += mass[..., 2, :]
+    cell_moment = moment[..., 0, :] + moment[..., 1, :]
+    cell_moment += moment[..., 2, :]
     scale = 1.0 / np.sum(cell_mass, axis=-1, keepdims=True)
-    return cell_mass * scale, (moment[..., 0, :] + moment[..., 1, :] + moment[..., 2, :]) * scale
+    cell_mass *= scale
+    cell_moment *= scale
+    return cell_mass, cell_moment
 
 
 @lru_cache(maxsize=16)
