@@ -73,13 +73,13 @@ def optimize_block(
 ) -> Columns:
     """`optimize`'s flattened document for each problem of one block of a group, as columns."""
     from prfaas_plan.render.plan import plan_to_json
-    from prfaas_plan.sweep.flat import columns_of, flatten
+    from prfaas_plan.sweep.flat import documents_as_columns
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import PlanRequest, build
 
     request = build(PlanRequest, **parameters)
-    rows = [flatten(plan_to_json(r)) for r in calls.optimize_many(problems, request, catalog)]
-    return columns_of(rows)
+    reports = calls.optimize_many(problems, request, catalog)
+    return documents_as_columns([plan_to_json(r) for r in reports])
 
 
 def prepare_workloads(scenarios: list[Scenario]) -> None:
