@@ -27,6 +27,9 @@ class CachedCatalog(Catalog):
     memo: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
+    def memoised(self, key: Hashable, compute: Callable[[], T]) -> T:
+        return self._once(("memoised", key), compute)
+
     def _once(self, key: Hashable, compute: Callable[[], T]) -> T:
         with self.lock:
             if key in self.memo:

@@ -19,9 +19,11 @@ reading the active weights once and the ceiling of analytic/decode_physics.py.
 """
 
 import re
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -58,6 +60,8 @@ from prfaas_plan.inputs.reading import (
     read_yaml,
 )
 from prfaas_plan.inputs.resources import default_data_dir, default_models_file
+
+T = TypeVar("T")
 
 # a GPU, model or dtype name: it names a file or folder in data/, so no separators or `..`
 NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{plausible.MAX_NAME_CHARS - 1}}}$"
@@ -128,6 +132,11 @@ class Catalog:
         if self.shipped and path.is_relative_to(self.data_dir.parent):
             return str(path.relative_to(self.data_dir.parent))
         return str(path)
+
+    def memoised(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """`compute()`: what a catalog derives from its files (a CachedCatalog keeps it under
+        `key`, as it keeps what it reads)."""
+        return compute()
 
     def _known(self, folder: Path) -> str:
         names = sorted(p.stem for p in folder.iterdir()) if folder.is_dir() else []

@@ -43,6 +43,13 @@ def _link_price(offering: LinkOffering) -> LinkPrice:
     )
 
 
+def _offered_links(catalog: Catalog) -> tuple[LinkPrice, ...]:
+    """Every link offering of the catalog but cross-connects (one is bought only when named:
+    it assumes one site), priced."""
+    offerings = (catalog.link_offering(n) for n in catalog.link_offering_names())
+    return tuple(_link_price(o) for o in offerings if not o.colocated)
+
+
 def _check_price(gpu: str, value: float, where: str, parameter: str | None) -> float:
     if not 0 <= value <= plausible.MAX_USD_PER_GPU_HOUR:
         raise ConfigError(
@@ -191,12 +198,10 @@ def resolve_pricing(
         )  # fmt: skip
         links: tuple[LinkPrice, ...] = (_link_price(offering),)
     else:
-        offerings = [
-            o for o in (catalog.link_offering(n) for n in catalog.link_offering_names())
-            if not o.colocated  # a cross-connect only when named: it assumes one site
-        ]  # fmt: skip
-        priced = (_link_price(o) for o in offerings)
-        links = tuple(p for p in priced if p.bandwidth_bytes_per_s >= needed_bytes_per_s)
+        links = tuple(
+            p for p in catalog.memoised("offered links", lambda: _offered_links(catalog))
+            if p.bandwidth_bytes_per_s >= needed_bytes_per_s
+        )  # fmt: skip
         if not links:
             if asked:
                 raise ConfigError(

@@ -376,3 +376,34 @@ def test_the_cached_catalog_lists_a_models_prefill_gpus_once(monkeypatch):
     monkeypatch.setattr(Path, "glob", counted)
     assert [cached.prefill_gpus(model, 8) for _ in range(3)] == [expected] * 3
     assert len(expected) >= 1 and len(listed) == 1
+
+
+def test_the_cached_catalog_prices_its_link_offerings_once():
+    """A priced plan without a named offering weighs every offering but cross-connects: the
+    cached catalog prices them once (the same prices as a plain catalog's, each time); an
+    error is not kept."""
+    from prfaas_plan.errors import ConfigError
+    from prfaas_plan.inputs.cached_catalog import CachedCatalog
+    from prfaas_plan.inputs.catalog import Catalog
+    from prfaas_plan.inputs.pricing import _offered_links
+
+    cached, plain = CachedCatalog.open(), Catalog.open()
+    calls: list[int] = []
+
+    def priced(catalog):
+        calls.append(1)
+        return _offered_links(catalog)
+
+    first = cached.memoised("offered links", lambda: priced(cached))
+    assert cached.memoised("offered links", lambda: priced(cached)) is first
+    assert first == _offered_links(plain) and len(calls) == 1
+    assert plain.memoised("offered links", lambda: priced(plain)) == first and len(calls) == 2
+    colocated = {n for n in plain.link_offering_names() if plain.link_offering(n).colocated}
+    assert colocated and not colocated & {p.name for p in first}
+
+    def refused():
+        raise ConfigError("no")
+
+    for _ in range(2):
+        with pytest.raises(ConfigError):
+            cached.memoised("refused", refused)
