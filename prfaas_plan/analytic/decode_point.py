@@ -4,7 +4,9 @@ from a table with a context column (bilinear between profiled contexts), with th
 context that explain's derivatives need. Units: tokens, seconds.
 """
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property, partial
 
 import numpy as np
 
@@ -34,6 +36,9 @@ class DecodeContextSide:
         return (t1 - t0) / (c1 - c0)
 
 
+Sides = tuple[DecodeContextSide | None, DecodeContextSide | None]
+
+
 @dataclass(frozen=True)
 class DecodePoint:
     """Largest decode batch meeting the SLO and its step time on one instance."""
@@ -42,9 +47,15 @@ class DecodePoint:
     step_latency_s: float
     source: str
     context_tokens: float | None = None  # the decode context it holds at, where profiled
-    # where profiled by context: the sides below and above `context_tokens` (None: C is the
-    # table's lowest, or highest, context: nothing is profiled beyond it)
-    context_sides: tuple[DecodeContextSide | None, DecodeContextSide | None] | None = None
+    # where profiled by context: what computes `context_sides` when first asked for (explain
+    # and the closed forms ask; a plan, a sweep's scenario or a server's request does not)
+    sides_of: "Callable[[], Sides] | None" = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def context_sides(self) -> Sides | None:
+        """Where profiled by context: the sides below and above `context_tokens` (None: C is
+        the table's lowest, or highest, context: nothing is profiled beyond it)."""
+        return None if self.sides_of is None else self.sides_of()
 
 
 def decode_point_for_slo(
@@ -246,22 +257,33 @@ def decode_point_at_context(
         if above_index < contexts.size
         else None,
     )
-    sides = [
+    sides_of = partial(
+        _context_sides, table, brackets, float(decode_context_tokens), batch_size,
+        max_step_s * (1 + 1e-12),
+    )  # fmt: skip
+    return DecodePoint(
+        batch_size, float(steps[best]), source, float(decode_context_tokens), sides_of
+    )
+
+
+def _context_sides(
+    table: ContextSteps,
+    brackets: tuple[tuple[float, float] | None, tuple[float, float] | None],
+    decode_context_tokens: float,
+    batch_size: int,
+    max_step_s: float,
+) -> Sides:
+    """The sides of a decode point (`_context_side`) in the brackets below and above it."""
+    below, above = (
         None
         if bracket is None
         else _context_side(
-            table,
-            bracket=bracket,
-            decode_context_tokens=decode_context_tokens,
-            batch_size=batch_size,
-            max_step_s=max_step_s * (1 + 1e-12),
-            toward_high=high_side,
+            table, bracket=bracket, decode_context_tokens=decode_context_tokens,
+            batch_size=batch_size, max_step_s=max_step_s, toward_high=high_side,
         )
         for bracket, high_side in zip(brackets, (False, True), strict=True)
-    ]
-    return DecodePoint(
-        batch_size, float(steps[best]), source, float(decode_context_tokens), (sides[0], sides[1])
-    )
+    )  # fmt: skip
+    return below, above
 
 
 def mean_decode_context_tokens(
