@@ -204,7 +204,9 @@ class _ChunkRows:
 
         self.flush_rows()
         positions = np.concatenate([np.asarray(p, dtype=np.int64) for p, _ in self.parts])
-        outputs = _concat([table for _, table in self.parts]).take(np.argsort(positions))
+        outputs = _concat([table for _, table in self.parts])
+        if not np.array_equal(positions, np.arange(positions.size)):  # else in order already
+            outputs = outputs.take(np.argsort(positions))
         sweep, chunk = self.sweep, self.chunk
         base = {"scenario_id": pa.array([scenario_id for scenario_id, _ in chunk])}
         for axis in sweep.spec.axes:
