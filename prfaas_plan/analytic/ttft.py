@@ -42,15 +42,15 @@ def _weighted_percentiles(
     in order (non-decreasing: TTFT over sorted lengths, one route throughout, typically),
     the sort is skipped: a stable sort of sorted values is the identity, so the answer is
     the same to the last bit."""
+    quantiles = np.asarray(percentiles) / 100.0
     if cumulative_in_order is not None and np.all(values[1:] >= values[:-1]):  # no nan either
-        cumulative = cumulative_in_order
-    else:
-        order = np.argsort(values, kind="stable")
-        values = values[order]
-        cumulative = np.cumsum(weights[order])
-        cumulative /= cumulative[-1]
-    idx = np.searchsorted(cumulative, np.asarray(percentiles) / 100.0, side="left")
-    return values[np.minimum(idx, values.size - 1)]
+        idx = np.searchsorted(cumulative_in_order, quantiles, side="left")
+        return values[np.minimum(idx, values.size - 1)]
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    cumulative /= cumulative[-1]
+    idx = np.searchsorted(cumulative, quantiles, side="left")
+    return values[order[np.minimum(idx, values.size - 1)]]  # the sorted values' (no full copy)
 
 
 def unloaded_ttft(
