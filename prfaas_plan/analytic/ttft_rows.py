@@ -172,7 +172,9 @@ def _pass(
     kept: list[int] = np.flatnonzero(full).tolist()
     if not kept:
         return out
-    lengths, weights = moment[kept] / mass[kept], mass[kept]  # mesh_of
+    if len(kept) < len(workloads):
+        mass, moment = mass[kept], moment[kept]
+    lengths, weights = moment / mass, mass  # mesh_of
     # one row per (workload, threshold): its workload's row of the mesh
     counts = [len(thresholds_tokens[i]) for i in kept]
     rows: IntArray = np.repeat(np.arange(len(kept)), counts)
