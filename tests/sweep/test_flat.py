@@ -3,6 +3,7 @@ of a shape) is exactly the flattening of each document, then `columns_of`: the s
 the same order and the same values of the same types, for documents of one shape (keys in any
 order), of several, and for anything else a JSON document can hold."""
 
+import json
 from typing import Any
 
 from hypothesis import given, settings
@@ -95,3 +96,14 @@ def test_documents_of_one_shape_read_by_the_compiled_reader() -> None:
         "t.e": [None] * 4,
         "k": [1] * 4,
     }
+
+
+@given(
+    st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=6)
+    | st.lists(st.floats() | st.integers() | st.booleans(), min_size=1, max_size=6)
+)
+@settings(max_examples=300, deadline=None)
+def test_a_list_of_numbers_is_its_json_text(value: list[Any]) -> None:
+    """A list of numbers (-0.0, subnormals, the largest, nan, inf, ints, bools) is its JSON
+    text, as the per-scenario path writes it."""
+    assert flatten({"x": value}) == {"x": json.dumps(value)}
