@@ -13,6 +13,7 @@ intervals (a plan's range notes), likewise. Units: tokens.
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 import numpy as np
 
@@ -54,26 +55,8 @@ class LogNormalRows:
         # distinct by identity (interned instances: a dict of ids hashes no parameters)
         position: dict[int, int] = {}
         rows = np.array([position.setdefault(id(d), len(position)) for d in distributions], int)
-        distinct = list({id(d): d for d in distributions}.values())
-        per_distinct = [  # each of shape (orders,): `prepare`'s, or split_constants(d, 0)
-            d.__dict__.get(SPLIT_CONSTANTS_KEY) or split_constants(d, 0) for d in distinct
-        ]
-        stacked = SplitConstants(  # (orders, distinct): np.array of the rows, transposed and
-            *(  # copied, takes a third of np.stack's time on a block's 1,000 rows of 3
-                np.ascontiguousarray(np.array([getattr(c, f.name) for c in per_distinct]).T)
-                for f in fields(SplitConstants)
-            )
-        )
-
-        def parameter(name: str) -> FloatArray:
-            values: FloatArray = np.array([getattr(d, name) for d in distinct], float)
-            return values
-
-        once = cls(
-            parameter("mu_log"), parameter("sigma_log"), parameter("min_tokens"),
-            parameter("max_tokens"), stacked,
-        )  # fmt: skip
-        return once.take(rows)
+        distinct = _Distinct(list({id(d): d for d in distributions}.values()))
+        return _distinct_rows(distinct).take(rows)
 
     def take(self, rows: ArrayLike) -> "LogNormalRows":
         """The distributions of `rows` (indices or a mask over the rows)."""
@@ -135,6 +118,54 @@ class LogNormalRows:
                     return short[:, at], long[:, at]
         t = np.minimum(np.maximum(threshold_tokens, self.min_tokens), self.max_tokens)
         return split_at(t, self.mu_log, self.sigma_log, self.constants)
+
+
+class _Distinct:
+    """Distinct distributions, equal to another list of the very same instances (compared and
+    hashed by identity: no parameter is hashed); holding them keeps their ids theirs."""
+
+    __slots__ = ("_hash", "ids", "items")
+
+    def __init__(self, items: list[TruncatedLogNormal]) -> None:
+        self.items = items
+        self.ids = tuple(map(id, items))
+        self._hash = hash(self.ids)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Distinct) and self.ids == other.ids
+
+
+# a sweep's block asks for the rows of its 1,000 distributions (or of one pass's 64) in its
+# search, evaluations, baselines, equal-cost bases and TTFTs: stacked once (~4 ms a block)
+@lru_cache(maxsize=8)
+def _distinct_rows(distinct: _Distinct) -> LogNormalRows:
+    """The rows of distinct distributions: each one's split constants (`prepare`'s, or
+    split_constants(d, 0)) and parameters, stacked (read-only: shared)."""
+    items = distinct.items
+    per_distinct = [d.__dict__.get(SPLIT_CONSTANTS_KEY) or split_constants(d, 0) for d in items]
+    stacked = SplitConstants(  # (orders, distinct): np.array of the rows, transposed and
+        *(  # copied, takes a third of np.stack's time on a block's 1,000 rows of 3
+            np.ascontiguousarray(np.array([getattr(c, f.name) for c in per_distinct]).T)
+            for f in fields(SplitConstants)
+        )
+    )
+
+    def parameter(name: str) -> FloatArray:
+        values: FloatArray = np.array([getattr(d, name) for d in items], float)
+        return values
+
+    rows = LogNormalRows(
+        parameter("mu_log"), parameter("sigma_log"), parameter("min_tokens"),
+        parameter("max_tokens"), stacked,
+    )  # fmt: skip
+    for array in (rows.mu_log, rows.sigma_log, rows.min_tokens, rows.max_tokens):
+        array.setflags(write=False)
+    for f in fields(SplitConstants):
+        getattr(stacked, f.name).setflags(write=False)
+    return rows
 
 
 def prepare(distributions: Sequence[TruncatedLogNormal]) -> None:
