@@ -12,7 +12,8 @@ import contextlib
 import gc
 import json
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -293,21 +294,52 @@ def chunk_table(sweep: Sweep, chunk: Chunk, data_dir: str | None = None) -> "pa.
         return rows.table()
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused for one task, as it was again afterwards
-    (reference counting frees the task's objects as usual; only cycles wait for the next
-    collection). A chunk makes millions of objects that live until its table is built (its
-    problems, reports, documents and rows) and almost no cycles (345 unreachable objects after
-    2,000 Latin-hypercube scenarios), so the collector's passes over them were pure cost: in a
-    chunk of 4,000, 645 passes took 277 ms of 3.7 s, four full ones 211 ms of that."""
+class _WhileTasksRun:
+    """A process-wide setting held while any task of the process runs: `start` when the first
+    begins, `stop` (given what `start` answered) when the last ends. A Dask worker runs tasks
+    on several threads at once: a setting saved and restored by each task alone would be
+    restored by the first to end while another runs, or saved by a task while another held it
+    and then kept for good (a review found the collector left disabled that way)."""
+
+    def __init__(self, start: Callable[[], Any], stop: Callable[[Any], None]) -> None:
+        self._start, self._stop = start, stop
+        self._lock = threading.Lock()
+        self._running = 0
+        self._state: Any = None
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._running == 0:
+                self._state = self._start()
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running -= 1
+                if self._running == 0:
+                    self._stop(self._state)
+
+
+def _pause_collector() -> bool:
     enabled = gc.isenabled()
     gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+    return enabled
+
+
+def _resume_collector(enabled: bool) -> None:
+    if enabled:
+        gc.enable()
+
+
+# Python's cyclic garbage collector paused while tasks run, as it was again afterwards
+# (reference counting frees the tasks' objects as usual; only cycles wait for the next
+# collection). A chunk makes millions of objects that live until its table is built (its
+# problems, reports, documents and rows) and almost no cycles (345 unreachable objects after
+# 2,000 Latin-hypercube scenarios), so the collector's passes over them were pure cost: in a
+# chunk of 4,000, 645 passes took 277 ms of 3.7 s, four full ones 211 ms of that.
+_collector_paused = _WhileTasksRun(_pause_collector, _resume_collector)
 
 
 # glibc's mallopt parameters (malloc.h) and its defaults on 64-bit Linux
@@ -326,9 +358,8 @@ _TASK_TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
 _ENVIRONMENT_THRESHOLDS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
 
 
-@contextmanager
-def _array_allocator() -> Iterator[None]:
-    """Array-friendly malloc thresholds for one task (glibc; elsewhere nothing).
+def _task_allocator() -> "_Mallopt | None":
+    """Array-friendly malloc thresholds while tasks run (glibc; elsewhere nothing).
 
     glibc adapts its mmap threshold to the arrays a process frees, from 128 KiB up to 32 MiB,
     so where it stands when a task's arrays are made depends on what came before, and on the
@@ -337,30 +368,35 @@ def _array_allocator() -> Iterator[None]:
     left behind took 16 times the page faults (400,000) and ran ~10% slower. A Dask
     nanny starts its workers with MALLOC_TRIM_THRESHOLD_=65536 (to hand freed memory back to
     the OS), which freezes the mmap threshold at 128 KiB: the worker ran at half the speed of a
-    local process. So during the task the thresholds are the most glibc adapts to (32 MiB,
-    and twice that for trimming). Afterwards the freed memory is trimmed and, where the
+    local process. So while tasks run the thresholds are the most glibc adapts to (32 MiB,
+    and twice that for trimming). When the last ends the freed memory is trimmed and, where the
     environment set them, its thresholds are restored, as the nanny intends; elsewhere the
-    task's stay (glibc cannot be set back to adapting on its own), which is where its own
+    tasks' stay (glibc cannot be set back to adapting on its own), which is where its own
     adaptation ends in a process that makes arrays of that size."""
     mallopt = _mallopt()
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, _TASK_MMAP_THRESHOLD_BYTES)
+        mallopt(_M_TRIM_THRESHOLD, _TASK_TRIM_THRESHOLD_BYTES)
+    return mallopt
+
+
+def _process_allocator(mallopt: "_Mallopt | None") -> None:
+    """The thresholds the environment set, restored, and the freed memory trimmed."""
     if mallopt is None:
-        yield
         return
-    mallopt(_M_MMAP_THRESHOLD, _TASK_MMAP_THRESHOLD_BYTES)
-    mallopt(_M_TRIM_THRESHOLD, _TASK_TRIM_THRESHOLD_BYTES)
-    try:
-        yield
-    finally:
-        if any(name in os.environ for name in _ENVIRONMENT_THRESHOLDS):
-            for parameter, name in zip(
-                (_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD), _ENVIRONMENT_THRESHOLDS, strict=True
-            ):
-                try:
-                    value = int(os.environ.get(name, _DEFAULT_THRESHOLD_BYTES))
-                except ValueError:
-                    value = _DEFAULT_THRESHOLD_BYTES
-                mallopt(parameter, value)
-        mallopt.trim()
+    if any(name in os.environ for name in _ENVIRONMENT_THRESHOLDS):
+        for parameter, name in zip(
+            (_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD), _ENVIRONMENT_THRESHOLDS, strict=True
+        ):
+            try:
+                value = int(os.environ.get(name, _DEFAULT_THRESHOLD_BYTES))
+            except ValueError:
+                value = _DEFAULT_THRESHOLD_BYTES
+            mallopt(parameter, value)
+    mallopt.trim()
+
+
+_array_allocator = _WhileTasksRun(_task_allocator, _process_allocator)
 
 
 class _Mallopt:

@@ -551,3 +551,94 @@ def test_a_task_pauses_the_cycle_collector_and_leaves_it_as_it_was(tmp_path, mon
     finally:
         gc.enable() if was else gc.disable()
     assert table.num_rows > 0 and during and not any(during)
+
+
+def _overlapping(task) -> list:
+    """Two threads' tasks overlapping: A begins, B begins, A ends, B ends; what each saw
+    inside (`task`'s answer) after both had begun, A's then B's."""
+    import threading
+
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+
+    def a() -> None:
+        with task():
+            a_in.set()
+            assert b_in.wait(10)
+            seen["a"] = task.probe()
+        a_out.set()
+
+    def b() -> None:
+        assert a_in.wait(10)
+        with task():
+            b_in.set()
+            assert a_out.wait(10)
+            seen["b"] = task.probe()
+
+    threads = [threading.Thread(target=f) for f in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    return [seen.get("a"), seen.get("b")]
+
+
+def test_tasks_on_threads_keep_the_collector_paused_until_the_last_ends():
+    """A Dask worker runs chunks on several threads: the collector stays paused while any
+    runs (B's task, still running when A's ended, was left unpaused), and is as it was after
+    the last (a task that began while another held it paused had kept it off for good)."""
+    import gc
+
+    from prfaas_plan.sweep import rows
+
+    class Task:
+        def __call__(self):
+            return rows._collector_paused()
+
+        def probe(self):
+            return gc.isenabled()
+
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            assert _overlapping(Task()) == [False, False]
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+def test_tasks_on_threads_set_the_allocator_once_and_restore_it_after_the_last(monkeypatch):
+    """The malloc thresholds are set when the first task begins and restored (with a trim)
+    when the last ends, not when the first does while another still runs."""
+    from prfaas_plan.sweep import rows
+
+    calls: list[tuple] = []
+
+    class Recorder:
+        def __call__(self, parameter, value):
+            calls.append(("mallopt", parameter, value))
+
+        def trim(self):
+            calls.append(("trim",))
+
+    monkeypatch.setattr(rows, "_mallopt", lambda: Recorder())
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+
+    class Task:
+        def __call__(self):
+            return rows._array_allocator()
+
+        def probe(self):
+            return len(calls)
+
+    assert _overlapping(Task()) == [2, 2]  # the thresholds set once, nothing restored inside
+    assert calls[:2] == [
+        ("mallopt", rows._M_MMAP_THRESHOLD, rows._TASK_MMAP_THRESHOLD_BYTES),
+        ("mallopt", rows._M_TRIM_THRESHOLD, rows._TASK_TRIM_THRESHOLD_BYTES),
+    ]
+    assert calls[2:] == [
+        ("mallopt", rows._M_TRIM_THRESHOLD, 65536),
+        ("mallopt", rows._M_MMAP_THRESHOLD, rows._DEFAULT_THRESHOLD_BYTES),
+        ("trim",),
+    ]
