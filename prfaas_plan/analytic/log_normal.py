@@ -259,7 +259,7 @@ def mesh_nodes(min_tokens: float, max_tokens: float, cells: int) -> MeshNodes:
     tokens = np.exp(logs)
     for array in (logs, weights, tokens):
         array.setflags(write=False)
-    return MeshNodes(logs, weights, tokens, float(width.max()))
+    return MeshNodes(logs, weights, tokens, float(width.max()) if width.size else 0.0)
 
 
 def quadrature_fits(d: TruncatedLogNormal, nodes: MeshNodes) -> bool:
@@ -267,7 +267,11 @@ def quadrature_fits(d: TruncatedLogNormal, nodes: MeshNodes) -> bool:
     its normaliser (the probability on the range, as a cell's mass is divided by it), is at
     most QUADRATURE_MAX_ERROR. Cells narrow against sigma_log: e.g. 4096 cells on [1, 131072]
     tokens, with all the mass on the range, need sigma_log >= 0.296 (real traces' are 0.5-1.5)."""
+    if not (d.sigma_log > 0 and nodes.widest_log > 0):  # no cell, or no spread: the closed form
+        return False
     widths = nodes.widest_log / d.sigma_log  # in standard deviations
+    if not widths < 1:  # a cell a deviation wide or more: its bound alone is over 2.9e-6 (and
+        return False  # widths**7 could overflow)
     bound = nodes.logs.shape[1] * GAUSS_ERROR_PER_W7 * widths**7
     return bool(bound <= QUADRATURE_MAX_ERROR * d._normaliser)
 

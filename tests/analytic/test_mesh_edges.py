@@ -131,6 +131,27 @@ def test_mesh_outside_the_bound_is_the_partial_moments_of_its_edges(
     assert weights.tobytes() == expected_weights.tobytes()
 
 
+@pytest.mark.parametrize(
+    ("mu_log", "sigma_log", "min_tokens", "max_tokens", "cells"),
+    [
+        (5.0, 1.0, 100.0, 100.0, 4096),  # no range
+        (5.0, 1.0, 1e6, 1.0, 4096),  # the bounds reversed
+        (5.0, 0.0, 1.0, 1e6, 4096),  # no spread
+        (5.0, -1.0, 1.0, 1e6, 4096),
+        (5.0, 1e-300, 1.0, 1e6, 4096),  # cells of 1e300 deviations: widths**7 overflows
+        (9.0, 1.0, 128.0, 131072.0, 0),  # no cell
+    ],
+)
+def test_parameters_no_scenario_can_hold_go_to_the_closed_form(
+    mu_log: float, sigma_log: float, min_tokens: float, max_tokens: float, cells: int
+) -> None:
+    """Parameters a scenario refuses (sigma_log in [1e-3, 10], max > min), given directly to
+    the library: quadrature is not tried (the closed form answers, or fails, as it did
+    before quadrature), and asking does not raise."""
+    d = TruncatedLogNormal(mu_log, sigma_log, min_tokens, max_tokens, cells)
+    assert not quadrature_fits(d, mesh_nodes(min_tokens, max_tokens, cells))
+
+
 def test_the_bound_is_where_the_cells_error_sum_reaches_its_limit() -> None:
     """On [1, 131072] tokens with all the mass on it, the widest sigma_log that fits is where
     4096 cells' bound is QUADRATURE_MAX_ERROR: sigma_log = 0.2958."""
