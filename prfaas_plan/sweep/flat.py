@@ -1,4 +1,5 @@
-"""A JSON document as one row of a sweep's results: one level of dotted keys."""
+"""A JSON document as one row of a sweep's results: one level of dotted keys; a block of
+documents of one shape as columns, by a reader compiled from that shape."""
 
 import json
 import math
