@@ -17,13 +17,13 @@ from bench_sweep_lhs import sweep_file
 
 def documents(count: int) -> list[dict]:
     """The JSON documents of the study's first `count` scenarios, planned as one block."""
+    from prfaas_plan.inputs.scenario import problem_like
     from prfaas_plan.render.plan import plan_to_json
     from prfaas_plan.sweep import fast
     from prfaas_plan.sweep.commands import parameter_names
     from prfaas_plan.sweep.rows import _catalog, _problem
     from prfaas_plan.sweep.run import chunks
     from prfaas_plan.sweep.spec import load_sweep, scenario_of
-    from prfaas_plan.inputs.scenario import problem_like
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import PlanRequest, build
 
