@@ -58,11 +58,13 @@ def documents_as_columns(documents: list[Any]) -> dict[str, list[Any]]:
     order, the same values), faster where the documents share one shape, as a sweep's block
     of one command's documents does: the first non-empty object's shape is compiled into a
     function reading each leaf by its keys (`_compiled`, ~4x the speed of walking each
-    document); a document of another shape is flattened on its own."""
+    document: about half the time); a document of another shape is flattened on its own, and
+    so is every document where the first's shape is not one the reader takes (`_compiled`)."""
     first = next((d for d in documents if type(d) is dict and d), None)
-    if first is None:
+    compiled = None if first is None else _compiled(first)
+    if compiled is None:
         return columns_of([flatten(d) for d in documents])
-    names, read = _compiled(first)
+    names, read = compiled
     values: list[tuple[Any, ...]] = []
     others: dict[int, dict[str, Any]] = {}  # position -> its own flattening
     for i, document in enumerate(documents):
@@ -84,12 +86,22 @@ class _OtherShapeError(Exception):
     """A document whose shape is not the compiled one."""
 
 
-def _compiled(first: dict[Any, Any]) -> tuple[list[str], Any]:
+# a shape with more leaves is flattened document by document: compiling its reader costs
+# ~45 µs a leaf (once per shape), which a block of a few hundred documents repays
+MAX_COMPILED_LEAVES = 4096
+
+
+def _compiled(first: dict[Any, Any]) -> tuple[list[str], Any] | None:
     """The flattened names of `first` and a function of a document that, for one of the same
     shape (the same objects, each with the same keys in any order, where `first` has a
     non-empty object), returns the flattened values in the same order, converting each leaf
     as `_into` does; it raises _OtherShapeError, or KeyError for a missing key, for any other
-    (an object where `first` has a leaf or the reverse, a top level that is not an object)."""
+    (an object where `first` has a leaf or the reverse, a top level that is not an object).
+    None where `first`'s shape is not one to compile: a key that is not a str (1, 1.0 and
+    True find each other's members but name different columns), two members whose names
+    meet (`{"a.b": 1, "a": {"b": 2}}`: flattening keeps whichever a document writes last), or
+    more than MAX_COMPILED_LEAVES leaves. (A JSON document's keys are str; so are this
+    package's documents'.)"""
     names: list[str] = []
     keys: list[Any] = []
     lines = [
@@ -101,6 +113,8 @@ def _compiled(first: dict[Any, Any]) -> tuple[list[str], Any]:
 
     def walk(node: dict[Any, Any], var: str, prefix: str) -> None:
         for key, value in node.items():
+            if type(key) is not str:
+                raise _OtherShapeError
             keys.append(key)
             at = f"{var}[_K[{len(keys) - 1}]]"
             if type(value) is dict and value:
@@ -121,7 +135,12 @@ def _compiled(first: dict[Any, Any]) -> tuple[list[str], Any]:
             lines.append(f"        if {leaf} - {leaf} != 0: {leaf} = None")  # inf, nan
             lines.append(f"    elif type({leaf}) not in _PLAIN: {leaf} = _other({leaf})")
 
-    walk(first, "n0", "")
+    try:
+        walk(first, "n0", "")
+    except _OtherShapeError:
+        return None
+    if len(names) > MAX_COMPILED_LEAVES or len(set(names)) < len(names):
+        return None
     lines.append(f"    return ({', '.join(leaves)},)")
     scope: dict[str, Any] = {
         "_dict": dict, "_float": float, "_PLAIN": _PLAIN, "_K": tuple(keys),
