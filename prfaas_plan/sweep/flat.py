@@ -57,9 +57,9 @@ def documents_as_columns(documents: list[Any]) -> dict[str, list[Any]]:
     """`columns_of([flatten(d) for d in documents])`, the same columns (names in the same
     order, the same values), faster where the documents share one shape, as a sweep's block
     of one command's documents does: the first non-empty object's shape is compiled into a
-    function reading each leaf by its keys (`_compiled`, ~4x the speed of walking each
-    document: about half the time); a document of another shape is flattened on its own, and
-    so is every document where the first's shape is not one the reader takes (`_compiled`)."""
+    function reading each leaf by its keys (`_compiled`: about half the time of walking each
+    document); a document of another shape is flattened on its own, and so is every document
+    where the first's shape is not one the reader takes."""
     first = next((d for d in documents if type(d) is dict and d), None)
     compiled = None if first is None else _compiled(first)
     if compiled is None:
