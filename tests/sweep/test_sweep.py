@@ -589,11 +589,11 @@ def test_tasks_on_threads_keep_the_collector_paused_until_the_last_ends():
     the last (a task that began while another held it paused had kept it off for good)."""
     import gc
 
-    from prfaas_plan.sweep import rows
+    from prfaas_plan.sweep import task_process
 
     class Task:
         def __call__(self):
-            return rows._collector_paused()
+            return task_process.collector_paused()
 
         def probe(self):
             return gc.isenabled()
@@ -611,7 +611,7 @@ def test_tasks_on_threads_keep_the_collector_paused_until_the_last_ends():
 def test_tasks_on_threads_set_the_allocator_once_and_restore_it_after_the_last(monkeypatch):
     """The malloc thresholds are set when the first task begins and restored (with a trim)
     when the last ends, not when the first does while another still runs."""
-    from prfaas_plan.sweep import rows
+    from prfaas_plan.sweep import task_process
 
     calls: list[tuple] = []
 
@@ -622,23 +622,23 @@ def test_tasks_on_threads_set_the_allocator_once_and_restore_it_after_the_last(m
         def trim(self):
             calls.append(("trim",))
 
-    monkeypatch.setattr(rows, "_mallopt", lambda: Recorder())
+    monkeypatch.setattr(task_process, "_mallopt", lambda: Recorder())
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
 
     class Task:
         def __call__(self):
-            return rows._array_allocator()
+            return task_process.array_allocator()
 
         def probe(self):
             return len(calls)
 
     assert _overlapping(Task()) == [2, 2]  # the thresholds set once, nothing restored inside
     assert calls[:2] == [
-        ("mallopt", rows._M_MMAP_THRESHOLD, rows._TASK_MMAP_THRESHOLD_BYTES),
-        ("mallopt", rows._M_TRIM_THRESHOLD, rows._TASK_TRIM_THRESHOLD_BYTES),
+        ("mallopt", task_process._M_MMAP_THRESHOLD, task_process._TASK_MMAP_THRESHOLD_BYTES),
+        ("mallopt", task_process._M_TRIM_THRESHOLD, task_process._TASK_TRIM_THRESHOLD_BYTES),
     ]
     assert calls[2:] == [
-        ("mallopt", rows._M_TRIM_THRESHOLD, 65536),
-        ("mallopt", rows._M_MMAP_THRESHOLD, rows._DEFAULT_THRESHOLD_BYTES),
+        ("mallopt", task_process._M_TRIM_THRESHOLD, 65536),
+        ("mallopt", task_process._M_MMAP_THRESHOLD, task_process._DEFAULT_THRESHOLD_BYTES),
         ("trim",),
     ]
