@@ -1,75 +1,97 @@
-"""Render costs (use_cases/cost.py): JSON blocks with the unit in every key (`usd_per_hour`,
-`usd_per_million_output_tokens`, ...), table rows and notes for the plan and evaluate views."""
+"""Render costs (use_cases/cost.py): the fields of their JSON blocks (render/fields.py), with
+the unit in every key (`usd_per_hour`, `usd_per_million_output_tokens`, ...), and table rows
+and notes for the plan and evaluate views."""
+
+from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 from prfaas_plan import units
-from prfaas_plan.analytic.cost import DeploymentCost
-from prfaas_plan.inputs.pricing import Pricing
+from prfaas_plan.analytic.capacity import Evaluation
+from prfaas_plan.analytic.cost import DeploymentCost, LinkPrice
+from prfaas_plan.render.fields import Fields, Leaf, at
 from prfaas_plan.render.views import Document, fmt, number
 from prfaas_plan.use_cases.cost import EqualCost, PlanCost
 from prfaas_plan.use_cases.plan import Deployment
 
 
-def deployment_cost_json(c: DeploymentCost) -> Document:
+def _offering_name(link: LinkPrice | None) -> str | None:
+    return link.name if link else None
+
+
+DEPLOYMENT_COST: Fields = {  # of a DeploymentCost
+    "usd_per_hour": {
+        "prfaas_gpus": Leaf("prfaas_gpus_usd_per_hour"),
+        "pd_gpus": Leaf("pd_gpus_usd_per_hour"),
+        "link_fixed": Leaf("link_fixed_usd_per_hour"),
+        "link_volume": Leaf("link_volume_usd_per_hour"),
+        "total": Leaf("total_usd_per_hour"),
+    },
+    "usd_per_month_total": Leaf("total_usd_per_hour", units.per_hour_to_per_month),
+    "link_offering": Leaf("link", _offering_name),
+    "utilization": Leaf("utilization"),
+    "served_rps": Leaf("served_rps"),
+    "billed_egress_bytes_per_s": Leaf("egress_bytes_per_s"),
+    "usd_per_million_output_tokens": Leaf("usd_per_million_output_tokens", number),
+    "usd_per_thousand_requests": Leaf("usd_per_thousand_requests", number),
+}
+
+
+def _total_or_none(cost: DeploymentCost | None) -> float | None:
+    return cost.total_usd_per_hour if cost else None
+
+
+def _prefill_instances_or_none(evaluation: Evaluation | None) -> int | None:
+    return evaluation.configuration.pd_prefill_instances if evaluation else None
+
+
+EQUAL_COST: Fields = {  # of an EqualCost
+    "budget_usd_per_hour": Leaf("budget_usd_per_hour"),
+    "pd_instances": Leaf("pd_instances"),
+    "system_rps": Leaf("system_throughput_rps"),
+    "usd_per_hour_total": Leaf("cost", _total_or_none),
+    "pd_prefill_instances": Leaf("evaluation", _prefill_instances_or_none),
+}
+
+
+def _gain(cost: str, rps: str, which: Callable[[PlanCost, float], float]) -> Leaf:
+    """number(which(<the PlanCost at `cost`>, <the throughput at `rps`>)), of the report."""
+    cost_of, rps_of = attrgetter(cost), attrgetter(rps)
+    return Leaf("", lambda report: number(which(cost_of(report), rps_of(report))))
+
+
+def plan_cost_fields(cost: str, rps: str) -> Fields:
+    """The cost of a report's deployment (its PlanCost at path `cost`, its Λ_max at `rps`)
+    and both equal-cost comparisons: `equal_cost_homogeneous_pd` (the all-in $/hour; its
+    keys unchanged since it was the only one) and `equal_gpu_spend_homogeneous_pd` (the GPU
+    $/hour only, the paper's comparison)."""
     return {
-        "usd_per_hour": {
-            "prfaas_gpus": c.prfaas_gpus_usd_per_hour,
-            "pd_gpus": c.pd_gpus_usd_per_hour,
-            "link_fixed": c.link_fixed_usd_per_hour,
-            "link_volume": c.link_volume_usd_per_hour,
-            "total": c.total_usd_per_hour,
-        },
-        "usd_per_month_total": units.per_hour_to_per_month(c.total_usd_per_hour),
-        "link_offering": c.link.name if c.link else None,
-        "utilization": c.utilization,
-        "served_rps": c.served_rps,
-        "billed_egress_bytes_per_s": c.egress_bytes_per_s,
-        "usd_per_million_output_tokens": number(c.usd_per_million_output_tokens),
-        "usd_per_thousand_requests": number(c.usd_per_thousand_requests),
-    }
-
-
-def _equal_cost_json(e: EqualCost) -> Document:
-    return {
-        "budget_usd_per_hour": e.budget_usd_per_hour,
-        "pd_instances": e.pd_instances,
-        "system_rps": e.system_throughput_rps,
-        "usd_per_hour_total": e.cost.total_usd_per_hour if e.cost else None,
-        "pd_prefill_instances": e.evaluation.configuration.pd_prefill_instances
-        if e.evaluation
-        else None,
-    }
-
-
-def plan_cost_json(cost: PlanCost, system_throughput_rps: float) -> Document:
-    """The deployment's cost and both equal-cost comparisons: `equal_cost_homogeneous_pd` (the
-    all-in $/hour; its keys unchanged since it was the only one) and
-    `equal_gpu_spend_homogeneous_pd` (the GPU $/hour only, the paper's comparison)."""
-    return {
-        **deployment_cost_json(cost.deployment),
-        "equal_cost_homogeneous_pd": _equal_cost_json(cost.equal_cost),
-        "speedup_vs_equal_cost_homogeneous": number(cost.gain_vs_equal_cost(system_throughput_rps)),
-        "equal_gpu_spend_homogeneous_pd": _equal_cost_json(cost.equal_gpu_spend),
-        "speedup_vs_equal_gpu_spend_homogeneous": number(
-            cost.gain_vs_equal_gpu_spend(system_throughput_rps)
+        **at(f"{cost}.deployment", DEPLOYMENT_COST),
+        "equal_cost_homogeneous_pd": at(f"{cost}.equal_cost", EQUAL_COST),
+        "speedup_vs_equal_cost_homogeneous": _gain(cost, rps, PlanCost.gain_vs_equal_cost),
+        "equal_gpu_spend_homogeneous_pd": at(f"{cost}.equal_gpu_spend", EQUAL_COST),
+        "speedup_vs_equal_gpu_spend_homogeneous": _gain(
+            cost, rps, PlanCost.gain_vs_equal_gpu_spend
         ),
     }
 
 
-def prices_json(p: Pricing) -> Document:
-    """The prices used and where each comes from (goes under `inputs`, beside the tables)."""
-    return {
-        "cost_model": str(p.cost_model),
-        "utilization": p.utilization,
-        "prfaas_usd_per_gpu_hour": p.prfaas.usd_per_gpu_hour,
-        "prfaas_price_source": p.prfaas.source,
-        "pd_usd_per_gpu_hour": p.pd.usd_per_gpu_hour,
-        "pd_price_source": p.pd.source,
-        "link_offerings": [
-            {"name": x.name, "fixed_usd_per_hour": x.fixed_usd_per_hour, "usd_per_gb": x.usd_per_gb,
-             "bandwidth_bytes_per_s": x.bandwidth_bytes_per_s, "rtt_s": x.rtt_s}
-            for x in p.links
-        ],
-    }  # fmt: skip
+def _offerings_json(links: Sequence[LinkPrice]) -> list[Document]:
+    return [
+        {"name": x.name, "fixed_usd_per_hour": x.fixed_usd_per_hour, "usd_per_gb": x.usd_per_gb,
+         "bandwidth_bytes_per_s": x.bandwidth_bytes_per_s, "rtt_s": x.rtt_s}
+        for x in links
+    ]  # fmt: skip
+
+
+PRICES: Fields = {  # of a Pricing: the prices used and where each comes from (under `inputs`)
+    "cost_model": Leaf("cost_model", str),
+    "utilization": Leaf("utilization"),
+    "prfaas_usd_per_gpu_hour": Leaf("prfaas.usd_per_gpu_hour"),
+    "prfaas_price_source": Leaf("prfaas.source"),
+    "pd_usd_per_gpu_hour": Leaf("pd.usd_per_gpu_hour"),
+    "pd_price_source": Leaf("pd.source"),
+    "link_offerings": Leaf("links", _offerings_json),
+}
 
 
 def cost_rows(deployments: list[Deployment]) -> list[tuple[str, list[str]]]:

@@ -6,18 +6,14 @@ The table and Markdown views convert at this edge only: K tokens, Gbps, MiB.
 """
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from prfaas_plan import __version__, units
 from prfaas_plan.analytic.capacity import Evaluation
-from prfaas_plan.analytic.ttft import TtftSummary
-from prfaas_plan.render.cost import (
-    cost_notes,
-    cost_rows,
-    deployment_cost_json,
-    plan_cost_json,
-    prices_json,
-)
+from prfaas_plan.analytic.length_distribution import LengthDistribution
+from prfaas_plan.render.cost import DEPLOYMENT_COST, PRICES, cost_notes, cost_rows, plan_cost_fields
+from prfaas_plan.render.fields import Const, Fields, Leaf, Maybe, Present, at, columns, document
 from prfaas_plan.render.views import Document, View, fmt, number
 from prfaas_plan.use_cases.plan import Deployment, EvaluationReport, PlanReport, RangeNote
 
@@ -32,71 +28,72 @@ DEPLOYMENT_TITLES = {
 }
 
 
-# ---------------------------------------------------------------- JSON
+# ---------------------------------------------------------------- JSON (render/fields.py)
 
 
-def _ttft_json(t: TtftSummary) -> Document:
+TTFT: Fields = {  # of a TtftSummary
+    "mean_s": Leaf("mean_s", number),
+    "p50_s": Leaf("p50_s", number),
+    "p90_s": Leaf("p90_s", number),
+    "p99_s": Leaf("p99_s", number),
+    "local_mean_s": Leaf("local_mean_s", number),
+    "offloaded_mean_s": Leaf("offloaded_mean_s", number),
+    "queueing_included": Const(False),
+}
+
+
+def _strings(values: Iterable[object]) -> list[str]:
+    return [str(v) for v in values]
+
+
+EVALUATION: Fields = {  # of an Evaluation
+    "mode": Leaf("mode", str),
+    "prfaas_instances": Leaf("configuration.prfaas_instances"),
+    "pd_prefill_instances": Leaf("configuration.pd_prefill_instances"),
+    "pd_decode_instances": Leaf("configuration.pd_decode_instances"),
+    "threshold_tokens": Leaf("configuration.threshold_tokens", number),
+    "offload_fraction": Leaf("offload_fraction"),
+    "long_mean_tokens": Leaf("long_mean_tokens", number),
+    "short_mean_tokens": Leaf("short_mean_tokens", number),
+    "prfaas_service_time_s": Leaf("prfaas_service_time_s", number),
+    "pd_prefill_service_time_s": Leaf("pd_prefill_service_time_s", number),
+    "throughput_rps": {
+        "prfaas": Leaf("throughput.prfaas_rps", number),
+        "prfaas_compute": Leaf("throughput.prfaas_compute_rps", number),
+        "prfaas_link": Leaf("throughput.prfaas_link_rps", number),
+        "pd_prefill": Leaf("throughput.pd_prefill_rps", number),
+        "pd_decode": Leaf("throughput.pd_decode_rps", number),
+        "system": Leaf("system_throughput_rps", number),
+    },
+    "bounds": Leaf("bounds", _strings),
+    "kv_egress_bytes_per_s": Leaf("kv_egress_bytes_per_s"),
+    "link_bandwidth_bytes_per_s": Leaf("link_bandwidth_bytes_per_s"),
+    "link_utilization": Leaf("link_utilization"),
+}
+
+UNPRICED_DEPLOYMENT: Fields = {  # of a Deployment, but its cost
+    "prfaas_gpus": Leaf("prfaas_gpus"),
+    "pd_gpus": Leaf("pd_gpus"),
+    **at("evaluation", EVALUATION),
+    "ttft": at("ttft", TTFT),
+}
+DEPLOYMENT: Fields = {  # of a Deployment: its cost only when prices are available
+    **UNPRICED_DEPLOYMENT,
+    "cost": Present(("cost",), at("cost", DEPLOYMENT_COST)),
+}
+
+
+def _priced(deployment: str) -> Fields:
+    """The report's deployment at `deployment` with its cost and the equal-cost comparisons
+    of the report's PlanCost (a report's deployments are priced together, or none is:
+    use_cases/plan_reports.py)."""
     return {
-        "mean_s": number(t.mean_s),
-        "p50_s": number(t.p50_s),
-        "p90_s": number(t.p90_s),
-        "p99_s": number(t.p99_s),
-        "local_mean_s": number(t.local_mean_s),
-        "offloaded_mean_s": number(t.offloaded_mean_s),
-        "queueing_included": False,
+        **at(deployment, UNPRICED_DEPLOYMENT),
+        "cost": Present(
+            ("plan_cost",),
+            plan_cost_fields("plan_cost", f"{deployment}.evaluation.system_throughput_rps"),
+        ),
     }
-
-
-def _evaluation_json(e: Evaluation) -> Document:
-    c, th = e.configuration, e.throughput
-    return {
-        "mode": str(e.mode),
-        "prfaas_instances": c.prfaas_instances,
-        "pd_prefill_instances": c.pd_prefill_instances,
-        "pd_decode_instances": c.pd_decode_instances,
-        "threshold_tokens": number(c.threshold_tokens),
-        "offload_fraction": e.offload_fraction,
-        "long_mean_tokens": number(e.long_mean_tokens),
-        "short_mean_tokens": number(e.short_mean_tokens),
-        "prfaas_service_time_s": number(e.prfaas_service_time_s),
-        "pd_prefill_service_time_s": number(e.pd_prefill_service_time_s),
-        "throughput_rps": {
-            "prfaas": number(th.prfaas_rps),
-            "prfaas_compute": number(th.prfaas_compute_rps),
-            "prfaas_link": number(th.prfaas_link_rps),
-            "pd_prefill": number(th.pd_prefill_rps),
-            "pd_decode": number(th.pd_decode_rps),
-            "system": number(e.system_throughput_rps),
-        },
-        "bounds": [str(b) for b in e.bounds],
-        "kv_egress_bytes_per_s": e.kv_egress_bytes_per_s,
-        "link_bandwidth_bytes_per_s": e.link_bandwidth_bytes_per_s,
-        "link_utilization": e.link_utilization,
-    }
-
-
-def _deployment_json(d: Deployment) -> Document:
-    out: Document = {
-        "prfaas_gpus": d.prfaas_gpus,
-        "pd_gpus": d.pd_gpus,
-        **_evaluation_json(d.evaluation),
-        "ttft": _ttft_json(d.ttft),
-    }
-    if d.cost is not None:  # only when prices are available
-        out["cost"] = deployment_cost_json(d.cost)
-    return out
-
-
-def _add_plan_cost(out: Document, report: PlanReport | EvaluationReport, key: str) -> Document:
-    """The priced deployment's `cost` block gains the equal-cost comparison."""
-    if report.plan_cost is not None:
-        deployment = report.plan if isinstance(report, PlanReport) else report.deployment
-        rps = deployment.evaluation.system_throughput_rps
-        block, inputs = out[key], out["inputs"]
-        assert isinstance(block, dict) and isinstance(inputs, dict)
-        block["cost"] = plan_cost_json(report.plan_cost, rps)
-        inputs["prices"] = prices_json(report.plan_cost.pricing)
-    return out
 
 
 def _range_json(notes: tuple[RangeNote, ...]) -> list[Document]:
@@ -113,113 +110,123 @@ def _range_json(notes: tuple[RangeNote, ...]) -> list[Document]:
     ]
 
 
-def _inputs_json(report: PlanReport | EvaluationReport) -> Document:
-    p = report.problem
-    s = p.system
-    curves = {
-        "prfaas_prefill_latency": s.prfaas_prefill_latency,
-        "pd_prefill_latency": s.pd_prefill_latency,
-        "kv_cache_size": s.kv_cache_size,
-    }
-    return {
-        "scenario": p.scenario.name,
-        "scenario_file": p.source,
-        "model": p.scenario.model,
-        "workload": p.workload.describe(),
-        "mean_input_tokens": p.workload.mean_tokens,
-        "output_tokens": s.output_tokens,
-        "link_bandwidth_bytes_per_s": s.link_bandwidth_bytes_per_s,
-        "decode": {
-            "slo_tokens_per_s": p.scenario.slo.decode_tokens_per_s,
-            "batch_size": s.decode.batch_size,
-            "step_latency_s": s.decode.step_latency_s,
-            "throughput_rps_per_instance": s.decode_rps_per_instance,
-            "table": s.decode.source,
-        },
-        "profiles": {
-            name: {
-                "table": c.source,
-                "provenance": c.provenance,
-                "representation": f"least-squares polynomial, degree {c.degree}",
-                "coefficients_ascending": list(c.coefficients),
-                "max_relative_residual": c.max_relative_residual,
-                "table_min_tokens": c.table_min_tokens,
-                "table_max_tokens": c.table_max_tokens,
-            }
-            for name, c in curves.items()
-        },
-        "out_of_range": _range_json(report.range_notes),
-    }
+def _describe(workload: LengthDistribution) -> str:
+    return workload.describe()
 
 
-def _ttft_constraint_json(report: PlanReport) -> Document | None:
-    t, q = report.ttft_target, report.loaded_ttft
-    if t is None or q is None:
-        return None
-    return {
-        "target_s": t.target_s,
-        "percentile": str(t.percentile),
-        "load_rps": q.arrival_rate_rps,
-        "stable": q.stable,
-        "ttft_under_load": {
-            "mean_s": number(q.mean_s), "p50_s": number(q.p50_s), "p90_s": number(q.p90_s),
-            "p99_s": number(q.p99_s), "queueing_included": True,
-        },
-        "utilization": {
-            "prfaas_prefill": q.prfaas_prefill.utilization, "pd_prefill": q.pd_prefill.utilization,
-            "pd_decode": q.pd_decode.utilization, "link": q.link.utilization,
-        },
-        "mean_wait_s": {"prfaas_prefill": number(q.prfaas_prefill.mean_wait_s),
-                        "pd_prefill": number(q.pd_prefill.mean_wait_s)},
-        "approximation": "M/G/c prefill pools (Allen-Cunneen), M/G/1 processor-sharing link",
-    }  # fmt: skip
+def _representation(degree: int) -> str:
+    return f"least-squares polynomial, degree {degree}"
+
+
+PROFILE: Fields = {  # of a FittedCurve
+    "table": Leaf("source"),
+    "provenance": Leaf("provenance"),
+    "representation": Leaf("degree", _representation),
+    "coefficients_ascending": Leaf("coefficients", list),
+    "max_relative_residual": Leaf("max_relative_residual"),
+    "table_min_tokens": Leaf("table_min_tokens"),
+    "table_max_tokens": Leaf("table_max_tokens"),
+}
+PROFILES = ("prfaas_prefill_latency", "pd_prefill_latency", "kv_cache_size")
+
+INPUTS: Fields = {  # of a report (plan or evaluation), from its problem
+    "scenario": Leaf("problem.scenario.name"),
+    "scenario_file": Leaf("problem.source"),
+    "model": Leaf("problem.scenario.model"),
+    "workload": Leaf("problem.workload", _describe),
+    "mean_input_tokens": Leaf("problem.workload.mean_tokens"),
+    "output_tokens": Leaf("problem.system.output_tokens"),
+    "link_bandwidth_bytes_per_s": Leaf("problem.system.link_bandwidth_bytes_per_s"),
+    "decode": {
+        "slo_tokens_per_s": Leaf("problem.scenario.slo.decode_tokens_per_s"),
+        "batch_size": Leaf("problem.system.decode.batch_size"),
+        "step_latency_s": Leaf("problem.system.decode.step_latency_s"),
+        "throughput_rps_per_instance": Leaf("problem.system.decode_rps_per_instance"),
+        "table": Leaf("problem.system.decode.source"),
+    },
+    "profiles": {name: at(f"problem.system.{name}", PROFILE) for name in PROFILES},
+    "out_of_range": Leaf("range_notes", _range_json),
+    "prices": Present(("plan_cost",), at("plan_cost.pricing", PRICES)),
+}
+
+TTFT_CONSTRAINT: Fields = {  # of a plan report with a TTFT target
+    "target_s": Leaf("ttft_target.target_s"),
+    "percentile": Leaf("ttft_target.percentile", str),
+    "load_rps": Leaf("loaded_ttft.arrival_rate_rps"),
+    "stable": Leaf("loaded_ttft.stable"),
+    "ttft_under_load": {
+        "mean_s": Leaf("loaded_ttft.mean_s", number),
+        "p50_s": Leaf("loaded_ttft.p50_s", number),
+        "p90_s": Leaf("loaded_ttft.p90_s", number),
+        "p99_s": Leaf("loaded_ttft.p99_s", number),
+        "queueing_included": Const(True),
+    },
+    "utilization": {
+        "prfaas_prefill": Leaf("loaded_ttft.prfaas_prefill.utilization"),
+        "pd_prefill": Leaf("loaded_ttft.pd_prefill.utilization"),
+        "pd_decode": Leaf("loaded_ttft.pd_decode.utilization"),
+        "link": Leaf("loaded_ttft.link.utilization"),
+    },
+    "mean_wait_s": {
+        "prfaas_prefill": Leaf("loaded_ttft.prfaas_prefill.mean_wait_s", number),
+        "pd_prefill": Leaf("loaded_ttft.pd_prefill.mean_wait_s", number),
+    },
+    "approximation": Const("M/G/c prefill pools (Allen-Cunneen), M/G/1 processor-sharing link"),
+}
+
+SIZING: Fields = {  # of a sized plan report
+    "target_rps": Leaf("sizing.target_rps"),
+    "max_prfaas_instances": Leaf("sizing.max_prfaas_instances"),
+    "solver": Leaf("sizing.solver", str),
+    "milp_thresholds": Leaf("sizing.milp_thresholds"),
+    "milp_prfaas_instances": Leaf("sizing.milp_prfaas_instances"),
+    "prfaas_instances": Leaf("sizing.evaluation.configuration.prfaas_instances"),
+    "bounds": Leaf("sizing.evaluation.bounds", _strings),
+}
+
+PLAN: Fields = {  # of a PlanReport: `optimize`'s document
+    "prfaas_plan_version": Const(__version__),
+    "mode": Leaf("mode", str),
+    "inputs": INPUTS,
+    "plan": _priced("plan"),
+    "baselines": {
+        "homogeneous_pd": at("homogeneous", DEPLOYMENT),
+        "naive_heterogeneous": at("naive", DEPLOYMENT),
+    },
+    "speedup_vs_homogeneous": Leaf("speedup_vs_homogeneous", number),
+    "speedup_vs_naive_heterogeneous": Leaf("speedup_vs_naive", number),
+    "mode_comparison": {
+        "paper_optimum": at("modes.paper", EVALUATION),
+        "exact_optimum": at("modes.exact", EVALUATION),
+        "paper_plan_exact_system_rps": Leaf("modes.paper_plan_exact_rps"),
+        "paper_overstatement": Leaf("modes.paper_overstatement", number),
+    },
+    "sizing": Maybe(("sizing",), SIZING),
+    "ttft_constraint": Maybe(("ttft_target", "loaded_ttft"), TTFT_CONSTRAINT),
+    "notes": Const([TTFT_NOTE]),
+}
+
+EVALUATION_REPORT: Fields = {  # of an EvaluationReport: `evaluate`'s document
+    "prfaas_plan_version": Const(__version__),
+    "inputs": INPUTS,
+    "configuration": _priced("deployment"),
+    "notes": Const([TTFT_NOTE]),
+}
 
 
 def plan_to_json(report: PlanReport) -> Document:
-    m = report.modes
-    out: Document = {
-        "prfaas_plan_version": __version__,
-        "mode": str(report.mode),
-        "inputs": _inputs_json(report),
-        "plan": _deployment_json(report.plan),
-        "baselines": {
-            "homogeneous_pd": _deployment_json(report.homogeneous),
-            "naive_heterogeneous": _deployment_json(report.naive),
-        },
-        "speedup_vs_homogeneous": number(report.speedup_vs_homogeneous),
-        "speedup_vs_naive_heterogeneous": number(report.speedup_vs_naive),
-        "mode_comparison": {
-            "paper_optimum": _evaluation_json(m.paper),
-            "exact_optimum": _evaluation_json(m.exact),
-            "paper_plan_exact_system_rps": m.paper_plan_exact_rps,
-            "paper_overstatement": number(m.paper_overstatement),
-        },
-        "sizing": None,
-        "ttft_constraint": _ttft_constraint_json(report),
-        "notes": [TTFT_NOTE],
-    }
-    if report.sizing is not None:
-        z = report.sizing
-        out["sizing"] = {
-            "target_rps": z.target_rps,
-            "max_prfaas_instances": z.max_prfaas_instances,
-            "solver": str(z.solver),
-            "milp_thresholds": z.milp_thresholds,
-            "milp_prfaas_instances": z.milp_prfaas_instances,
-            "prfaas_instances": z.evaluation.configuration.prfaas_instances,
-            "bounds": [str(b) for b in z.evaluation.bounds],
-        }
-    return _add_plan_cost(out, report, "plan")
+    return document(PLAN, report)
+
+
+def plan_columns(reports: list[PlanReport]) -> dict[str, list[Any]]:
+    """The flattened documents of `reports` as columns (a sweep's block), as
+    sweep/flat.py `documents_as_columns([plan_to_json(r) for r in reports])` writes them;
+    render/fields.py NotColumnarError where their documents differ in shape."""
+    return columns(PLAN, reports)
 
 
 def evaluation_to_json(report: EvaluationReport) -> Document:
-    out: Document = {
-        "prfaas_plan_version": __version__,
-        "inputs": _inputs_json(report),
-        "configuration": _deployment_json(report.deployment),
-        "notes": [TTFT_NOTE],
-    }
-    return _add_plan_cost(out, report, "configuration")
+    return document(EVALUATION_REPORT, report)
 
 
 # ---------------------------------------------------------------- human views

@@ -71,15 +71,21 @@ def _hashable(value: Any) -> Any:
 def optimize_block(
     problems: list[Problem], parameters: dict[str, Any], catalog: Catalog
 ) -> Columns:
-    """`optimize`'s flattened document for each problem of one block of a group, as columns."""
-    from prfaas_plan.render.plan import plan_to_json
+    """`optimize`'s flattened document for each problem of one block of a group, as columns:
+    written from the reports column by column (render/fields.py), or, where their documents
+    differ in shape, from each one's document."""
+    from prfaas_plan.render.fields import NotColumnarError
+    from prfaas_plan.render.plan import plan_columns, plan_to_json
     from prfaas_plan.sweep.flat import documents_as_columns
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import PlanRequest, build
 
     request = build(PlanRequest, **parameters)
     reports = calls.optimize_many(problems, request, catalog)
-    return documents_as_columns([plan_to_json(r) for r in reports])
+    try:
+        return plan_columns(reports)
+    except NotColumnarError:
+        return documents_as_columns([plan_to_json(r) for r in reports])
 
 
 def prepare_workloads(scenarios: list[Scenario]) -> None:

@@ -1,11 +1,11 @@
 """A JSON document as one row of a sweep's results: one level of dotted keys; a block of
 documents of one shape as columns, by a reader compiled from that shape."""
 
-import json
-import math
 from functools import lru_cache
 from types import CodeType
 from typing import Any
+
+from prfaas_plan.render.fields import flat_leaf as _leaf
 
 
 def flatten(document: Any, prefix: str = "") -> dict[str, Any]:
@@ -42,15 +42,6 @@ def _into(out: dict[str, Any], document: dict[Any, Any], prefix: str) -> None:
 
 
 _PLAIN = frozenset({int, str, bool, type(None)})
-
-
-def _leaf(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, list):
-        strings = all(isinstance(v, str) for v in value)
-        return ",".join(value) if strings else json.dumps(value)
-    return value
 
 
 def documents_as_columns(documents: list[Any]) -> dict[str, list[Any]]:

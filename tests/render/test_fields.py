@@ -1,0 +1,152 @@
+"""A document's fields written once (render/fields.py) give each object's document and a block's
+columns: the columns are exactly the flattened documents (sweep/flat.py), the same names in the
+same order and the same values of the same types, or NotColumnarError where the documents
+differ in shape; `optimize`'s reports of every kind give their plan's columns."""
+
+import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prfaas_plan.inputs.scenario import build_problem, load_scenario
+from prfaas_plan.render.fields import (
+    Const,
+    Leaf,
+    Maybe,
+    NotColumnarError,
+    Present,
+    at,
+    columns,
+    document,
+)
+from prfaas_plan.render.plan import PLAN, plan_columns, plan_to_json
+from prfaas_plan.sweep.flat import columns_of, flatten
+from prfaas_plan.sweep.rows import _catalog
+from prfaas_plan.use_cases import calls
+from prfaas_plan.use_cases.requests import PlanRequest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(-1e308, 1e308),  # large finite values: their sum overflows
+    st.integers(-(2**70), 2**70),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=4),
+    st.lists(st.floats(allow_nan=True), max_size=3),
+    st.lists(st.text(max_size=3), max_size=3),
+    st.lists(st.dictionaries(st.text(max_size=2), st.integers()), max_size=2),
+)
+NUMBERS = st.one_of(  # a column of numbers alone (non-finite ones become null)
+    st.floats(allow_nan=True, allow_infinity=True), st.floats(-1e308, 1e308),
+    st.integers(-(2**70), 2**70), st.booleans(), st.none(),
+)  # fmt: skip
+SHARED = [1.5, [0.25, float("nan")], ["a", "b"], None]  # one object in every document
+
+
+def _convert(value: Any) -> Any:
+    """A conversion as a document's: a new value from the one read."""
+    return [value, value] if isinstance(value, float) else value
+
+
+FIELDS: dict[str, Any] = {
+    "a": Leaf("a"),
+    "n": Leaf("n"),
+    "b": Leaf("inner.b", _convert),
+    "shared": Leaf("shared"),
+    "itself": Leaf("", lambda obj: obj.a == obj.a),
+    "const": Const([1, "x"]),
+    "nested": {"c": Leaf("inner.c"), "empty": {}, "d": Const(None)},
+    "present": Present(("inner.p",), {"p": Leaf("inner.p"), "q": Leaf("a")}),
+    "maybe": Maybe(("inner.m", "a"), at("inner", {"m": Leaf("m"), "deep": {"b": Leaf("b")}})),
+}
+
+
+@st.composite
+def objects(draw: st.DrawFn) -> SimpleNamespace:
+    shared = SHARED[draw(st.integers(0, len(SHARED) - 1))]
+    inner = SimpleNamespace(
+        b=draw(VALUES), c=draw(VALUES),
+        p=draw(st.one_of(st.none(), VALUES)), m=draw(st.one_of(st.none(), VALUES)),
+    )  # fmt: skip
+    return SimpleNamespace(a=draw(VALUES), n=draw(NUMBERS), inner=inner, shared=shared)
+
+
+def _typed(cols: dict[str, list[Any]]) -> list[tuple[str, list[tuple[type, str]]]]:
+    """Names, in order, and each value's type and repr (nan equals nan; 1 is not 1.0)."""
+    return [(name, [(type(v), repr(v)) for v in values]) for name, values in cols.items()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(objects(), min_size=1, max_size=5), st.booleans())
+def test_columns_are_the_flattened_documents_or_refused_where_shapes_differ(objs, same_shared):
+    if same_shared:  # an object every document shares: converted once
+        for obj in objs:
+            obj.shared = objs[0].shared
+    rows = [flatten(document(FIELDS, obj)) for obj in objs]
+    shapes = {tuple(row) for row in rows}
+    try:
+        found = columns(FIELDS, objs)
+    except NotColumnarError:
+        assert len(shapes) > 1
+        return
+    assert _typed(found) == _typed(columns_of(rows))
+
+
+def test_a_leaf_that_is_an_object_is_refused():
+    with pytest.raises(NotColumnarError):
+        columns({"x": Leaf("a")}, [SimpleNamespace(a={"k": 1})])
+
+
+def test_a_const_list_is_a_list_of_each_document():
+    first, second = (document({"x": Const([1])}, None) for _ in range(2))
+    first["x"].append(2)
+    assert second == {"x": [1]}
+
+
+def _reports() -> list[Any]:
+    """`optimize`'s reports of each kind: plain, exact mode, a fixed threshold, sized, with a
+    TTFT target, of a histogram workload, and unpriced."""
+    catalog = _catalog(None)
+    out = []
+    for name, request in [
+        ("case_study.yaml", PlanRequest()),
+        ("case_study.yaml", PlanRequest(mode="exact", threshold_tokens=20000.0)),
+        ("case_study.yaml", PlanRequest(target_rps=3.0)),
+        ("case_study.yaml", PlanRequest(ttft_target_s=5.0, ttft_load=0.5)),
+        ("histogram_workload.yaml", PlanRequest()),
+        ("observed_lengths.yaml", PlanRequest(max_prfaas_gpus=16)),
+    ]:
+        path = ROOT / "examples" / name
+        problem = build_problem(load_scenario(path), path, catalog)
+        out.append(calls.optimize(problem, request, catalog))
+    plain = out[0]
+    unpriced = dataclasses.replace(
+        plain, plan_cost=None,
+        **{k: dataclasses.replace(getattr(plain, k), cost=None) for k in ("plan", "homogeneous", "naive")},
+    )  # fmt: skip
+    return [*out, unpriced]
+
+
+REPORTS = _reports()
+
+
+@pytest.mark.parametrize("report", REPORTS, ids=range(len(REPORTS)))
+def test_a_plans_columns_are_its_flattened_document(report):
+    expected = columns_of([flatten(plan_to_json(report))])
+    assert _typed(plan_columns([report])) == _typed(expected)
+    assert _typed(plan_columns([report] * 3)) == _typed(
+        columns_of([flatten(plan_to_json(report))] * 3)
+    )
+
+
+def test_plans_of_other_shapes_are_refused_as_one_block():
+    sized, unpriced = REPORTS[2], REPORTS[-1]
+    for block in ([REPORTS[0], sized], [REPORTS[0], unpriced], [REPORTS[3], REPORTS[0]]):
+        with pytest.raises(NotColumnarError):
+            columns(PLAN, block)
