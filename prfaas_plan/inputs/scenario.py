@@ -332,7 +332,7 @@ def _like(
     what build_problem would build)."""
     pd = scenario.pd_cluster
     table = catalog.decode_table(
-        scenario.model, pd.gpu, pd.gpus_per_instance, where=f"{Path(problem.source)}: pd_cluster: "
+        scenario.model, pd.gpu, pd.gpus_per_instance, where=f"{problem.source}: pd_cluster: "
     )
     system = dataclasses.replace(
         problem.system, decode=decode_point(table, scenario.slo.decode_tokens_per_s, full, output),

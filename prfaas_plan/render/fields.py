@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from prfaas_plan.render.views import Document
+from prfaas_plan.render.views import Document, number
 
 Fields = Mapping[str, "Field"]
 Columns = dict[str, list[Any]]
@@ -153,11 +153,13 @@ def _into(out: Columns, fields: Fields, gathered: _Gathered, prefix: str) -> Non
                 value = first if f.convert is None else f.convert(first)
                 out[name] = _as_flattened([value]) * len(objs)
                 continue
-            if f.convert is not None:
+            if f.convert is number and set(map(type, values)) <= _FLOAT_OR_NONE:
+                pass  # `number` of a float or None is what flattening writes anyway
+            elif f.convert is not None:
                 values = list(map(f.convert, values))
             out[name] = _as_flattened(values)
         elif isinstance(f, Const):
-            out[name] = _as_flattened([f.value] * len(objs))
+            out[name] = _as_flattened([f.value]) * len(objs)
         elif isinstance(f, Present | Maybe):
             whens = zip(*(gathered[path] for path in f.when), strict=True)
             missing = sum(any(v is None for v in values) for values in whens)
@@ -181,6 +183,7 @@ def _block(out: Columns, fields: Fields, gathered: _Gathered, name: str) -> None
 
 _PLAIN = frozenset({int, str, bool, type(None)})
 _NUMBERS = frozenset({int, float, bool, type(None)})
+_FLOAT_OR_NONE = frozenset({float, type(None)})
 
 
 def _as_flattened(values: list[Any]) -> list[Any]:

@@ -151,17 +151,24 @@ def plan_costs_many(
     evaluations: Sequence[Evaluation],
     pricings: Sequence[Pricing],
     mode: Mode,
+    deployment_costs: Sequence[DeploymentCost | None] | None = None,
 ) -> list[PlanCost]:
-    """`plan_cost` of each (problem, evaluation, pricing) of a batch (`equal_costs_many`)."""
+    """`plan_cost` of each (problem, evaluation, pricing) of a batch (`equal_costs_many`);
+    `deployment_costs[i]`, where not None, is evaluation i's own cost at pricing i (a plan's
+    deployment, priced already: `price_deployment` of its GPUs)."""
+    known = deployment_costs or [None] * len(problems)
     costs = []
-    for problem, evaluation, pricing in zip(problems, evaluations, pricings, strict=True):
-        c, s = evaluation.configuration, problem.scenario
-        costs.append(price_deployment(
-            problem, pricing,
-            c.prfaas_instances * s.prfaas_cluster.gpus_per_instance,
-            (c.pd_prefill_instances + c.pd_decode_instances) * s.pd_cluster.gpus_per_instance,
-            evaluation,
-        ))  # fmt: skip
+    for problem, evaluation, pricing, cost in zip(
+        problems, evaluations, pricings, known, strict=True
+    ):
+        if cost is None:
+            c, s = evaluation.configuration, problem.scenario
+            cost = price_deployment(
+                problem, pricing,
+                c.prfaas_instances * s.prfaas_cluster.gpus_per_instance,
+                c.pd_instances * s.pd_cluster.gpus_per_instance, evaluation,
+            )  # fmt: skip
+        costs.append(cost)
     count = len(costs)
     bases = equal_costs_many(
         [*problems, *problems], [*pricings, *pricings],

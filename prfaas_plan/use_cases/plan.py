@@ -378,5 +378,5 @@ def evaluate_configuration(
     from prfaas_plan.use_cases.plan_reports import deployments_many, plan_costs
 
     ((deployed,),) = deployments_many([problem], [{"evaluated": evaluation}], [pricing])
-    (cost,) = plan_costs([problem], [evaluation], [pricing], mode)
+    (cost,) = plan_costs([problem], [deployed], [pricing], mode)
     return EvaluationReport(problem, deployed, notes, cost)

@@ -112,20 +112,22 @@ def _unloaded_ttfts(
 
 def plan_costs(
     problems: Sequence[Problem],
-    evaluations: Sequence[Evaluation],
+    deployments: Sequence[Deployment],
     pricings: Sequence["Pricing | None"],
     mode: Mode,
 ) -> list["PlanCost | None"]:
-    """Each priced problem's plan cost and equal-cost comparisons (use_cases/cost.py), the
-    batch's in one call; None where a problem has no prices."""
+    """Each priced problem's plan cost (its deployment's, priced by `deployments_many` with the
+    same pricing) and equal-cost comparisons (use_cases/cost.py), the batch's in one call;
+    None where a problem has no prices."""
     priced = {i: pricing for i, pricing in enumerate(pricings) if pricing is not None}
     if not priced:
         return [None] * len(problems)
     from prfaas_plan.use_cases.cost import plan_costs_many
 
+    chosen = [deployments[i] for i in priced]
     costs = plan_costs_many(
-        [problems[i] for i in priced], [evaluations[i] for i in priced], list(priced.values()),
-        mode,
+        [problems[i] for i in priced], [d.evaluation for d in chosen], list(priced.values()),
+        mode, [d.cost for d in chosen],
     )  # fmt: skip
     found: dict[int, PlanCost] = dict(zip(priced, costs, strict=True))
     return [found.get(i) for i in range(len(problems))]
@@ -171,7 +173,7 @@ def reports_many(
         for plan, row in zip(picked, rows, strict=True)
     ]
     deployments = deployments_many(problems, named, pricings)
-    costs = plan_costs(problems, picked, pricings, mode)
+    costs = plan_costs(problems, [d[0] for d in deployments], pricings, mode)
     reports = []
     for problem, row, deployed, cost, note in zip(
         problems, rows, deployments, costs, notes, strict=True

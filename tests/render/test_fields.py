@@ -24,6 +24,7 @@ from prfaas_plan.render.fields import (
     document,
 )
 from prfaas_plan.render.plan import PLAN, plan_columns, plan_to_json
+from prfaas_plan.render.views import number
 from prfaas_plan.sweep.flat import columns_of, flatten
 from prfaas_plan.sweep.rows import _catalog
 from prfaas_plan.use_cases import calls
@@ -57,6 +58,7 @@ def _convert(value: Any) -> Any:
 FIELDS: dict[str, Any] = {
     "a": Leaf("a"),
     "n": Leaf("n"),
+    "number": Leaf("n", number),  # an int becomes a float, a non-finite float null
     "b": Leaf("inner.b", _convert),
     "shared": Leaf("shared"),
     "itself": Leaf("", lambda obj: obj.a == obj.a),
