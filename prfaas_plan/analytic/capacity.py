@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 from typing import NamedTuple
 
 import numpy as np
@@ -361,6 +362,13 @@ def binding_terms(limits: Sequence[float], system_rps: float) -> tuple[Bound, ..
             )
         else:  # Λ_max 0 or inf: the terms equal to it, in BOUND_ORDER
             within.sort(key=lambda k: (limits[k], k))
+    return _bounds(tuple(within))
+
+
+@cache  # at most 65: the orders of any of the four terms
+def _bounds(within: tuple[int, ...]) -> tuple[Bound, ...]:
+    """The terms at indices `within`, one tuple for each order (a block's evaluations share a
+    few)."""
     return tuple(BOUND_ORDER[k] for k in within)
 
 

@@ -198,10 +198,13 @@ def resolve_pricing(
         )  # fmt: skip
         links: tuple[LinkPrice, ...] = (_link_price(offering),)
     else:
-        links = tuple(
-            p for p in catalog.memoised("offered links", lambda: _offered_links(catalog))
-            if p.bandwidth_bytes_per_s >= needed_bytes_per_s
-        )  # fmt: skip
+        offered = catalog.memoised("offered links", lambda: _offered_links(catalog))
+        kept = tuple(
+            i for i, p in enumerate(offered) if p.bandwidth_bytes_per_s >= needed_bytes_per_s
+        )
+        # one tuple for each choice of offerings (a sweep's pricings share a few: their
+        # documents' offerings are then written once)
+        links = catalog.memoised(("offered links", kept), lambda: tuple(offered[i] for i in kept))
         if not links:
             if asked:
                 raise ConfigError(

@@ -155,6 +155,9 @@ def _into(out: Columns, fields: Fields, gathered: _Gathered, prefix: str) -> Non
                 continue
             if f.convert is number and set(map(type, values)) <= _FLOAT_OR_NONE:
                 pass  # `number` of a float or None is what flattening writes anyway
+            elif f.convert is not None and type(f.convert(first)) is list:
+                out[name] = _lists(f.convert, values)
+                continue
             elif f.convert is not None:
                 values = list(map(f.convert, values))
             out[name] = _as_flattened(values)
@@ -171,6 +174,20 @@ def _into(out: Columns, fields: Fields, gathered: _Gathered, prefix: str) -> Non
                 out[name] = [None] * len(objs)
         else:
             _block(out, f, gathered, name)
+
+
+def _lists(convert: Callable[[Any], Any], values: list[Any]) -> list[Any]:
+    """The flattened lists `convert` makes of `values`, each object converted and flattened
+    once (a list's JSON is a leaf's dearest conversion; objects recur in a block: a plan's
+    binding terms, the link offerings a pricing keeps)."""
+    done: dict[int, Any] = {}
+    out = []
+    for value in values:
+        key = id(value)  # `values` holds every object: no id is reused while it runs
+        if key not in done:
+            done[key] = _as_flattened([convert(value)])[0]
+        out.append(done[key])
+    return out
 
 
 def _block(out: Columns, fields: Fields, gathered: _Gathered, name: str) -> None:

@@ -47,6 +47,7 @@ NUMBERS = st.one_of(  # a column of numbers alone (non-finite ones become null)
     st.floats(allow_nan=True, allow_infinity=True), st.floats(-1e308, 1e308),
     st.integers(-(2**70), 2**70), st.booleans(), st.none(),
 )  # fmt: skip
+POOL = [(1.0, 2.0), ("a",), (float("nan"),), (), ({"k": 1},)]  # objects some documents share
 SHARED = [1.5, [0.25, float("nan")], ["a", "b"], None]  # one object in every document
 
 
@@ -61,6 +62,7 @@ FIELDS: dict[str, Any] = {
     "number": Leaf("n", number),  # an int becomes a float, a non-finite float null
     "b": Leaf("inner.b", _convert),
     "shared": Leaf("shared"),
+    "pooled": Leaf("pool", list),
     "itself": Leaf("", lambda obj: obj.a == obj.a),
     "const": Const([1, "x"]),
     "nested": {"c": Leaf("inner.c"), "empty": {}, "d": Const(None)},
@@ -76,7 +78,8 @@ def objects(draw: st.DrawFn) -> SimpleNamespace:
         b=draw(VALUES), c=draw(VALUES),
         p=draw(st.one_of(st.none(), VALUES)), m=draw(st.one_of(st.none(), VALUES)),
     )  # fmt: skip
-    return SimpleNamespace(a=draw(VALUES), n=draw(NUMBERS), inner=inner, shared=shared)
+    pool = POOL[draw(st.integers(0, len(POOL) - 1))]
+    return SimpleNamespace(a=draw(VALUES), n=draw(NUMBERS), inner=inner, shared=shared, pool=pool)
 
 
 def _typed(cols: dict[str, list[Any]]) -> list[tuple[str, list[tuple[type, str]]]]:
