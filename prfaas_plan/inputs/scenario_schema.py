@@ -28,6 +28,8 @@ def _printable(text: str) -> str:
     """Free text (a scenario's name and description) every view can print: no control
     character (a newline would split a one-line message) and no lone surrogate (not encodable
     in UTF-8: it broke the table and Markdown views)."""
+    if text.isprintable():  # the common case, in C: a space is printable, the others are not
+        return text
     bad = next((c for c in text if not c.isprintable() and c != " "), None)
     if bad is not None:
         raise ValueError(f"must be printable text, found the character U+{ord(bad):04X}")
