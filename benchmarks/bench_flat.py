@@ -1,7 +1,7 @@
-"""A sweep block's documents as columns: `optimize`'s JSON documents of a Latin-hypercube
-block (benchmarks/bench_sweep_lhs.py's study), made into columns by flattening each document
-(`flatten`, then `columns_of`) and by the reader compiled from their shape
-(`documents_as_columns`); µs a document, best of 5, and whether the two agree.
+"""A sweep block's rows: the `optimize` reports of a Latin-hypercube block
+(benchmarks/bench_sweep_lhs.py's study) made into columns by drawing and flattening each one's
+JSON document (`plan_to_json`, `flatten`, then `columns_of`) and straight from the document's
+fields (`plan_columns`, render/fields.py); µs a report, best of 5, and whether the two agree.
 
     PYTHONPATH=. python benchmarks/bench_flat.py [DOCUMENTS]
 """
@@ -10,15 +10,15 @@ import sys
 import tempfile
 import timeit
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sweep_lhs import sweep_file
 
 
-def documents(count: int) -> list[dict]:
-    """The JSON documents of the study's first `count` scenarios, planned as one block."""
+def reports(count: int) -> list[Any]:
+    """The plan reports of the study's first `count` scenarios, planned as one block."""
     from prfaas_plan.inputs.scenario import problem_like
-    from prfaas_plan.render.plan import plan_to_json
     from prfaas_plan.sweep import fast
     from prfaas_plan.sweep.commands import parameter_names
     from prfaas_plan.sweep.rows import _catalog, _problem
@@ -36,24 +36,28 @@ def documents(count: int) -> list[dict]:
         problems = [first] + [problem_like(first, s, catalog) for s in scenarios[1:]]
         fast.prepare_workloads(scenarios)
         parameters = sweep.parameters(chunk[0][1])
-        reports = calls.optimize_many(problems, build(PlanRequest, **parameters), catalog)
-        return [plan_to_json(r) for r in reports]
+        return calls.optimize_many(problems, build(PlanRequest, **parameters), catalog)
 
 
 def main() -> None:
-    from prfaas_plan.sweep.flat import columns_of, documents_as_columns, flatten
+    from prfaas_plan.render.plan import plan_columns, plan_to_json
+    from prfaas_plan.sweep.flat import columns_of, flatten
 
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    docs = documents(count)
-    a, b = documents_as_columns(docs), columns_of([flatten(d) for d in docs])
+    block = reports(count)
+
+    def flattened() -> dict[str, list[Any]]:
+        return columns_of([flatten(plan_to_json(r)) for r in block])
+
+    a, b = plan_columns(block), flattened()
     same = repr(list(a.items())) == repr(list(b.items()))
     for name, run in (
-        ("flatten, then columns_of", lambda: columns_of([flatten(d) for d in docs])),
-        ("documents_as_columns", lambda: documents_as_columns(docs)),
+        ("plan_to_json, flatten, then columns_of", flattened),
+        ("plan_columns", lambda: plan_columns(block)),
     ):
         best = min(timeit.repeat(run, number=3, repeat=5)) / 3
-        print(f"{name}: {best * 1e6 / len(docs):.1f} µs a document")
-    print(f"{len(docs)} documents, {len(a)} columns; the same columns: {same}")
+        print(f"{name}: {best * 1e6 / len(block):.1f} µs a report")
+    print(f"{len(block)} reports, {len(a)} columns; the same columns: {same}")
 
 
 if __name__ == "__main__":

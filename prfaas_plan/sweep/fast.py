@@ -73,10 +73,10 @@ def optimize_block(
 ) -> Columns:
     """`optimize`'s flattened document for each problem of one block of a group, as columns:
     written from the reports column by column (render/fields.py), or, where their documents
-    differ in shape, from each one's document."""
+    differ in shape (some priced, some not), from each one's document flattened."""
     from prfaas_plan.render.fields import NotColumnarError
     from prfaas_plan.render.plan import plan_columns, plan_to_json
-    from prfaas_plan.sweep.flat import documents_as_columns
+    from prfaas_plan.sweep.flat import columns_of, flatten
     from prfaas_plan.use_cases import calls
     from prfaas_plan.use_cases.requests import PlanRequest, build
 
@@ -85,7 +85,7 @@ def optimize_block(
     try:
         return plan_columns(reports)
     except NotColumnarError:
-        return documents_as_columns([plan_to_json(r) for r in reports])
+        return columns_of([flatten(plan_to_json(r)) for r in reports])
 
 
 def prepare_workloads(scenarios: list[Scenario]) -> None:
