@@ -13,7 +13,6 @@ the objects where a leaf has no conversion.
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
@@ -27,45 +26,54 @@ def _itself(obj: Any) -> Any:
     return obj
 
 
-@dataclass(frozen=True)
+# plain classes, not dataclasses: a dataclass is ~0.5 ms to define, and the plan's document is
+# on every `optimize` start-up
+
+
 class Leaf:
     """The value at `path` of the object ("" the object itself), through `convert` (a
     function of that value alone: a block's columns convert a value its objects share once)."""
 
-    path: str
-    convert: Callable[[Any], Any] | None = None
-    read: Callable[[Any], Any] = field(init=False, repr=False, compare=False)
+    __slots__ = ("convert", "path", "read")
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "read", attrgetter(self.path) if self.path else _itself)
+    def __init__(self, path: str, convert: Callable[[Any], Any] | None = None) -> None:
+        self.path = path
+        self.convert = convert
+        self.read: Callable[[Any], Any] = attrgetter(path) if path else _itself
 
     def value(self, obj: Any) -> Any:
         found = self.read(obj)
         return found if self.convert is None else self.convert(found)
 
 
-@dataclass(frozen=True)
 class Const:
     """The same value in every document (a list: a copy in each)."""
 
-    value: Any
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
-@dataclass(frozen=True)
 class Present:
     """`fields` where none of the object's `when` paths is None; the key is absent where one
     is."""
 
-    when: tuple[str, ...]
-    fields: Fields
+    __slots__ = ("fields", "when")
+
+    def __init__(self, when: tuple[str, ...], fields: Fields) -> None:
+        self.when = when
+        self.fields = fields
 
 
-@dataclass(frozen=True)
 class Maybe:
     """`fields` where none of the object's `when` paths is None; null where one is."""
 
-    when: tuple[str, ...]
-    fields: Fields
+    __slots__ = ("fields", "when")
+
+    def __init__(self, when: tuple[str, ...], fields: Fields) -> None:
+        self.when = when
+        self.fields = fields
 
 
 def _held(when: tuple[str, ...], obj: Any) -> bool:
