@@ -196,9 +196,26 @@ def split_constants_of(
     """`split_constants(d, 0)` from z at min and at max per order (`_z`) and their small
     tails."""
     orders = range(MOMENT_ORDERS)
+    return split_constants_from(
+        np.array([d._scale(k) for k in orders]), np.array([k * d.sigma_log**2 for k in orders]),
+        z_min, z_max, tail_min, tail_max,
+    )  # fmt: skip
+
+
+def split_constants_from(
+    scale: FloatArray,
+    offset: FloatArray,
+    z_min: FloatArray,
+    z_max: FloatArray,
+    tail_min: FloatArray,
+    tail_max: FloatArray,
+) -> SplitConstants:
+    """The split constants of the scales and offsets per order (`_scale(k)`, k sigma²), and z
+    at min and at max and their small tails: of one distribution (orders), or of many (rows
+    of orders: analytic/log_normal_rows.py `prepare`), element by element the same."""
     return SplitConstants(
-        scale=np.array([d._scale(k) for k in orders]),
-        offset=np.array([k * d.sigma_log**2 for k in orders]),
+        scale=scale,
+        offset=offset,
         tail_min=tail_min,
         one_minus_tail_min=1.0 - tail_min,
         min_above_median=z_min >= 0,

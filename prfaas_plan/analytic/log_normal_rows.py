@@ -25,7 +25,7 @@ from prfaas_plan.analytic.log_normal import (
     TruncatedLogNormal,
     split_at,
     split_constants,
-    split_constants_of,
+    split_constants_from,
 )
 from prfaas_plan.analytic.normal import mass_between, small_tail
 
@@ -194,19 +194,35 @@ def prepare(distributions: Sequence[TruncatedLogNormal]) -> None:
         masses = mass_between(z_min, tail_min, z_max, tail_max)  # (distributions, orders)
     finite = np.isfinite(z_min).all(axis=1) & np.isfinite(z_max).all(axis=1)
     finite &= np.isfinite(masses).all(axis=1)
-    for i in np.flatnonzero(finite):
+    scaled: list[int] = []  # the distributions whose split constants are computed
+    scales: list[list[float]] = []
+    for i in np.flatnonzero(finite).tolist():
         d = todo[i]
         d.__dict__["_normaliser"] = float(masses[i, 0])
         try:
-            constants = split_constants_of(d, z_min[i], z_max[i], tail_min[i], tail_max[i])
+            scales.append([d._scale(k) for k in orders])
         except ArithmeticError:  # _scale: math.exp overflows, or no mass: left to its own code
             continue
-        with np.errstate(all="ignore"):
-            moments = constants.scale[:2] * masses[i, :2]  # partial_moments(-inf, inf, 1)
-            mean = moments[1] / moments[0]
-        if np.isfinite(mean):
-            d.__dict__["mean_tokens"] = float(mean)
-        d.__dict__[SPLIT_CONSTANTS_KEY] = constants
+        scaled.append(i)
+    if not scaled:
+        return
+    # split_constants_of's arrays for every distribution at once; each one's constants are its
+    # rows of them
+    block = split_constants_from(
+        np.array(scales, float), np.stack(offsets, axis=1)[scaled], z_min[scaled], z_max[scaled],
+        tail_min[scaled], tail_max[scaled],
+    )  # fmt: skip
+    columns = [getattr(block, f.name) for f in fields(SplitConstants)]
+    for array in columns:
+        array.setflags(write=False)  # shared by the distributions' constants
+    with np.errstate(all="ignore"):
+        moments = block.scale[:, :2] * masses[scaled, :2]  # partial_moments(-inf, inf, 1)
+        means = (moments[:, 1] / moments[:, 0]).tolist()
+    for j, i in enumerate(scaled):
+        d = todo[i]
+        if math.isfinite(means[j]):
+            d.__dict__["mean_tokens"] = means[j]
+        d.__dict__[SPLIT_CONSTANTS_KEY] = SplitConstants(*(array[j] for array in columns))
 
 
 def interval_masses(
