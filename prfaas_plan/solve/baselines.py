@@ -58,11 +58,28 @@ def homogeneous_configuration(
 
 UNUSED_LINK_BYTES_PER_S = 1.0  # the homogeneous search's link: no request crosses one
 MAX_MEMO = 4096  # a sweep's equal-cost baselines span many instance counts and workloads
+
+
+class _Profiles:
+    """A system's three curves as one memo key member, hashed once (a block's thousand
+    systems share one set: hashing them in every key was a third of the memo's cost)."""
+
+    __slots__ = ("curves", "hash")
+
+    def __init__(self, curves: tuple[FittedCurve, FittedCurve, FittedCurve]) -> None:
+        self.curves = curves
+        self.hash = hash(curves)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Profiles) and self.curves == other.curves
+
+
 # the memo's key: the system but for its link (its three curves, decode point and output
 # length, ServingSystem's other fields), the workload, the PD instances and the mode
-_Key = tuple[
-    FittedCurve, FittedCurve, FittedCurve, DecodePoint, float, LengthDistribution, int, Mode
-]
+_Key = tuple[_Profiles, DecodePoint, float, LengthDistribution, int, Mode]
 _memo: dict[_Key, Configuration] = {}
 
 
@@ -79,16 +96,19 @@ def homogeneous_configurations(
     (the what-if page's sliders; a sweep over links) searches it once. The systems share their
     profiles (they may differ in link and decode point), the workloads are one distribution or
     truncated log-normals (solve/threshold.py `optimize_fixed_hardware_batch`). Each key is
-    hashed once, and each distinct key twice more at most (a system's hash walks its
-    profiles' fields: a sweep's block asks for a thousand)."""
+    hashed once, and each distinct key twice more at most; the systems' curves are hashed once
+    per set of them (`_Profiles`: a sweep's block asks for a thousand keys of one set)."""
     slots: dict[_Key, int] = {}  # distinct key -> its place in `distinct`
     distinct: list[ServingSystem] = []  # each distinct key's first system
+    profiles: dict[tuple[int, int, int], _Profiles] = {}  # by the curves' identities
     at = []
     for system, workload, n in zip(systems, workloads, pd_instances, strict=True):
-        key = (
-            system.prfaas_prefill_latency, system.pd_prefill_latency, system.kv_cache_size,
-            system.decode, system.output_tokens, workload, n, mode,
-        )  # fmt: skip
+        curves = (system.prfaas_prefill_latency, system.pd_prefill_latency, system.kv_cache_size)
+        ids = (id(curves[0]), id(curves[1]), id(curves[2]))  # the systems hold the curves
+        shared = profiles.get(ids)
+        if shared is None:
+            shared = profiles[ids] = _Profiles(curves)
+        key = (shared, system.decode, system.output_tokens, workload, n, mode)
         slot = slots.setdefault(key, len(slots))
         if slot == len(distinct):
             distinct.append(system)
@@ -98,8 +118,8 @@ def homogeneous_configurations(
     missing = [i for i, c in enumerate(found) if c is None]
     if missing:
         searched = _search(
-            [distinct[i] for i in missing], [keys[i][5] for i in missing],
-            [keys[i][6] for i in missing], mode,
+            [distinct[i] for i in missing], [keys[i][3] for i in missing],
+            [keys[i][4] for i in missing], mode,
         )  # fmt: skip
         if len(_memo) + len(missing) > MAX_MEMO:
             _memo.clear()
