@@ -122,17 +122,58 @@ def document(fields: Fields, obj: Any) -> Document:
 
 
 class NotColumnarError(Exception):
-    """Objects whose documents differ in shape (a block present in some and absent or null in
-    others), or a leaf that is itself an object: their columns come from their documents."""
+    """Objects whose documents differ in shape inside a block that is itself present in some
+    and absent in others, or a leaf that is itself an object: their columns come from their
+    documents."""
 
 
 def columns(fields: Fields, objs: list[Any]) -> Columns:
     """`sweep/flat.py` `columns_of([flatten(document(fields, o)) for o in objs])`, the same
-    names in the same order and the same values, one column at a time, for objects whose
-    documents share their shape; NotColumnarError for others. `objs` is not empty."""
-    out: Columns = {}
-    _into(out, fields, _Gathered(objs), "")
-    return out
+    names in the same order and the same values, one column at a time. Objects whose
+    documents differ in shape (a `Present` or `Maybe` block held by some and not others: a
+    sweep's block where some scenarios have prices and some do not) are written a shape at a
+    time and merged as `columns_of` merges rows: every name in the order the rows first show
+    it, None where a row lacks it. NotColumnarError where such a block lies inside another
+    (not in this package's documents) or a leaf is an object. `objs` is not empty."""
+    gathered = _Gathered(objs)
+    shapes = _shapes(fields, gathered)
+    if shapes is None:  # one shape
+        out: Columns = {}
+        _into(out, fields, gathered, "")
+        return out
+    by_shape: dict[tuple[bool, ...], list[int]] = {}  # in the order the rows first show each
+    for i, shape in enumerate(shapes):
+        by_shape.setdefault(shape, []).append(i)
+    parts = [(rows, columns(fields, [objs[i] for i in rows])) for rows in by_shape.values()]
+    merged: Columns = {}
+    for name in dict.fromkeys(name for _, part in parts for name in part):
+        column: list[Any] = [None] * len(objs)
+        for rows, part in parts:
+            values = part.get(name)
+            if values is not None:
+                for i, value in zip(rows, values, strict=True):
+                    column[i] = value
+        merged[name] = column
+    return merged
+
+
+def _shapes(fields: Fields, gathered: "_Gathered") -> list[tuple[bool, ...]] | None:
+    """Each object's shape (whether it holds each `Present` or `Maybe` block outside any
+    other), or None where every object holds the same ones."""
+    held: list[list[bool]] = []
+
+    def walk(node: Fields) -> None:
+        for f in node.values():
+            if isinstance(f, Present | Maybe):
+                whens = zip(*(gathered[path] for path in f.when), strict=True)
+                held.append([all(v is not None for v in values) for values in whens])
+            elif not isinstance(f, Leaf | Const):
+                walk(f)
+
+    walk(fields)
+    if all(all(mask) or not any(mask) for mask in held):
+        return None
+    return list(zip(*held, strict=True))
 
 
 class _Gathered(dict[str, list[Any]]):
@@ -199,10 +240,11 @@ def _lists(convert: Callable[[Any], Any], values: list[Any]) -> list[Any]:
 
 
 def _block(out: Columns, fields: Fields, gathered: _Gathered, name: str) -> None:
-    """A nested object: its leaves under `name.`, or, where it has no field, null."""
-    if fields:
-        _into(out, fields, gathered, name + ".")
-    else:
+    """A nested object: its leaves under `name.`, or, where it has none (no field, or only
+    absent `Present` blocks), null, as an empty object flattens."""
+    before = len(out)
+    _into(out, fields, gathered, name + ".")
+    if len(out) == before:
         out[name] = [None] * len(gathered[""])
 
 

@@ -67,6 +67,7 @@ FIELDS: dict[str, Any] = {
     "const": Const([1, "x"]),
     "nested": {"c": Leaf("inner.c"), "empty": {}, "d": Const(None)},
     "present": Present(("inner.p",), {"p": Leaf("inner.p"), "q": Leaf("a")}),
+    "only_present": {"p": Present(("inner.p",), {"v": Leaf("inner.p")})},  # empty where absent
     "maybe": Maybe(("inner.m", "a"), at("inner", {"m": Leaf("m"), "deep": {"b": Leaf("b")}})),
 }
 
@@ -88,19 +89,23 @@ def _typed(cols: dict[str, list[Any]]) -> list[tuple[str, list[tuple[type, str]]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(objects(), min_size=1, max_size=5), st.booleans())
-def test_columns_are_the_flattened_documents_or_refused_where_shapes_differ(objs, same_shared):
+@given(st.lists(objects(), min_size=1, max_size=8), st.booleans())
+def test_columns_are_the_flattened_documents_whatever_their_shapes(objs, same_shared):
     if same_shared:  # an object every document shares: converted once
         for obj in objs:
             obj.shared = objs[0].shared
     rows = [flatten(document(FIELDS, obj)) for obj in objs]
-    shapes = {tuple(row) for row in rows}
-    try:
-        found = columns(FIELDS, objs)
-    except NotColumnarError:
-        assert len(shapes) > 1
-        return
-    assert _typed(found) == _typed(columns_of(rows))
+    assert _typed(columns(FIELDS, objs)) == _typed(columns_of(rows))
+
+
+def test_a_block_of_other_shapes_inside_one_present_in_some_is_refused():
+    fields = {"outer": Present(("p",), {"inner": Present(("q",), {"x": Leaf("q")})})}
+    objs = [SimpleNamespace(p=1, q=None), SimpleNamespace(p=1, q=2), SimpleNamespace(p=None, q=2)]
+    with pytest.raises(NotColumnarError):
+        columns(fields, objs)
+    assert _typed(columns(fields, objs[:1] + objs[2:])) == _typed(
+        columns_of([flatten(document(fields, o)) for o in objs[:1] + objs[2:]])
+    )
 
 
 def test_a_leaf_that_is_an_object_is_refused():
@@ -150,8 +155,10 @@ def test_a_plans_columns_are_its_flattened_document(report):
     )
 
 
-def test_plans_of_other_shapes_are_refused_as_one_block():
-    sized, unpriced = REPORTS[2], REPORTS[-1]
-    for block in ([REPORTS[0], sized], [REPORTS[0], unpriced], [REPORTS[3], REPORTS[0]]):
-        with pytest.raises(NotColumnarError):
-            columns(PLAN, block)
+def test_plans_of_other_shapes_in_one_block_are_their_flattened_documents():
+    """A sweep's block where some scenarios are priced and some not (a link no offering
+    carries), some sized: each shape written on its own, merged as rows are."""
+    plain, sized, ttft, unpriced = REPORTS[0], REPORTS[2], REPORTS[3], REPORTS[-1]
+    for block in ([unpriced, plain, unpriced], [plain, sized, unpriced, ttft, plain]):
+        expected = columns_of([flatten(plan_to_json(r)) for r in block])
+        assert _typed(columns(PLAN, block)) == _typed(expected)
