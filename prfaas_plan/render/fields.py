@@ -144,16 +144,14 @@ def columns(fields: Fields, objs: list[Any]) -> Columns:
     by_shape: dict[tuple[bool, ...], list[int]] = {}  # in the order the rows first show each
     for i, shape in enumerate(shapes):
         by_shape.setdefault(shape, []).append(i)
-    parts = [(rows, columns(fields, [objs[i] for i in rows])) for rows in by_shape.values()]
-    merged: Columns = {}
-    for name in dict.fromkeys(name for _, part in parts for name in part):
-        column: list[Any] = [None] * len(objs)
-        for rows, part in parts:
-            values = part.get(name)
-            if values is not None:
-                for i, value in zip(rows, values, strict=True):
-                    column[i] = value
-        merged[name] = column
+    merged: Columns = {}  # each shape's names after those of the shapes seen before it
+    for rows in by_shape.values():  # one shape's columns at a time, merged and dropped
+        for name, values in columns(fields, [objs[i] for i in rows]).items():
+            column = merged.get(name)
+            if column is None:
+                column = merged[name] = [None] * len(objs)
+            for i, value in zip(rows, values, strict=True):
+                column[i] = value
     return merged
 
 
