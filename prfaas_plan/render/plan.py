@@ -221,7 +221,7 @@ def plan_to_json(report: PlanReport) -> Document:
 def plan_columns(reports: list[PlanReport]) -> dict[str, list[Any]]:
     """The flattened documents of `reports` as columns (a sweep's block), as
     sweep/flat.py `columns_of([flatten(plan_to_json(r)) for r in reports])` writes them;
-    render/fields.py NotColumnarError where their documents differ in shape."""
+    render/fields.py `columns`, whose NotColumnarError says where they cannot be."""
     return columns(PLAN, reports)
 
 

@@ -72,8 +72,9 @@ def optimize_block(
     problems: list[Problem], parameters: dict[str, Any], catalog: Catalog
 ) -> Columns:
     """`optimize`'s flattened document for each problem of one block of a group, as columns:
-    written from the reports column by column (render/fields.py), or, where their documents
-    differ in shape (some priced, some not), from each one's document flattened."""
+    written from the reports column by column (render/fields.py, a shape at a time where some
+    are priced and some not), or, where that cannot be (NotColumnarError: a leaf that is an
+    object, not in optimize's document), from each one's document flattened."""
     from prfaas_plan.render.fields import NotColumnarError
     from prfaas_plan.render.plan import plan_columns, plan_to_json
     from prfaas_plan.sweep.flat import columns_of, flatten
