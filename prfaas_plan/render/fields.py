@@ -257,13 +257,22 @@ def _as_flattened(values: list[Any]) -> list[Any]:
     kinds = set(map(type, values))
     if kinds <= _PLAIN:
         return values
-    if kinds <= _NUMBERS and math.isfinite(sum(filter(None, values))):
-        return values  # a sum is finite only if every term is (or else it overflowed)
+    if kinds <= _NUMBERS and _finite_sum(values):
+        return values
     if kinds <= _PLAIN | {float}:
         return [v if type(v) is not float or v - v == 0 else None for v in values]
     if dict in kinds:
         raise NotColumnarError("an object where a leaf was expected")
     return [v if type(v) in _PLAIN else flat_leaf(v) for v in values]
+
+
+def _finite_sum(values: list[Any]) -> bool:
+    """Whether the numbers' sum (None left out) is finite: only if every term is (a false
+    answer may also be an overflow; the caller then looks at each)."""
+    try:
+        return math.isfinite(sum(filter(None, values)))
+    except OverflowError:  # an int beyond a float's range beside a float
+        return False
 
 
 def flat_leaf(value: Any) -> Any:

@@ -47,6 +47,7 @@ NUMBERS = st.one_of(  # a column of numbers alone (non-finite ones become null)
     st.floats(allow_nan=True, allow_infinity=True), st.floats(-1e308, 1e308),
     st.integers(-(2**70), 2**70), st.booleans(), st.none(),
 )  # fmt: skip
+HUGE = st.integers(10**400, 10**401)  # beyond a float: a sum with floats overflows
 POOL = [(1.0, 2.0), ("a",), (float("nan"),), (), ({"k": 1},)]  # objects some documents share
 SHARED = [1.5, [0.25, float("nan")], ["a", "b"], None]  # one object in every document
 
@@ -59,6 +60,7 @@ def _convert(value: Any) -> Any:
 FIELDS: dict[str, Any] = {
     "a": Leaf("a"),
     "n": Leaf("n"),
+    "big": Leaf("big"),
     "number": Leaf("n", number),  # an int becomes a float, a non-finite float null
     "b": Leaf("inner.b", _convert),
     "shared": Leaf("shared"),
@@ -80,7 +82,10 @@ def objects(draw: st.DrawFn) -> SimpleNamespace:
         p=draw(st.one_of(st.none(), VALUES)), m=draw(st.one_of(st.none(), VALUES)),
     )  # fmt: skip
     pool = POOL[draw(st.integers(0, len(POOL) - 1))]
-    return SimpleNamespace(a=draw(VALUES), n=draw(NUMBERS), inner=inner, shared=shared, pool=pool)
+    big = draw(st.one_of(NUMBERS, HUGE))
+    return SimpleNamespace(
+        a=draw(VALUES), n=draw(NUMBERS), big=big, inner=inner, shared=shared, pool=pool
+    )
 
 
 def _typed(cols: dict[str, list[Any]]) -> list[tuple[str, list[tuple[type, str]]]]:
