@@ -159,19 +159,23 @@ def _shapes(fields: Fields, gathered: "_Gathered") -> list[tuple[bool, ...]] | N
     """Each object's shape (whether it holds each `Present` or `Maybe` block outside any
     other), or None where every object holds the same ones."""
     held: list[list[bool]] = []
-
-    def walk(node: Fields) -> None:
-        for f in node.values():
-            if isinstance(f, Present | Maybe):
-                whens = zip(*(gathered[path] for path in f.when), strict=True)
-                held.append([all(v is not None for v in values) for values in whens])
-            elif not isinstance(f, Leaf | Const):
-                walk(f)
-
-    walk(fields)
+    _held_blocks(fields, gathered, held)
     if all(all(mask) or not any(mask) for mask in held):
         return None
     return list(zip(*held, strict=True))
+
+
+def _held_blocks(node: Fields, gathered: "_Gathered", held: list[list[bool]]) -> None:
+    """Append to `held`, for each `Present` or `Maybe` block of `node` outside any other,
+    whether each object holds it. (A function of the module, not a closure: a recursive
+    closure is a reference cycle, which kept a block's objects alive until the cyclic
+    garbage collector ran.)"""
+    for f in node.values():
+        if isinstance(f, Present | Maybe):
+            whens = zip(*(gathered[path] for path in f.when), strict=True)
+            held.append([all(v is not None for v in values) for values in whens])
+        elif not isinstance(f, Leaf | Const):
+            _held_blocks(f, gathered, held)
 
 
 class _Gathered(dict[str, list[Any]]):

@@ -4,6 +4,7 @@ same order and the same values of the same types, or NotColumnarError where the 
 differ in shape; `optimize`'s reports of every kind give their plan's columns."""
 
 import dataclasses
+import gc
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -167,3 +168,21 @@ def test_plans_of_other_shapes_in_one_block_are_their_flattened_documents():
     for block in ([unpriced, plain, unpriced], [plain, sized, unpriced, ttft, plain]):
         expected = columns_of([flatten(plan_to_json(r)) for r in block])
         assert _typed(columns(PLAN, block)) == _typed(expected)
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["one shape", "mixed shapes"])
+def test_columns_leave_no_reference_cycle(mixed):
+    """A block's objects are freed by reference counting when `columns` returns: a cycle (a
+    recursive closure over the block once held them all) kept a sweep chunk's reports alive
+    until the cyclic collector ran, which sweeps pause while a chunk runs."""
+    plain, unpriced = REPORTS[0], REPORTS[-1]
+    block = [plain, unpriced, plain] if mixed else [plain, plain]
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        columns(PLAN, block)
+        assert gc.collect() == 0
+    finally:
+        if enabled:
+            gc.enable()
