@@ -54,9 +54,11 @@ def _resume_collector(enabled: bool) -> None:
 # Python's cyclic garbage collector paused while tasks run, as it was again afterwards
 # (reference counting frees the tasks' objects as usual; only cycles wait for the next
 # collection). A chunk makes millions of objects that live until its table is built (its
-# problems, reports, documents and rows) and almost no cycles (345 unreachable objects after
-# 2,000 Latin-hypercube scenarios), so the collector's passes over them were pure cost: in a
-# chunk of 4,000, 645 passes took 277 ms of 3.7 s, four full ones 211 ms of that.
+# problems, reports, documents and rows) and no cycles (none unreachable after a chunk of 4,000
+# Latin-hypercube scenarios; tests/render/test_fields.py checks a block's columns), so the
+# collector's passes over them were pure cost: in a chunk of 4,000, 645 passes took 277 ms of
+# 3.7 s, four full ones 211 ms of that. A cycle would hold all it reaches until the next
+# collection after the chunk (one did: a chunk's reports, +54 MiB peak RSS).
 collector_paused = _WhileTasksRun(_pause_collector, _resume_collector)
 
 
