@@ -209,19 +209,18 @@ def _pass(
         local_means = local_totals / short_mass
         offloaded_means = offloaded_totals / long_mass
     means = (local_totals + offloaded_totals) / (short_mass + long_mass)  # as unloaded_ttfts
-    for e, row in enumerate(rows):
-        if ascending[e]:
-            p50, p90, p99 = in_order[e]
+    # Python floats, read once (the same values as each element's float())
+    means_list, in_order_list = means.tolist(), in_order.tolist()
+    local_list = np.where(short_mass > 0, local_means, np.nan).tolist()
+    offloaded_list = np.where(long_mass > 0, offloaded_means, np.nan).tolist()
+    for e, (row, is_ascending) in enumerate(zip(rows.tolist(), ascending.tolist(), strict=True)):
+        if is_ascending:
+            p50, p90, p99 = in_order_list[e]
         else:
-            p50, p90, p99 = _weighted_percentiles(ttft[e], weights[row], PERCENTILES)
-        out[kept[row]].append(
-            TtftSummary(
-                mean_s=float(means[e]),
-                p50_s=float(p50),
-                p90_s=float(p90),
-                p99_s=float(p99),
-                local_mean_s=float(local_means[e]) if short_mass[e] > 0 else float("nan"),
-                offloaded_mean_s=float(offloaded_means[e]) if long_mass[e] > 0 else float("nan"),
-            )
-        )
+            p50, p90, p99 = _weighted_percentiles(ttft[e], weights[row], PERCENTILES).tolist()
+        summary = TtftSummary(
+            mean_s=means_list[e], p50_s=p50, p90_s=p90, p99_s=p99,
+            local_mean_s=local_list[e], offloaded_mean_s=offloaded_list[e],
+        )  # fmt: skip
+        out[kept[row]].append(summary)
     return out
