@@ -8,6 +8,7 @@ the schema is scenario_schema.py. `build_problem` turns a validated scenario plu
 import dataclasses
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -276,9 +277,11 @@ def problem_like(problem: Problem, scenario: Scenario, catalog: Catalog) -> Prob
     (`_with_input_lengths`), the output lengths and the decode point they move, the input
     distribution kept (`_with_output_lengths`), the decode SLO and the decode point it moves,
     or else the whole scenario (`build_problem`)."""
-    old = problem.scenario.workload
-    if scenario.workload != old:
-        if scenario.workload.model_copy(update={"output_tokens": old.output_tokens}) == old:
+    old, new = problem.scenario.workload, scenario.workload
+    if new != old:
+        if new.input_tokens == old.input_tokens and (
+            new.model_copy(update={"output_tokens": old.output_tokens}) == old
+        ):  # the input lengths first: a sweep over them need not copy the workload
             return _with_output_lengths(problem, scenario, catalog)
         return _with_input_lengths(problem, scenario, catalog)
     if scenario.slo != problem.scenario.slo:  # the decode point alone moves
@@ -345,11 +348,19 @@ def _like(
     )  # fmt: skip
 
 
+@lru_cache(maxsize=16)
+def _source_parts(source: str) -> tuple[Path, str]:
+    """A scenario file's directory and the prefix its errors start with (build_problem's), once
+    per source: a sweep's block builds a workload per scenario from one source."""
+    path = Path(source)
+    return path.parent, f"{path}: "
+
+
 def _with_input_lengths(problem: Problem, scenario: Scenario, catalog: Catalog) -> Problem:
     """`problem_like` of a scenario whose workload differs: where only the parameters of a
     truncated log-normal input length but max_tokens do (no prefix cache), its workload and
     the decode point at its mean context are built anew; otherwise the whole problem is."""
-    source, old, new = Path(problem.source), problem.scenario.workload, scenario.workload
+    old, new = problem.scenario.workload, scenario.workload
     lengths = new.input_tokens
     if (
         not isinstance(lengths, LogNormalLengths)
@@ -359,8 +370,9 @@ def _with_input_lengths(problem: Problem, scenario: Scenario, catalog: Catalog) 
         or new.output_tokens != old.output_tokens
         or problem.output_lengths is None
     ):
-        return build_problem(scenario, source, catalog)
-    workload = build_workload(lengths, source.parent, f"{source}: ")
+        return build_problem(scenario, Path(problem.source), catalog)
+    directory, where = _source_parts(problem.source)
+    workload = build_workload(lengths, directory, where)
     return _like(problem, scenario, catalog, workload, workload, problem.output_lengths)
 
 
