@@ -13,7 +13,7 @@ intervals (a plan's range notes), likewise. Units: tokens.
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -44,9 +44,24 @@ class LogNormalRows:
     sigma_log: FloatArray
     min_tokens: FloatArray
     max_tokens: FloatArray
-    constants: SplitConstants
+    given_constants: SplitConstants | None  # None: `distinct`'s at `source`, when first read
     distinct: "LogNormalRows | None" = None
     source: IntArray | None = None
+
+    @cached_property
+    def constants(self) -> SplitConstants:
+        """The rows' split constants: given, or taken from the distinct rows' when first read
+        (an optimiser's rows, a distribution's for each PD split, are split once per distinct
+        distribution, so most never read theirs: taking them for every row was ~2% of a
+        Latin-hypercube sweep's time). The same numbers as taking them row by row."""
+        if self.given_constants is not None:
+            return self.given_constants
+        assert self.distinct is not None and self.source is not None
+        # the distinct rows' constants at `source`, with a column's axis where these have it
+        at = (slice(None), self.source) + (None,) * (self.mu_log.ndim - self.distinct.mu_log.ndim)
+        return SplitConstants(
+            *(getattr(self.distinct.constants, f.name)[at] for f in fields(SplitConstants))
+        )
 
     @classmethod
     def of(cls, distributions: Sequence[TruncatedLogNormal]) -> "LogNormalRows":
@@ -64,17 +79,11 @@ class LogNormalRows:
         if self.distinct is None:  # these rows are distinct: the taken ones come from them
             distinct, source = self, np.arange(self.mu_log.shape[0])[index]
         else:
-            distinct, source = (
-                self.distinct,
-                self.source[index] if self.source is not None else None,
-            )
+            assert self.source is not None  # rows with distinct ones know where they come from
+            distinct, source = self.distinct, self.source[index]
         return LogNormalRows(
             self.mu_log[index], self.sigma_log[index], self.min_tokens[index],
-            self.max_tokens[index],
-            SplitConstants(
-                *(getattr(self.constants, f.name)[:, index] for f in fields(SplitConstants))
-            ),
-            distinct, source,
+            self.max_tokens[index], None, distinct, source,
         )  # fmt: skip
 
     def repeat(self, times: int) -> "LogNormalRows":
@@ -84,11 +93,12 @@ class LogNormalRows:
 
     def column(self) -> "LogNormalRows":
         """The rows as a column, to broadcast against a row of thresholds per row."""
+        given = self.given_constants
         return LogNormalRows(
             self.mu_log[:, None], self.sigma_log[:, None], self.min_tokens[:, None],
             self.max_tokens[:, None],
-            SplitConstants(
-                *(getattr(self.constants, f.name)[..., None] for f in fields(SplitConstants))
+            None if given is None else SplitConstants(
+                *(getattr(given, f.name)[..., None] for f in fields(SplitConstants))
             ),
             self.distinct, self.source,
         )  # fmt: skip
