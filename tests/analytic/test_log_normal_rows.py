@@ -61,15 +61,18 @@ def test_meshes_in_rows_are_each_distributions_mesh(ds, narrow):
         min_size=1, max_size=8,
     ),
     st.booleans(),
+    st.booleans(),
 )  # fmt: skip
-@settings(max_examples=40, deadline=None)
-def test_unloaded_ttfts_in_rows_are_those_of_each_workload(case_problem, rows, narrow):
+@settings(max_examples=60, deadline=None)
+def test_unloaded_ttfts_in_rows_are_those_of_each_workload(case_problem, rows, narrow, one_link):
+    """Any workloads, thresholds and links; `one_link`: each workload's thresholds at one link
+    (a plan and its baselines: their remote TTFTs computed once per workload)."""
     if narrow:
         rows = [*rows, (NARROW, [(20000.0, 1e9), (np.inf, 1e9)])]
     s = case_problem.system
     ws = [d for d, _ in rows]
     ts = [[t for t, _ in pairs] for _, pairs in rows]
-    ls = [[b for _, b in pairs] for _, pairs in rows]
+    ls = [[pairs[0][1] if one_link else b for _, b in pairs] for _, pairs in rows]
     got = unloaded_ttfts_rows(s, ws, ts, ls)
     for w, t, b, summaries in zip(ws, ts, ls, got, strict=True):
         assert repr(summaries) == repr(unloaded_ttfts(s, w, t, b))  # repr: nan == nan
