@@ -420,7 +420,13 @@ def evaluate_many(
     # each configuration's four terms, a contiguous row each: its least as `.min()` of the
     # row alone finds it (the same reduction; a nan or a signed zero included)
     by_configuration = np.ascontiguousarray(np.broadcast_to(r.limits_rps, (4, count)).T)
-    terms, lowest = by_configuration.tolist(), by_configuration.min(axis=1).tolist()
+    least = by_configuration.min(axis=1)
+    terms, lowest = by_configuration.tolist(), least.tolist()
+    # most configurations have one binding term: found for all at once (`binding_terms`'
+    # test, element by element), the others by `binding_terms` itself
+    within = by_configuration <= (least * (1 + BOUND_TOLERANCE) + 1e-300)[:, None]
+    single = (within.sum(axis=1) == 1).tolist()
+    term = within.argmax(axis=1).tolist()
     p_all, kv = each(r.offload_fraction), each(r.long_kv_cache_bytes)
     long_means, short_means = each(r.long_mean_tokens), each(r.short_mean_tokens)
     prfaas_times, pd_times = each(r.prfaas_service_time_s), each(r.pd_prefill_service_time_s)
@@ -448,7 +454,7 @@ def evaluate_many(
                     pd_decode_rps=decode[i],
                 ),
                 system_throughput_rps=system_rps,
-                bounds=binding_terms(terms[i], system_rps),
+                bounds=_bounds((term[i],)) if single[i] else binding_terms(terms[i], system_rps),
                 kv_egress_bytes_per_s=egress,
                 link_bandwidth_bytes_per_s=link_list[i],
             )

@@ -11,9 +11,13 @@ from prfaas_plan.analytic.capacity import (
     Configuration,
     binding_terms,
     evaluate,
+    evaluate_many,
+    rates,
+    row_modes,
 )
 from prfaas_plan.analytic.distributions import Histogram, ObservedLengths
 from prfaas_plan.choices import Mode
+from prfaas_plan.solve.threshold import SearchSpace, best_configurations
 from tests.conftest import toy_system
 
 
@@ -130,3 +134,39 @@ def test_binding_terms_tightest_first_and_last_bit_ties_in_bound_order():
     # beyond BOUND_TOLERANCE: only the tightest binds; Λ_max inf: every term is inf
     assert binding_terms(np.array([3.7, lam * 1.01, lam, 3.125]), lam) == (Bound.PD_PREFILL,)
     assert binding_terms(np.full(4, np.inf), np.inf) == BOUND_ORDER
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 6), st.integers(0, 6), st.integers(0, 6),
+            st.one_of(st.floats(0.0, 2e5), st.just(np.inf)),
+            st.sampled_from([1e6, 1e8, 1.25e10, 1e13]), st.booleans(),
+        ),
+        min_size=1, max_size=12,
+    )
+)  # fmt: skip
+def test_evaluations_bind_the_terms_binding_terms_names(case_problem, deployments):
+    """Each evaluation's binding terms are `binding_terms` of its four terms (evaluate_many
+    finds a single binding term for all configurations at once: the same answer), on the
+    balance points' near-ties and where terms are nan or inf (no PrfaaS, no PD prefill)."""
+    system, workload = case_problem.system, case_problem.workload
+    configurations = [Configuration(a, b, c, t) for a, b, c, t, _, _ in deployments]
+    modes = [Mode.EXACT if exact else Mode.PAPER for *_, exact in deployments]
+    links = [link for *_, link, _ in deployments]
+    for mode in Mode:  # optima: two terms within BOUND_TOLERANCE at the balance point
+        configurations += best_configurations(system, workload, SearchSpace(4, 8), (mode,))
+        modes.append(mode)
+        links.append(system.link_bandwidth_bytes_per_s)
+    got = evaluate_many(system, workload, configurations, modes, links)
+    r = rates(
+        system, workload, np.array([c.threshold_tokens for c in configurations]),
+        np.array([c.prfaas_instances for c in configurations], float),
+        np.array([c.pd_prefill_instances for c in configurations], float),
+        np.array([c.pd_decode_instances for c in configurations], float),
+        row_modes(np.array([m is Mode.EXACT for m in modes])), np.array(links),
+    )  # fmt: skip
+    limits = np.broadcast_to(r.limits_rps, (4, len(configurations))).T
+    for evaluation, terms in zip(got, limits, strict=True):
+        assert evaluation.bounds == binding_terms(terms.tolist(), float(terms.min()))
