@@ -50,6 +50,8 @@ def deployments_many(
     """Each problem's named evaluations as Deployments: GPUs, unloaded TTFT (one computation for
     the whole batch) and, with its pricing, its cost."""
     ttfts = iter(_unloaded_ttfts(problems, evaluations))
+    if any(pricing is not None for pricing in pricings):
+        from prfaas_plan.use_cases.cost import price_deployment
     out = []
     for problem, named, pricing in zip(problems, evaluations, pricings, strict=True):
         s = problem.scenario
@@ -63,8 +65,6 @@ def deployments_many(
             pd_gpus = c.pd_instances * s.pd_cluster.gpus_per_instance
             cost = None
             if pricing is not None:
-                from prfaas_plan.use_cases.cost import price_deployment
-
                 cost = price_deployment(problem, pricing, prfaas_gpus, pd_gpus, evaluation)
             row.append(Deployment(name, prfaas_gpus, pd_gpus, evaluation, ttft, cost))
         out.append(row)
