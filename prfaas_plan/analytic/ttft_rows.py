@@ -33,11 +33,14 @@ from prfaas_plan.analytic.ttft import (
     unloaded_ttfts,
 )
 
-# distributions meshed in one pass (their meshes' quadrature nodes, 3 x 4,096 a row: ~6 MB an
-# array), and (workload, threshold) rows in one pass (each row's TTFTs over its workload's
-# mesh: ~8 MB an array); a workload with more thresholds than that is computed alone
-# (`unloaded_ttfts`)
-ROWS_PER_PASS = 64
+# distributions meshed in one pass (their meshes' quadrature nodes, 3 x 4,096 a row: ~1.5 MB
+# an array), and (workload, threshold) rows in one pass (each row's TTFTs over its workload's
+# mesh: ~8 MB an array at most); a workload with more thresholds than that is computed alone
+# (`unloaded_ttfts`). 16 rows, not 64: with two sweep processes at once on the 2-core machine
+# (a Dask cluster, or --workers 2), a chunk ran ~5% faster (two chunks at once, alternated:
+# ~2,350 against ~2,230 per CPU s), smaller arrays sharing the caches; one process alone ~2%
+# slower (2,362 against 2,415, within noise)
+ROWS_PER_PASS = 16
 THRESHOLD_ROWS_PER_PASS = 256
 
 
