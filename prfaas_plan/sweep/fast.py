@@ -89,6 +89,28 @@ def optimize_block(
         return columns_of([flatten(plan_to_json(r)) for r in reports])
 
 
+def refused_prices(
+    problems: list[Problem], parameters: dict[str, Any], catalog: Catalog
+) -> list[int]:
+    """The problems whose own prices are refused (`calls.prices`: with prices asked for, a link
+    no offering carries, or an offering that does not carry it). One refuses its block's batch
+    whole (`optimize_many` prices them all), and a study whose links go beyond the offerings
+    has such scenarios everywhere: halving a refused block (sweep/rows.py) came down to one
+    scenario at a time for all of them. The sweep plans these alone (their error rows) and
+    the others as a block."""
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import PlanRequest, build
+
+    request = build(PlanRequest, **parameters)
+    refused = []
+    for i, problem in enumerate(problems):
+        try:
+            calls.prices(problem, request, catalog)
+        except Exception:  # its own plan says why, in its error row
+            refused.append(i)
+    return refused
+
+
 def prepare_workloads(scenarios: list[Scenario]) -> None:
     """The normalisers, means and split constants of the scenarios' truncated log-normal
     input lengths in one numpy pass (analytic/log_normal_rows.py `prepare`), before their

@@ -148,10 +148,24 @@ class _ChunkRows:
                 self.add_row(scenario_id, _one(sweep, scenario, group.parameters, data_dir), True)
                 continue
             built.append((scenario_id, scenario, problem))
-        # a batch is refused for one of its scenarios (`plan_many`)
+        # a batch is refused for one of its scenarios (`plan_many`): those whose own prices are
+        # refused planned alone, the rest as a batch again, and a batch still refused halved
         if built and not self._batch(built, group.parameters, catalog):
-            self._halves(built, group.parameters, catalog)
+            rest = self._priced_apart(built, group.parameters, catalog)
+            if rest and (
+                len(rest) == len(built) or not self._batch(rest, group.parameters, catalog)
+            ):
+                self._halves(rest, group.parameters, catalog)
         return group.ids
+
+    def _priced_apart(self, built: Built, parameters: dict[str, Any], catalog: Catalog) -> Built:
+        """`built` but its scenarios whose own prices are refused (fast.refused_prices), each
+        planned alone for its error row."""
+        refused = set(fast.refused_prices([p for _, _, p in built], parameters, catalog))
+        for j in sorted(refused):
+            scenario_id, scenario, _ = built[j]
+            self.add_row(scenario_id, _one(self.sweep, scenario, parameters, self.data_dir), True)
+        return [b for j, b in enumerate(built) if j not in refused]
 
     def _halves(self, built: Built, parameters: dict[str, Any], catalog: Catalog) -> None:
         """`built`, refused as one batch: its halves each in a batch, and the refused half

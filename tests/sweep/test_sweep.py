@@ -241,6 +241,41 @@ def test_a_refused_batch_is_halved_until_its_refused_scenario_is_alone(
         assert {k: rows[i][k] for k in expected} == expected
 
 
+def test_scenarios_whose_prices_are_refused_are_planned_alone_and_the_rest_as_a_block(
+    tmp_path, monkeypatch
+):
+    """A priced study whose links go beyond every link offering (250 and 400 Gbps; the widest
+    carries 100): each such scenario's prices are refused, which refuses its block's batch.
+    Those scenarios alone go one at a time (their error rows); the others are planned as a
+    block, each its single plan. (Halving had sent all ten one at a time: both halves held a
+    refused scenario.)"""
+    from prfaas_plan.sweep import rows as sweep_rows
+    from prfaas_plan.use_cases import calls
+    from prfaas_plan.use_cases.requests import PlanRequest
+
+    base = (ROOT / "examples/case_study.yaml").read_text()
+    (tmp_path / "priced.yaml").write_text(
+        base + "cost:\n  gpu_prices_usd_per_gpu_hour: {h200: 3.5, h20: 1.2}\n"
+    )
+    text = (
+        "name: priced\nscenario: priced.yaml\ncommand: optimize\nsampling: grid\naxes:\n"
+        "  link.bandwidth_gbps: {{values: [50, 400, 100, 250, 25]}}\n"
+        "  prfaas_cluster.instances: {{values: [2, 4]}}\n"
+    )
+    sweep = load_sweep(_sweep_file(tmp_path, text), parameter_names)
+    points = list(sweep.points())
+    rows, alone = _rows_and_alone(sweep, points, monkeypatch)
+    refused = [i for i, (_, point) in enumerate(points) if point["link.bandwidth_gbps"] > 100]
+    assert len(refused) == 4 and len(alone) == len(refused)
+    assert [i for i, r in enumerate(rows) if r["error_class"] is not None] == refused
+    assert all("no link offering" in rows[i]["error_message"] for i in refused)
+    catalog = _catalog(None)
+    for i in (0, 4, 9):
+        problem = sweep_rows._problem(sweep, scenario_of(sweep, points[i][1], i), None)
+        expected = flatten(plan_to_json(calls.optimize(problem, PlanRequest(), catalog)))
+        assert {k: rows[i][k] for k in expected} == expected
+
+
 def test_an_error_without_a_message_is_named_by_its_class():
     """A bare MemoryError (no message) still makes an error row (it had raised IndexError)."""
     from prfaas_plan.sweep.rows import _error_row
