@@ -258,6 +258,37 @@ def read_chunk(path: Path, columns: list[str] | None = None) -> "pa.Table":
         ) from None
 
 
+def unify_chunks(results: Path, count: int) -> int:
+    """Give the study's `count` chunk files one schema, the union of theirs with types unified
+    as `read_results` unifies them, rewriting (atomically) each that differs: a chunk where a
+    column is null throughout (typed null) or absent (every scenario of it failed) would
+    otherwise refuse or drop that column for readers that take the first file's schema for all
+    (`pandas.read_parquet` of the directory: "Unsupported cast from string to null"). Chunks
+    whose types cannot be unified (a number in one, text in another) are left as written. How
+    many were rewritten."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = [chunk_file(results, i) for i in range(count)]
+    if len(files) < 2:
+        return 0
+    try:
+        schemas = [pq.read_schema(f) for f in files]
+        unified = pa.unify_schemas(schemas, promote_options="permissive")
+    except (OSError, pa.ArrowException):
+        return 0
+    rewritten = 0
+    for index, (path, schema) in enumerate(zip(files, schemas, strict=True)):
+        if schema.equals(unified):
+            continue
+        table = pa.concat_tables(
+            [unified.empty_table(), read_chunk(path)], promote_options="permissive"
+        )
+        write_chunk(results, index, table.cast(unified))
+        rewritten += 1
+    return rewritten
+
+
 def read_results(results: Path) -> "pa.Table":
     """Every chunk of a results directory as one table, sorted by scenario id (columns missing
     from a chunk are null; types unified)."""

@@ -227,6 +227,8 @@ class _ChunkRows:
         for more in (self.block_names, self.row_names, self.fallback_names):
             names.update(more)
         columns = {**base, **{n: outputs.column(n) for n in names if n not in base}}
+        for name in ("error_class", "error_message"):  # text, even in a chunk without an error
+            columns[name] = columns[name].cast(pa.string())
         return pa.table(columns)
 
 

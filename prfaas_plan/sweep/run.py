@@ -25,6 +25,7 @@ from prfaas_plan.sweep.results import (
     RunSummary,
     check_chunk,
     chunk_file,
+    unify_chunks,
     write_chunk,
     write_manifest,
 )
@@ -96,6 +97,7 @@ def execute(
     summary = RunSummary(
         counts["scenarios"], counts["chunks"], counts["resumed"], counts["rerun"], counts["run"]
     )
+    unify_chunks(results, summary.chunks)  # one schema for every chunk, before the manifest
     write_manifest(results, sweep, summary)
     strays = sorted(i for i in found.chunk_files if i >= summary.chunks)
     if strays:

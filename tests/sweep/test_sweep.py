@@ -276,6 +276,39 @@ def test_scenarios_whose_prices_are_refused_are_planned_alone_and_the_rest_as_a_
         assert {k: rows[i][k] for k in expected} == expected
 
 
+def test_every_chunk_has_one_schema_so_pandas_reads_the_directory(tmp_path):
+    """Chunks of 2: the first without an error (its error columns would be typed null), later
+    ones with errors, and one where both scenarios fail (it has none of the plan's columns).
+    Every chunk file is written with the study's one schema, so `pandas.read_parquet` of the
+    directory (which takes the first file's schema for all) reads every row and column, the
+    values `read_results` reads. (It had refused: "Unsupported cast from string to null".)"""
+    import pandas
+    import pyarrow.parquet as pq
+
+    text = (
+        "name: chunks\nscenario: {root}/examples/case_study.yaml\ncommand: optimize\n"
+        "sampling: grid\naxes:\n  pd_cluster.instances: {{values: [8, 3, 0]}}\n"
+        "  link.bandwidth_gbps: {{values: [50, 100]}}\nchunk_size: 2\n"
+    )
+    path = _sweep_file(tmp_path, text)
+    assert run("sweep", str(path), str(tmp_path / "r"), "--workers", "1").returncode == 0
+    files = sorted((tmp_path / "r").glob("chunk-*.parquet"))
+    assert len(files) == 3
+    kinds = [pq.read_table(f, columns=["error_class"]).column(0).null_count for f in files]
+    assert kinds == [2, 2, 0]  # errors only in the last chunk, whose two scenarios both fail
+    schemas = [pq.read_schema(f) for f in files]
+    assert all(schema.equals(schemas[0]) for schema in schemas)
+    frame = pandas.read_parquet(tmp_path / "r").sort_values("scenario_id")
+    rows = _frame(tmp_path / "r")
+    assert list(frame.columns) == list(rows[0]) and len(frame) == len(rows) == 6
+    assert frame["error_class"].tolist()[4:] == ["ConfigError"] * 2
+    assert frame["plan.throughput_rps.system"].tolist()[:4] == [
+        r["plan.throughput_rps.system"] for r in rows[:4]
+    ]
+    # the reader pandas uses, every value
+    assert pq.read_table(tmp_path / "r").sort_by("scenario_id").to_pylist() == rows
+
+
 def test_an_error_without_a_message_is_named_by_its_class():
     """A bare MemoryError (no message) still makes an error row (it had raised IndexError)."""
     from prfaas_plan.sweep.rows import _error_row
