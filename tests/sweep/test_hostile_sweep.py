@@ -686,7 +686,13 @@ def test_report_flags_that_draw_need_a_plot_and_draw_only_numbers(tmp_path):
                   "--x", "link.bandwidth_gbps", "--y", "prfaas_cluster.instances",
                   "--value", "error_message")  # fmt: skip
     assert result.returncode == 3, result.stderr
-    assert "--value: 'error_message' holds no value in any row, not numbers" in result.stderr
+    # text (a chunk's error columns are text even where it has no error: one schema)
+    assert "--value: 'error_message' holds string values, not numbers" in result.stderr
+    result = run("sweep-report", results, "--plot", tmp_path / "f.png",
+                  "--x", "link.bandwidth_gbps", "--y", "prfaas_cluster.instances",
+                  "--value", "baselines.homogeneous_pd.long_mean_tokens")  # fmt: skip
+    assert result.returncode == 3, result.stderr  # nothing is offloaded without PrfaaS
+    assert "holds no value in any row, not numbers" in result.stderr
     assert not (tmp_path / "f.png").exists()
 
 
