@@ -127,8 +127,9 @@ class _ChunkRows:
 
     def plan(self, group: _Group) -> list[int]:
         """Plan a fast-path block: the scenarios whose problems build, in one batch (a refused
-        batch halved: `_halves`); a scenario whose problem does not build goes the per-scenario
-        path, whose error row it gets. Its ids."""
+        batch without its scenarios whose own prices are refused, then halved: `_halves`); a
+        scenario whose problem does not build goes the per-scenario path, whose error row it
+        gets. Its ids."""
         from prfaas_plan.inputs.scenario import problem_like
 
         sweep, data_dir, catalog = self.sweep, self.data_dir, _catalog(self.data_dir)
@@ -145,7 +146,7 @@ class _ChunkRows:
                     else _problem(sweep, scenario, data_dir)
                 )
             except Exception:
-                self.add_row(scenario_id, _one(sweep, scenario, group.parameters, data_dir), True)
+                self._alone(scenario_id, scenario, group.parameters)
                 continue
             built.append((scenario_id, scenario, problem))
         # a batch is refused for one of its scenarios (`plan_many`): those whose own prices are
@@ -164,7 +165,7 @@ class _ChunkRows:
         refused = set(fast.refused_prices([p for _, _, p in built], parameters, catalog))
         for j in sorted(refused):
             scenario_id, scenario, _ = built[j]
-            self.add_row(scenario_id, _one(self.sweep, scenario, parameters, self.data_dir), True)
+            self._alone(scenario_id, scenario, parameters)
         return [b for j, b in enumerate(built) if j not in refused]
 
     def _halves(self, built: Built, parameters: dict[str, Any], catalog: Catalog) -> None:
@@ -186,8 +187,12 @@ class _ChunkRows:
                     self._halves(refused[0], parameters, catalog)
                 return
         for scenario_id, scenario, _ in built:
-            row = _one(self.sweep, scenario, parameters, self.data_dir)
-            self.add_row(scenario_id, row, True)
+            self._alone(scenario_id, scenario, parameters)
+
+    def _alone(self, scenario_id: int, scenario: Scenario, parameters: dict[str, Any]) -> None:
+        """One scenario of a block planned on its own (the per-scenario path): its row, or its
+        error row."""
+        self.add_row(scenario_id, _one(self.sweep, scenario, parameters, self.data_dir), True)
 
     def _batch(self, built: Built, parameters: dict[str, Any], catalog: Catalog) -> bool:
         """Plan `built` in one batch and keep its rows; False if the batch is refused (its
