@@ -4,7 +4,7 @@ from a table with a context column (bilinear between profiled contexts), with th
 context that explain's derivatives need. Units: tokens, seconds.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 
@@ -126,6 +126,9 @@ class ContextSteps:
         self._context, self._batch, self._step = context, batch, step
         self.candidates: FloatArray = np.arange(1.0, float(batch.max()) + 1.0)
         self._at: dict[float, FloatArray] = {}
+        # the decode points of one block's contexts (`prepare_points`), by (context, SLO,
+        # source): the last block's only
+        self.prepared: dict[tuple[float, float, str], DecodePoint] = {}
 
     def at(self, context_tokens: float) -> FloatArray:
         """The step of each of `candidates` at a profiled context."""
@@ -217,6 +220,10 @@ def decode_point_at_context(
     count (at a profiled context, the batches profiled there). The point also says how it moves
     with the context (`context_sides`: the step's slope on each side, BS_max held, and how far
     BS_max holds), which `explain` needs for the elasticities in the workload's lengths."""
+    if context_steps is not None:  # this table's, read where it is inside the contexts
+        point = context_steps.prepared.get((decode_context_tokens, slo_tokens_per_s, source))
+        if point is not None:
+            return point
     context = np.asarray(context_tokens, dtype=float)
     batch = np.asarray(batch_sizes, dtype=float)
     step = np.asarray(step_latencies_s, dtype=float)
@@ -234,7 +241,6 @@ def decode_point_at_context(
     high = float(contexts[upper])
     weight = 0.0 if high == low else (decode_context_tokens - low) / (high - low)
     table = ContextSteps(context, batch, step) if context_steps is None else context_steps
-    candidates = table.candidates
     steps = _between(table.at(low), table.at(high), weight)
     max_step_s = 1.0 / slo_tokens_per_s
     ok = np.flatnonzero(steps <= max_step_s * (1 + 1e-12))
@@ -246,24 +252,89 @@ def decode_point_at_context(
             f"{max_step_s:g} s, but the fastest step at {decode_context_tokens:,.0f} context tokens "
             f"is {fastest:g} s; relax slo.decode_tokens_per_s or profile smaller batches"
         )
-    best = ok[-1]
-    batch_size = int(candidates[best])
+    best = int(ok[-1])
+    return _point(
+        table, contexts, upper, profiled, float(decode_context_tokens), best, float(steps[best]),
+        slo_tokens_per_s, source,
+    )  # fmt: skip
+
+
+def _point(
+    table: ContextSteps,
+    contexts: FloatArray | list[float],
+    upper: int,
+    profiled: bool,
+    decode_context_tokens: float,
+    best: int,
+    step_latency_s: float,
+    slo_tokens_per_s: float,
+    source: str,
+) -> DecodePoint:
+    """The decode point of batch `table.candidates[best]` at `decode_context_tokens`
+    (`contexts[upper]`, the first profiled context at or above it, `profiled` if equal), with
+    the sides its brackets give."""
+    batch_size = int(table.candidates[best])
     # the brackets on each side of C: one bracket where C lies between two profiled contexts,
     # the two around it where C is one (None past the table's ends)
     above_index = upper + 1 if profiled else upper
     brackets = (
         (float(contexts[upper - 1]), float(contexts[upper])) if upper > 0 else None,
         (float(contexts[above_index - 1]), float(contexts[above_index]))
-        if above_index < contexts.size
+        if above_index < len(contexts)
         else None,
     )
     sides_of = partial(
-        _context_sides, table, brackets, float(decode_context_tokens), batch_size,
-        max_step_s * (1 + 1e-12),
+        _context_sides, table, brackets, decode_context_tokens, batch_size,
+        1.0 / slo_tokens_per_s * (1 + 1e-12),
     )  # fmt: skip
-    return DecodePoint(
-        batch_size, float(steps[best]), source, float(decode_context_tokens), sides_of
-    )
+    return DecodePoint(batch_size, step_latency_s, source, decode_context_tokens, sides_of)
+
+
+def prepare_points(
+    table: ContextSteps,
+    contexts: FloatArray,
+    decode_contexts_tokens: Sequence[float],
+    *,
+    slo_tokens_per_s: float,
+    source: str,
+) -> None:
+    """Compute `decode_point_at_context` at each of `decode_contexts_tokens` (a sweep's block:
+    each scenario's mean decode context) in a few numpy calls, and keep them on `table`
+    (`prepared`, replacing the last block's), where `decode_point_at_context` finds them: the
+    same points, element by element the same arithmetic. A context outside the profiled ones,
+    or where no batch meets the SLO, is left to `decode_point_at_context` (which says why)."""
+    c = np.asarray(decode_contexts_tokens, dtype=float)
+    inside = (contexts[0] <= c) & (c <= contexts[-1])  # nan: outside
+    c_inside = np.where(inside, c, contexts[0])
+    upper = np.searchsorted(contexts, c_inside)
+    profiled = contexts[upper] == c_inside
+    low = np.where(profiled, contexts[upper], contexts[np.maximum(upper - 1, 0)])
+    high = contexts[upper]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weight = np.where(high == low, 0.0, (c_inside - low) / (high - low))
+    steps = np.empty((c.size, table.candidates.size))
+    for bracket in set(zip(low.tolist(), high.tolist(), strict=True)):
+        rows = (low == bracket[0]) & (high == bracket[1])
+        w = weight[rows][:, None]
+        at_low, at_high = table.at(bracket[0]), table.at(bracket[1])
+        # `_between`, row by row: exactly one end at a weight of 0 or 1 (where 0 · inf, an
+        # unprofiled batch's, is computed but not taken)
+        with np.errstate(invalid="ignore"):
+            mixed = (1 - w) * at_low + w * at_high
+        steps[rows] = np.where(w == 0.0, at_low, np.where(w == 1.0, at_high, mixed))
+    ok = steps <= 1.0 / slo_tokens_per_s * (1 + 1e-12)
+    met = ok.any(axis=1) & inside
+    best = steps.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1)
+    profiled_tokens = contexts.tolist()  # Python floats, read once (float() of each)
+    table.prepared = {
+        (x, slo_tokens_per_s, source): _point(
+            table, profiled_tokens, u, p, x, b, s, slo_tokens_per_s, source
+        )
+        for x, u, p, b, s in zip(
+            c[met].tolist(), upper[met].tolist(), profiled[met].tolist(), best[met].tolist(),
+            steps[met, best[met]].tolist(), strict=True,
+        )
+    }  # fmt: skip
 
 
 def _context_sides(

@@ -7,6 +7,7 @@ the schema is scenario_schema.py. `build_problem` turns a validated scenario plu
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -20,6 +21,7 @@ from prfaas_plan.analytic.decode_point import (
     decode_point_at_context,
     decode_point_for_slo,
     mean_decode_context_tokens,
+    prepare_points,
 )
 from prfaas_plan.analytic.length_distribution import LengthDistribution
 from prfaas_plan.analytic.log_normal import truncated_log_normal
@@ -334,9 +336,7 @@ def _like(
     the decode point of `full` input and `output` lengths (build_problem's, where they are
     what build_problem would build)."""
     pd = scenario.pd_cluster
-    table = catalog.decode_table(
-        scenario.model, pd.gpu, pd.gpus_per_instance, where=f"{problem.source}: pd_cluster: "
-    )
+    table = _decode_table(problem.source, scenario, catalog)
     system = dataclasses.replace(
         problem.system, decode=decode_point(table, scenario.slo.decode_tokens_per_s, full, output),
         output_tokens=output.mean_tokens,
@@ -345,6 +345,40 @@ def _like(
     return dataclasses.replace(
         problem, scenario=scenario, system=system, workload=workload, output_lengths=output,
         prfaas_instances=scenario.prfaas_cluster.instances, pd_instances=pd.instances,
+    )  # fmt: skip
+
+
+def _decode_table(source: str, scenario: Scenario, catalog: Catalog) -> DecodeTable:
+    pd = scenario.pd_cluster
+    return catalog.decode_table(
+        scenario.model, pd.gpu, pd.gpus_per_instance, where=f"{source}: pd_cluster: "
+    )
+
+
+def prepare_like(problem: Problem, scenarios: Sequence[Scenario], catalog: Catalog) -> None:
+    """For `problem_like(problem, s, catalog)` of each scenario: the decode points of those
+    whose new input lengths are truncated log-normals (`_with_input_lengths`), each at its
+    mean decode context with `problem`'s output lengths and decode SLO, in a few numpy calls
+    (analytic/decode_point.py `prepare_points`, kept on the decode table where building each
+    problem finds them: the same points). A sweep's block; a speed-up only: a scenario whose
+    context or SLO is not one of these computes its own point."""
+    output, table = problem.output_lengths, _decode_table(problem.source, problem.scenario, catalog)
+    steps = table.context_steps
+    if output is None or steps is None or table.contexts is None:
+        return
+    joint = output.mean_input_times_output_tokens
+    contexts = []
+    for scenario in scenarios:
+        x = scenario.workload.input_tokens
+        if isinstance(x, LogNormalLengths):
+            inputs = truncated_log_normal(x.mu_log, x.sigma_log, x.min_tokens, x.max_tokens)
+            contexts.append(mean_decode_context_tokens(  # as `decode_point`
+                inputs.mean_tokens * output.mean_tokens if joint is None else joint,
+                output.mean_tokens, output.mean_squared_tokens,
+            ))  # fmt: skip
+    prepare_points(
+        steps, table.contexts, contexts, slo_tokens_per_s=problem.scenario.slo.decode_tokens_per_s,
+        source=table.source,
     )  # fmt: skip
 
 

@@ -130,7 +130,7 @@ class _ChunkRows:
         batch without its scenarios whose own prices are refused, then halved: `_halves`); a
         scenario whose problem does not build goes the per-scenario path, whose error row it
         gets. Its ids."""
-        from prfaas_plan.inputs.scenario import problem_like
+        from prfaas_plan.inputs.scenario import prepare_like, problem_like
 
         sweep, data_dir, catalog = self.sweep, self.data_dir, _catalog(self.data_dir)
         # their log-normals' constants in one pass: a speed-up only (a scenario whose own fail
@@ -148,6 +148,9 @@ class _ChunkRows:
             except Exception:
                 self._alone(scenario_id, scenario, group.parameters)
                 continue
+            if not built:  # the others' decode points in one pass, likewise a speed-up only
+                with contextlib.suppress(Exception):
+                    prepare_like(problem, group.scenarios, catalog)
             built.append((scenario_id, scenario, problem))
         # a batch is refused for one of its scenarios (`plan_many`): those whose own prices are
         # refused planned alone, the rest as a batch again, and a batch still refused halved

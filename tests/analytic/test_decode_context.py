@@ -457,3 +457,49 @@ def test_a_tables_kept_steps_are_each_batchs_own(asked_first, batch_size, at):
     got = kept.pair(c, batch_size)
     assert got.tolist() == alone  # the same bits (inf where not profiled)
     assert kept.at(c)[batch_size - 1] == alone[0]
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(500.0, 40000.0),  # some outside the profiled 1,024-32,768
+            st.sampled_from([1024.0, 8192.0, 32768.0]),  # profiled contexts exactly
+        ),
+        min_size=1, max_size=12,
+    ),
+    st.floats(2.0, 120.0),  # SLOs some of whose steps no batch meets
+)  # fmt: skip
+@settings(max_examples=80, deadline=None)
+def test_a_blocks_prepared_decode_points_are_each_contexts_own(decode_contexts, slo):
+    """`prepare_points` computes a block's decode points in a few numpy calls, and
+    `decode_point_at_context` returns them: each the point it computes alone (batch, the step's
+    bits, sides), and a context outside the table or without a batch meeting the SLO left to
+    it, which refuses it as before."""
+    from prfaas_plan.analytic.decode_point import ContextSteps, prepare_points
+
+    contexts = np.array([1024.0, 8192.0, 32768.0])
+    batches = {1024.0: [1, 4, 16, 64], 8192.0: [2, 8, 32], 32768.0: [1, 3, 9, 27, 60]}
+    rows = [(c, b, 0.01 + 1e-3 * b + 1e-7 * c * b) for c in contexts for b in batches[c]]
+    context, batch, step = (np.array(column, float) for column in zip(*rows, strict=True))
+
+    def point(steps, c):
+        kwargs = dict(decode_context_tokens=c, slo_tokens_per_s=slo, source="t.csv")
+        try:
+            return decode_point_at_context(
+                context, batch, step, contexts=contexts, context_steps=steps, **kwargs
+            )
+        except (InfeasibleError, RangeError) as exc:
+            return type(exc), str(exc)
+
+    def fields(p):
+        if isinstance(p, tuple):
+            return p
+        return (p.batch_size, p.step_latency_s, p.source, p.context_tokens, p.context_sides)
+
+    prepared = ContextSteps(context, batch, step)
+    prepare_points(prepared, contexts, decode_contexts, slo_tokens_per_s=slo, source="t.csv")
+    for c in decode_contexts:
+        alone = point(ContextSteps(context, batch, step), c)
+        if not isinstance(alone, tuple):
+            assert prepared.prepared[(c, slo, "t.csv")] is not None
+        assert fields(point(prepared, c)) == fields(alone)
