@@ -6,9 +6,12 @@ and scenarios per CPU second in-process for one chunk (after a warm-up chunk), w
 worker, and on a Dask LocalCluster of 2 workers (CPU seconds and Dask measured as
 benchmarks/bench_sweep.py does, whose helpers this imports).
 
-    PYTHONPATH=. python benchmarks/bench_sweep_lhs.py [SCENARIOS] [--profile]
+    PYTHONPATH=. python benchmarks/bench_sweep_lhs.py [SCENARIOS] [--profile] [--no-dask-profiler]
 
-`--profile` prints the cProfile of the in-process chunk (top 25 by cumulative time)."""
+`--profile` prints the cProfile of the in-process chunk (top 25 by cumulative time).
+`--no-dask-profiler` starts the Dask workers with their statistical profiler off
+(`distributed.worker.profile.enabled: false`; it is on by default and samples the running
+task's stack every 10 ms)."""
 
 import cProfile
 import os
@@ -90,9 +93,12 @@ def main() -> None:
         cpu = children_cpu_s() - cpu
         print(f"local --workers 1: {scenarios:,} scenarios in {s:.1f} s = {scenarios / s:,.0f}/s; "
               f"{cpu:.1f} CPU s = {scenarios / cpu:,.0f}/CPU s; {load()}")  # fmt: skip
+        import dask
         from dask.distributed import Client, LocalCluster
 
+        profiler = "--no-dask-profiler" not in sys.argv
         with (
+            dask.config.set({"distributed.worker.profile.enabled": profiler}),
             LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                          dashboard_address=None) as cluster,
             Client(cluster) as client,
@@ -101,7 +107,8 @@ def main() -> None:
             s = timed("sweep", str(path), str(d / "dask2"), "--dask-scheduler",
                       cluster.scheduler_address)  # fmt: skip
             cpu = sum(client.run(own_cpu_s).values()) - before
-        print(f"dask 2 workers: {scenarios / s:,.0f}/s ({s:.1f} s); workers' {cpu:.1f} CPU s = "
+        print(f"dask 2 workers{'' if profiler else ' (profiler off)'}: {scenarios / s:,.0f}/s "
+              f"({s:.1f} s); workers' {cpu:.1f} CPU s = "
               f"{scenarios / cpu:,.0f}/CPU s per worker; {load()}")  # fmt: skip
     print(f"load average after: {os.getloadavg()}")
 

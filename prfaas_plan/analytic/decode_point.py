@@ -220,7 +220,8 @@ def decode_point_at_context(
     count (at a profiled context, the batches profiled there). The point also says how it moves
     with the context (`context_sides`: the step's slope on each side, BS_max held, and how far
     BS_max holds), which `explain` needs for the elasticities in the workload's lengths."""
-    if context_steps is not None:  # this table's, read where it is inside the contexts
+    if context_steps is not None and _preparable(decode_context_tokens, slo_tokens_per_s):
+        # this table's, read where it is inside the contexts
         point = context_steps.prepared.get((decode_context_tokens, slo_tokens_per_s, source))
         if point is not None:
             return point
@@ -290,6 +291,17 @@ def _point(
     return DecodePoint(batch_size, step_latency_s, source, decode_context_tokens, sides_of)
 
 
+def _preparable(decode_context_tokens: object, slo_tokens_per_s: float) -> bool:
+    """Whether a decode point may be prepared and found by its context and SLO: floats, neither
+    zero (equal keys are then equal bits: 0.0 == -0.0 but its point's context would keep the
+    sign), the SLO positive (a mean decode context is above 0, an SLO is validated > 0)."""
+    return (
+        isinstance(decode_context_tokens, float)
+        and decode_context_tokens != 0.0
+        and slo_tokens_per_s > 0.0
+    )
+
+
 def prepare_points(
     table: ContextSteps,
     contexts: FloatArray,
@@ -303,8 +315,10 @@ def prepare_points(
     (`prepared`, replacing the last block's), where `decode_point_at_context` finds them: the
     same points, element by element the same arithmetic. A context outside the profiled ones,
     or where no batch meets the SLO, is left to `decode_point_at_context` (which says why)."""
+    if not _preparable(1.0, slo_tokens_per_s):
+        return
     c = np.asarray(decode_contexts_tokens, dtype=float)
-    inside = (contexts[0] <= c) & (c <= contexts[-1])  # nan: outside
+    inside = (contexts[0] <= c) & (c <= contexts[-1]) & (c != 0.0)  # nan: outside
     c_inside = np.where(inside, c, contexts[0])
     upper = np.searchsorted(contexts, c_inside)
     profiled = contexts[upper] == c_inside

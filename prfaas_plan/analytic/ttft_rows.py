@@ -261,6 +261,7 @@ def _percentiles(ttft: FloatArray, weights: FloatArray, rows: IntArray) -> Float
 # then among its block's cells
 CROSSING_BLOCK_CELLS = 64
 _BLOCK_OFFSETS = np.arange(CROSSING_BLOCK_CELLS)
+_LARGEST_TOTAL, _SMALLEST_SHARE = 2.0**1020, 2.0**-1000
 
 
 def cumulative_crossings(weights: FloatArray, quantiles: FloatArray) -> IntArray:
@@ -275,7 +276,8 @@ def cumulative_crossings(weights: FloatArray, quantiles: FloatArray) -> IntArray
     cell by cell. These sums P differ from the sequential ones S in their rounding: for
     positive terms, any order of summation is within G = γ_k = k u / (1 − k u) of the exact
     sum E, relatively (u = 2^-53, k the additions on the way, at most cells + blocks + 2 x
-    block here). So where P_j ≥ q P_T (1 + δ) and P_(j−1) < q P_T (1 − δ), with δ ≥ 4G + 6u
+    block here), as long as nothing overflows and the products and quotients are normal
+    numbers (else the row takes the sequential sum). So where P_j ≥ q P_T (1 + δ) and P_(j−1) < q P_T (1 − δ), with δ ≥ 4G + 6u
     (δ is 1e-9 here, and more for meshes of over ~10^6 cells), the sequential shares satisfy
     c_j ≥ q > c_(j−1), and j is the answer (c does not decrease). A crossing that is not that
     clear (a share within δ of q, as in equal weights whose shares hit q exactly) is found from
@@ -316,7 +318,10 @@ def cumulative_crossings(weights: FloatArray, quantiles: FloatArray) -> IntArray
     previous = np.where(p > 0, flat_within[each, p - 1], before.reshape(-1))
     total = np.repeat(ends[:, -1], q.size)
     t = target.reshape(-1)
-    clear = (p < size) & (index.reshape(-1) < cells) & (total > 0) & np.isfinite(total)
+    # the bound is relative: no sum may overflow (the total below 2^1020), and the shares and
+    # q P_T must be normal numbers (q and q P_T at least 2^-1000)
+    clear = (p < size) & (index.reshape(-1) < cells) & (total <= _LARGEST_TOTAL)
+    clear &= (t >= _SMALLEST_SHARE) & (np.tile(q, rows) >= _SMALLEST_SHARE)
     clear &= (at >= t * (1.0 + delta)) & (previous < t * (1.0 - delta))
     for r, k in zip(*np.nonzero(~clear.reshape(rows, q.size)), strict=True):
         cumulative = np.cumsum(weights[r])

@@ -503,3 +503,28 @@ def test_a_blocks_prepared_decode_points_are_each_contexts_own(decode_contexts, 
         if not isinstance(alone, tuple):
             assert prepared.prepared[(c, slo, "t.csv")] is not None
         assert fields(point(prepared, c)) == fields(alone)
+
+
+def test_a_prepared_point_is_found_only_by_its_own_context():
+    """Keys are equal only where the numbers are the same bits: a zero context (0.0 == -0.0,
+    whose points differ in the context's sign) is never prepared, and a context given as an
+    array (unhashable) is computed as before (a review's cases)."""
+    from prfaas_plan.analytic.decode_point import ContextSteps, prepare_points
+
+    contexts = np.array([0.0, 10.0])
+    context = np.array([0.0, 0.0, 10.0, 10.0])
+    batch = np.array([1.0, 2.0, 1.0, 2.0])
+    step = np.array([0.01, 0.02, 0.015, 0.03])
+    kept = ContextSteps(context, batch, step)
+    prepare_points(kept, contexts, [-0.0, 5.0], slo_tokens_per_s=40.0, source="t.csv")
+    assert list(kept.prepared) == [(5.0, 40.0, "t.csv")]
+    for c in (0.0, -0.0, np.array(5.0), 5):
+        kwargs = dict(decode_context_tokens=c, slo_tokens_per_s=40.0, source="t.csv")
+        alone = decode_point_at_context(context, batch, step, contexts=contexts, **kwargs)
+        got = decode_point_at_context(
+            context, batch, step, contexts=contexts, context_steps=kept, **kwargs
+        )
+        assert (got.batch_size, got.step_latency_s, got.context_tokens) == (
+            alone.batch_size, alone.step_latency_s, alone.context_tokens
+        )  # fmt: skip
+        assert math.copysign(1.0, got.context_tokens) == math.copysign(1.0, alone.context_tokens)
