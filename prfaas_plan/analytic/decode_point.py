@@ -219,7 +219,9 @@ def decode_point_at_context(
     lie within the profiled contexts, and only batches profiled at both neighbouring contexts
     count (at a profiled context, the batches profiled there). The point also says how it moves
     with the context (`context_sides`: the step's slope on each side, BS_max held, and how far
-    BS_max holds), which `explain` needs for the elasticities in the workload's lengths."""
+    BS_max holds), which `explain` needs for the elasticities in the workload's lengths.
+    A point `prepare_points` computed for `context_steps` (a sweep's block) is returned as it
+    is: the same point."""
     if context_steps is not None and _preparable(decode_context_tokens, slo_tokens_per_s):
         # this table's, read where it is inside the contexts
         point = context_steps.prepared.get((decode_context_tokens, slo_tokens_per_s, source))

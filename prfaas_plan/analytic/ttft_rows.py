@@ -132,8 +132,8 @@ def unloaded_ttfts_rows(
     for i, d in enumerate(workloads):
         by_mesh.setdefault(d.mesh_cells, []).append(i)
     # the split constants of all of them, stacked once (the block's, which its search and
-    # evaluations stacked already) and taken for each pass: stacking a pass's own took ~4% of
-    # a Latin-hypercube sweep's time
+    # evaluations stacked already) and taken for each pass, not stacked again for each pass
+    # (~3 µs a scenario of a Latin-hypercube sweep)
     every: list[LogNormalRows] = []
 
     def run(chosen: list[int]) -> None:
@@ -276,12 +276,13 @@ def cumulative_crossings(weights: FloatArray, quantiles: FloatArray) -> IntArray
     cell by cell. These sums P differ from the sequential ones S in their rounding: for
     positive terms, any order of summation is within G = γ_k = k u / (1 − k u) of the exact
     sum E, relatively (u = 2^-53, k the additions on the way, at most cells + blocks + 2 x
-    block here), as long as nothing overflows and the products and quotients are normal
-    numbers (else the row takes the sequential sum). So where P_j ≥ q P_T (1 + δ) and P_(j−1) < q P_T (1 − δ), with δ ≥ 4G + 6u
-    (δ is 1e-9 here, and more for meshes of over ~10^6 cells), the sequential shares satisfy
-    c_j ≥ q > c_(j−1), and j is the answer (c does not decrease). A crossing that is not that
-    clear (a share within δ of q, as in equal weights whose shares hit q exactly) is found from
-    the row's sequential cumulative sum, as `_weighted_percentiles` finds it."""
+    block here), as long as nothing overflows and q and q P_T are normal numbers. So where
+    P_j ≥ q P_T (1 + δ) and P_(j−1) < q P_T (1 − δ), with δ ≥ 4G + 6u (δ is 1e-9 here, and
+    more for meshes of over ~10^6 cells), the sequential shares satisfy c_j ≥ q > c_(j−1),
+    and j is the answer (c does not decrease). A crossing that is not that clear (a share
+    within δ of q, as in equal weights whose shares hit q exactly), or a row past those
+    bounds (a total above 2^1020, q or q P_T below 2^-1000), is found from the row's
+    sequential cumulative sum, as `_weighted_percentiles` finds it."""
     rows, cells = weights.shape
     q = np.asarray(quantiles, float)
     size = CROSSING_BLOCK_CELLS
