@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -350,10 +350,19 @@ BOUND_TOLERANCE = 1e-6
 BOUND_TIE_RTOL = 1e-9
 
 
+_Rates = TypeVar("_Rates", float, FloatArray)
+
+
+def binding_bound(system_rps: _Rates) -> _Rates:
+    """The largest term that binds at Λ_max `system_rps` (a number, or an array of them):
+    within BOUND_TOLERANCE of it (and 1e-300 above, so that Λ_max 0 binds its zero terms)."""
+    return system_rps * (1 + BOUND_TOLERANCE) + 1e-300
+
+
 def binding_terms(limits: Sequence[float], system_rps: float) -> tuple[Bound, ...]:
     """The terms within BOUND_TOLERANCE of Λ_max, tightest first (ties on BOUND_TIE_RTOL's
     grid in BOUND_ORDER)."""
-    bound = system_rps * (1 + BOUND_TOLERANCE) + 1e-300
+    bound = binding_bound(system_rps)
     within = [k for k, limit in enumerate(limits) if limit <= bound]
     if len(within) > 1:  # most evaluations have one binding term: nothing to order
         if 0 < system_rps < np.inf:
@@ -424,7 +433,7 @@ def evaluate_many(
     terms, lowest = by_configuration.tolist(), least.tolist()
     # most configurations have one binding term: found for all at once (`binding_terms`'
     # test, element by element), the others by `binding_terms` itself
-    within = by_configuration <= (least * (1 + BOUND_TOLERANCE) + 1e-300)[:, None]
+    within = by_configuration <= binding_bound(least)[:, None]
     single = (within.sum(axis=1) == 1).tolist()
     term = within.argmax(axis=1).tolist()
     p_all, kv = each(r.offload_fraction), each(r.long_kv_cache_bytes)
