@@ -58,6 +58,16 @@ class DecodePoint:
         return None if self.sides_of is None else self.sides_of()
 
 
+# a step meets the SLO's budget up to this (relative): a batch whose step is the budget to the
+# last bits is not lost to rounding
+STEP_BUDGET_RTOL = 1e-12
+
+
+def _step_budget_s(slo_tokens_per_s: float) -> float:
+    """The longest step that meets `slo_tokens_per_s`, with STEP_BUDGET_RTOL's allowance."""
+    return 1.0 / slo_tokens_per_s * (1 + STEP_BUDGET_RTOL)
+
+
 def decode_point_for_slo(
     batch_sizes: ArrayLike, step_latencies_s: ArrayLike, *, slo_tokens_per_s: float, source: str
 ) -> DecodePoint:
@@ -75,7 +85,7 @@ def decode_point_for_slo(
     batch_sizes = np.asarray(batch_sizes)
     step_latencies_s = np.asarray(step_latencies_s, dtype=float)
     max_step_s = 1.0 / slo_tokens_per_s
-    ok = np.flatnonzero(step_latencies_s <= max_step_s * (1 + 1e-12))
+    ok = np.flatnonzero(step_latencies_s <= _step_budget_s(slo_tokens_per_s))
     if ok.size == 0:
         raise InfeasibleError(
             f"{source}: a decode SLO of {slo_tokens_per_s:g} tokens/s needs a step of at most "
@@ -246,7 +256,7 @@ def decode_point_at_context(
     table = ContextSteps(context, batch, step) if context_steps is None else context_steps
     steps = _between(table.at(low), table.at(high), weight)
     max_step_s = 1.0 / slo_tokens_per_s
-    ok = np.flatnonzero(steps <= max_step_s * (1 + 1e-12))
+    ok = np.flatnonzero(steps <= _step_budget_s(slo_tokens_per_s))
     if ok.size == 0:
         finite = np.isfinite(steps)
         fastest = float(steps[finite][0]) if finite.any() else float("inf")
@@ -288,7 +298,7 @@ def _point(
     )
     sides_of = partial(
         _context_sides, table, brackets, decode_context_tokens, batch_size,
-        1.0 / slo_tokens_per_s * (1 + 1e-12),
+        _step_budget_s(slo_tokens_per_s),
     )  # fmt: skip
     return DecodePoint(batch_size, step_latency_s, source, decode_context_tokens, sides_of)
 
@@ -338,7 +348,7 @@ def prepare_points(
         with np.errstate(invalid="ignore"):
             mixed = (1 - w) * at_low + w * at_high
         steps[rows] = np.where(w == 0.0, at_low, np.where(w == 1.0, at_high, mixed))
-    ok = steps <= 1.0 / slo_tokens_per_s * (1 + 1e-12)
+    ok = steps <= _step_budget_s(slo_tokens_per_s)
     met = ok.any(axis=1) & inside
     best = steps.shape[1] - 1 - np.argmax(ok[:, ::-1], axis=1)
     profiled_tokens = contexts.tolist()  # Python floats, read once (float() of each)
