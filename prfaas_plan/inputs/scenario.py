@@ -190,15 +190,21 @@ def decode_point(
             table.batch_sizes, table.step_latencies_s, slo_tokens_per_s=slo_tokens_per_s,
             source=table.source,
         )  # fmt: skip
-    joint = output.mean_input_times_output_tokens
-    context = mean_decode_context_tokens(
-        inputs.mean_tokens * output.mean_tokens if joint is None else joint,
-        output.mean_tokens, output.mean_squared_tokens,
-    )  # fmt: skip
     return decode_point_at_context(
         table.context_tokens, table.batch_sizes, table.step_latencies_s,
-        decode_context_tokens=context, slo_tokens_per_s=slo_tokens_per_s, source=table.source,
-        contexts=table.contexts, context_steps=table.context_steps,
+        decode_context_tokens=_decode_context_tokens(inputs, output),
+        slo_tokens_per_s=slo_tokens_per_s, source=table.source, contexts=table.contexts,
+        context_steps=table.context_steps,
+    )  # fmt: skip
+
+
+def _decode_context_tokens(inputs: LengthDistribution, output: OutputLengths) -> float:
+    """The mean decode context of `inputs` and `output` lengths (their joint moment where the
+    output lengths carry one, else independent lengths)."""
+    joint = output.mean_input_times_output_tokens
+    return mean_decode_context_tokens(
+        inputs.mean_tokens * output.mean_tokens if joint is None else joint,
+        output.mean_tokens, output.mean_squared_tokens,
     )  # fmt: skip
 
 
@@ -366,16 +372,13 @@ def prepare_like(problem: Problem, scenarios: Sequence[Scenario], catalog: Catal
     steps = table.context_steps
     if output is None or steps is None or table.contexts is None:
         return
-    joint = output.mean_input_times_output_tokens
-    contexts = []
-    for scenario in scenarios:
-        x = scenario.workload.input_tokens
-        if isinstance(x, LogNormalLengths):
-            inputs = truncated_log_normal(x.mu_log, x.sigma_log, x.min_tokens, x.max_tokens)
-            contexts.append(mean_decode_context_tokens(  # as `decode_point`
-                inputs.mean_tokens * output.mean_tokens if joint is None else joint,
-                output.mean_tokens, output.mean_squared_tokens,
-            ))  # fmt: skip
+    contexts = [
+        _decode_context_tokens(
+            truncated_log_normal(x.mu_log, x.sigma_log, x.min_tokens, x.max_tokens), output
+        )
+        for x in (s.workload.input_tokens for s in scenarios)
+        if isinstance(x, LogNormalLengths)
+    ]
     prepare_points(
         steps, table.contexts, contexts, slo_tokens_per_s=problem.scenario.slo.decode_tokens_per_s,
         source=table.source,
