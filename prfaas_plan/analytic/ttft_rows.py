@@ -134,13 +134,11 @@ def unloaded_ttfts_rows(
     # the split constants of all of them, stacked once (the block's, which its search and
     # evaluations stacked already) and taken for each pass, not stacked again for each pass
     # (~3 µs a scenario of a Latin-hypercube sweep)
-    every: list[LogNormalRows] = []
+    every = LogNormalRows.of(workloads)
 
     def run(chosen: list[int]) -> None:
-        if not every:
-            every.append(LogNormalRows.of(workloads))
         found = _pass(
-            system, [workloads[i] for i in chosen], every[0].take(chosen),
+            system, [workloads[i] for i in chosen], every.take(chosen),
             [thresholds_tokens[i] for i in chosen], [links_bytes_per_s[i] for i in chosen],
         )  # fmt: skip
         for i, summaries in zip(chosen, found, strict=True):
